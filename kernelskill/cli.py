@@ -1,0 +1,154 @@
+"""The ``kernelskill`` command: parses, calls the library, prints. Nothing else lives here."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .errors import UserError
+
+EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
+
+EPILOG = """examples:
+  kernelskill eval examples/softmax_rows examples/softmax_rows/solutions/cpp_online_softmax.py --preset small
+  kernelskill eval TASK.py CANDIDATE.py --device cuda --json
+  kernelskill task show examples/softmax_rows --preset small
+  kernelskill compile CANDIDATE.py
+
+A TASK is a KernelBench file (Model, get_inputs, get_init_inputs) or a directory with
+reference.py and task.toml. A CANDIDATE is a Python file that defines ModelNew.
+Exit codes: 0 ok, 1 the candidate failed, 2 usage or task error."""
+
+
+def _parse_sets(items: list[str]) -> dict:
+    from .task import parse_value
+    out = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise UserError(f"--set {item!r}: expected NAME=VALUE, e.g. --set batch_size=16")
+        out[name.strip()] = parse_value(value.strip())
+    return out
+
+
+def _task_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--preset", help="a size preset from the task's task.toml (e.g. small)")
+    p.add_argument("--set", dest="sets", action="append", metavar="NAME=VALUE",
+                   help="override a module-level constant of the task (repeatable)")
+
+
+def _load_task(args):
+    from .task import Task
+    return Task.load(resolve_task_path(args.task), preset=args.preset, overrides=_parse_sets(args.sets))
+
+
+def resolve_task_path(spec: str) -> str:
+    """A path, or the name of a shipped example."""
+    if Path(spec).exists() or not (EXAMPLES_DIR / spec).exists():
+        return spec
+    return str(EXAMPLES_DIR / spec)
+
+
+def cmd_eval(args) -> int:
+    from .candidate import Candidate
+    from .evaluate.api import Options, evaluate
+    from .evaluate.timing import TimingConfig
+    from .report import print_eval
+    task = _load_task(args)
+    cand = Candidate.from_file(args.candidate)
+    timing = None if args.no_timing else TimingConfig(time_cap_s=args.time_cap)
+    opts = Options(device=args.device, trials=args.trials, timing=timing, profile=not args.no_timing)
+    progress = None if args.json else (lambda phase: print(f"  … {phase}", file=sys.stderr, flush=True))
+    result = evaluate(task, cand, opts=opts, on_phase=progress)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        print_eval(result)
+    return 0 if result.ok else 1
+
+
+def cmd_compile(args) -> int:
+    from .candidate import Candidate
+    from .evaluate.api import compile
+    from .report import print_compile
+    res = compile(Candidate.from_file(args.candidate), device=args.device)
+    if args.json:
+        print(json.dumps(res.to_dict(), indent=2))
+    else:
+        print_compile(res)
+    return 0 if res.ok else 1
+
+
+def cmd_task_show(args) -> int:
+    from .report import print_task
+    info = _load_task(args).summary()
+    if args.json:
+        print(json.dumps(info, indent=2))
+    else:
+        print_task(info)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kernelskill", description="Turn slow PyTorch modules into fast, "
+                                     "verified kernels.", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from . import __version__
+    parser.add_argument("--version", action="version", version=f"kernelskill {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("eval", help="compile, verify and time a candidate against its task",
+                       description="Compile, verify (5+ seeded trials) and time CANDIDATE against TASK in an "
+                       "isolated worker.", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("task", help="task file or directory, or the name of a shipped example")
+    p.add_argument("candidate", help="Python file defining ModelNew")
+    p.add_argument("--device", default="auto", help="cpu, cuda or cuda:N (default: cuda for CUDA/Triton "
+                   "candidates when a GPU is present, else cpu)")
+    _task_args(p)
+    p.add_argument("--trials", type=int, default=5, help="correctness trials with fresh seeds (default 5)")
+    p.add_argument("--no-timing", action="store_true", help="verify only")
+    p.add_argument("--time-cap", type=float, default=10.0, help="seconds of timing per model at most (default 10)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("compile", help="build a candidate's extensions (compile-only check where CUDA can't run)")
+    p.add_argument("candidate")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_compile)
+
+    p = sub.add_parser("task", help="inspect tasks")
+    tsub = p.add_subparsers(dest="task_command", metavar="SUBCOMMAND")
+    p = tsub.add_parser("show", help="shapes, dtypes, parameters and op classes of a task")
+    p.add_argument("task")
+    _task_args(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_task_show)
+
+    for name in ("cli_skills",):
+        try:
+            mod = __import__(f"kernelskill.{name}", fromlist=["add_parser"])
+        except ImportError:
+            continue
+        mod.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return args.func(args)
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

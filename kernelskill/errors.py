@@ -1,0 +1,12 @@
+"""The one exception type meant for users: the CLI prints its message and exits 2."""
+
+
+class UserError(Exception):
+    """A mistake the user can fix (bad task file, bad flag, missing device).
+
+    The message says what is wrong, where (file and line when known) and what to do.
+    """
+
+
+class TaskError(UserError):
+    """A task file or directory that cannot be loaded or run."""

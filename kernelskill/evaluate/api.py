@@ -1,0 +1,259 @@
+"""compile(), verify(), profile(), evaluate(): what the CLI, optimizer, TUI and MCP server call.
+
+Candidate code never runs in this process: workers do (``isolation.run_worker``); this module
+decides the verdict from the data they send back.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from ..candidate import Candidate
+from ..errors import TaskError, UserError
+from ..results import CompileResult, Diagnostic, Env, EvalResult
+from ..task import Task, _Expr
+from . import static
+from .verdict import judge_outputs
+from .build import cache_root
+from .isolation import WorkerOutcome, run_worker
+from .timing import TimingConfig
+
+PROTOCOL = "v1"
+
+
+@dataclasses.dataclass
+class Options:
+    """How to evaluate. The defaults are the protocol; tests and quick looks shrink them."""
+    device: str = "auto"
+    trials: int = 5
+    seed: int = 42
+    timing: TimingConfig | None = dataclasses.field(default_factory=TimingConfig)
+    profile: bool = True
+    build_timeout: float = 900.0
+    run_timeout: float = 300.0
+    threads: int | None = None
+    memory_fraction: float = 0.5     # CPU runs: the worker's address-space cap, of physical memory
+    keep_dir: Path | None = None
+
+
+def _resolve(task, candidate) -> tuple[Task | None, Candidate | None]:
+    if task is not None and not isinstance(task, Task):
+        task = Task.load(task)
+    if candidate is not None and not isinstance(candidate, Candidate):
+        p = Path(str(candidate))
+        candidate = Candidate.from_file(p) if len(str(candidate)) < 4096 and p.suffix == ".py" else \
+            Candidate.from_source(str(candidate))
+    return task, candidate
+
+
+def resolve_device(device: str, backend: str | None = None) -> str:
+    """auto → cuda when the backend needs it or a GPU is present, else cpu."""
+    has_cuda = bool(torch.version.cuda) and torch.cuda.is_available()
+    if device == "auto":
+        if backend == "cpp":
+            return "cpu"
+        return "cuda" if has_cuda else "cpu"
+    if device.startswith("cuda") and not has_cuda:
+        raise UserError(f"--device {device}: this machine has no usable CUDA device "
+                        f"(torch {torch.__version__}, CUDA {torch.version.cuda}); use --device cpu")
+    if device not in ("cpu",) and not device.startswith("cuda"):
+        raise UserError(f"--device {device}: expected cpu, cuda or cuda:N")
+    return device
+
+
+def _request(mode: str, task: Task | None, cand: Candidate | None, device: str, opts: Options, base: Path) -> dict:
+    req = {"mode": mode, "device": device, "seed": opts.seed, "trials": opts.trials,
+           "threads": opts.threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()),
+           "cache_root": str(cache_root())}
+    if task is not None:
+        req["task"] = {"path": str(task.path), "preset": task.preset,
+                       "overrides": {k: ({"expr": str(v)} if isinstance(v, _Expr) else v) for k, v in task.overrides.items()}}
+        req["allow_tf32"] = task.allow_tf32
+    if cand is not None:
+        path = base / "candidate.py"
+        path.write_text(cand.source)
+        req["candidate_path"] = str(path)
+    if device == "cpu":
+        try:
+            req["memory_limit"] = int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * opts.memory_fraction)
+        except (ValueError, OSError):
+            pass
+    return req
+
+
+def _workdir(opts: Options) -> Path:
+    return Path(tempfile.mkdtemp(prefix="kernelskill-", dir=opts.keep_dir))
+
+
+# ---- reference --------------------------------------------------------------------------------
+def reference(task: Task, device: str, opts: Options) -> Path:
+    """Seeded inputs, reference outputs and weights for ``task`` on ``device``; cached on disk."""
+    key = f"{PROTOCOL}-{task.hash}-{device.replace(':', '')}-{opts.trials}-{opts.seed}"
+    ref_dir = cache_root() / "ref" / key
+    if (ref_dir / "meta.json").exists():
+        return ref_dir
+    base = _workdir(opts)
+    req = _request("reference", task, None, device, opts, base)
+    out = run_worker(req, build_timeout=opts.build_timeout, run_timeout=opts.run_timeout, keep=base)
+    if out.result is None or out.result.get("status") != "ok":
+        why = (out.result or {}).get("error") or out.died or "unknown failure"
+        if out.result and out.result.get("status") == "task_error":
+            raise TaskError(why)
+        raise TaskError(f"{task.path}: the reference failed on {device}: {why}\n{out.log_tail[-1500:]}")
+    tmp = Path(tempfile.mkdtemp(prefix="ref-", dir=_mkdir(ref_dir.parent)))
+    for name in ("inputs.pt", "outputs.pt", "state.pt"):
+        shutil.move(str(out.out_dir / name), tmp / name)
+    (tmp / "meta.json").write_text(json.dumps(out.result))
+    try:
+        os.replace(tmp, ref_dir)
+    except OSError:              # another process cached it first
+        shutil.rmtree(tmp, ignore_errors=True)
+    shutil.rmtree(base, ignore_errors=True)
+    return ref_dir
+
+
+def _mkdir(p: Path) -> Path:
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+# ---- compile ----------------------------------------------------------------------------------
+def _compile_result(cand: Candidate, result: dict | None, out: WorkerOutcome | None) -> CompileResult:
+    build = (result or {}).get("build") or {}
+    diags = [Diagnostic.from_dict(d) for d in build.get("diagnostics", [])]
+    status = (result or {}).get("status")
+    ok = status not in ("compile_error", None) or (status is None and out is not None and out.phase not in ("setup", "build"))
+    if status is None and out is not None and out.phase in ("setup", "build"):
+        ok = False
+    return CompileResult(ok=ok, backend=cand.backend, seconds=round(build.get("seconds", 0.0), 3),
+                         cache_hit=bool(build.get("cache_hit", False)) and bool(build.get("extensions")),
+                         compile_only=bool(build.get("compile_only")), diagnostics=diags,
+                         log_tail=build.get("log_tail") or (out.log_tail if out and not ok else ""),
+                         extensions=build.get("extensions", []))
+
+
+def compile(candidate, *, device: str = "auto", opts: Options | None = None) -> CompileResult:
+    """Build the candidate's extensions in a worker (compile-only nvcc check where CUDA can't run)."""
+    opts = opts or Options()
+    _, cand = _resolve(None, candidate)
+    device = resolve_device(device, cand.backend) if device != "auto" else ("cpu" if cand.backend == "cpp" else
+                                                                          resolve_device("auto"))
+    base = _workdir(opts)
+    out = run_worker(_request("compile", None, cand, device, opts, base),
+                     build_timeout=opts.build_timeout, run_timeout=opts.run_timeout, keep=base)
+    res = _compile_result(cand, out.result, out)
+    if out.died:
+        res.ok = False
+        res.diagnostics.append(Diagnostic("error", out.died, origin="python"))
+        res.log_tail = out.log_tail
+    shutil.rmtree(base, ignore_errors=True)
+    return res
+
+
+# ---- evaluate ---------------------------------------------------------------------------------
+def evaluate(task, candidate, *, opts: Options | None = None, on_phase: Callable[[str], None] | None = None,
+             **overrides) -> EvalResult:
+    """compile → verify → time → profile one candidate against its task; every failure is data."""
+    opts = dataclasses.replace(opts or Options(), **overrides)
+    task, cand = _resolve(task, candidate)
+    started = time.perf_counter()
+    device = resolve_device(opts.device, cand.backend)
+    if cand.backend == "cpp" and device != "cpu":
+        raise UserError(f"{cand.name}: a C++ (cpp backend) candidate runs on CPU tensors; use --device cpu")
+    flags = static.check_source(cand.source, task.dtype)
+    env = _env(device)
+    result = EvalResult(status="ok", compile=CompileResult(ok=False, backend=cand.backend), env=env,
+                        task=task.name, candidate_hash=cand.hash)
+    if cand.backend == "cuda" and device == "cpu":
+        result.compile = compile(cand, device="cpu", opts=opts)
+        if result.compile.ok:
+            raise UserError(f"{cand.name}: CUDA candidate compiled (compile-only check with nvcc passed) but "
+                            f"this machine has no CUDA device to run it; evaluate it on a GPU machine")
+        return _finish(result, "compile_error", "the CUDA source does not compile", flags, started)
+    ref_dir = reference(task, device, opts)
+    meta = json.loads((ref_dir / "meta.json").read_text())
+    base = _workdir(opts)
+    req = _request("run", task, cand, device, opts, base)
+    req["ref_dir"] = str(ref_dir)
+    req["poison_bytes"] = 2 * sum(t.numel() * t.element_size() for t in
+                                  torch.load(ref_dir / "outputs.pt", weights_only=True)[0] if isinstance(t, torch.Tensor))
+    req["timing"] = dataclasses.asdict(opts.timing) if opts.timing else None
+    req["profile"] = opts.profile and opts.timing is not None
+    out = run_worker(req, build_timeout=opts.build_timeout, run_timeout=opts.run_timeout, keep=base, on_phase=on_phase)
+    try:
+        return _judge(result, task, cand, out, ref_dir, meta, flags, started)
+    finally:
+        if opts.keep_dir is None:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+def verify(task, candidate, **kw) -> EvalResult:
+    """Correctness only: compile and the trials, no timing."""
+    return evaluate(task, candidate, timing=None, profile=False, **kw)
+
+
+def profile(task, candidate=None, **kw) -> EvalResult:
+    """Timing and kernel breakdown of a candidate (or of the reference itself when None)."""
+    task, cand = _resolve(task, candidate)
+    if cand is None:
+        cand = Candidate.from_source(task.source + "\n\nModelNew = Model\n")
+    return evaluate(task, cand, **kw)
+
+
+def _finish(result: EvalResult, status: str, message: str, flags: list[str], started: float) -> EvalResult:
+    result.status, result.message = status, message
+    result.flags = list(dict.fromkeys(result.flags + flags))
+    result.seconds = round(time.perf_counter() - started, 3)
+    return result
+
+
+def _judge(result: EvalResult, task: Task, cand: Candidate, out: WorkerOutcome, ref_dir: Path, meta: dict,
+           flags: list[str], started: float) -> EvalResult:
+    res = out.result or {}
+    result.compile = _compile_result(cand, res, out)
+    if res.get("env"):
+        result.env = Env.from_dict({**dataclasses.asdict(result.env), **res["env"]})
+    if out.timed_out:
+        result.log_tail = out.log_tail
+        if out.phase in ("setup", "build"):
+            result.compile.ok = False
+        return _finish(result, "timeout", out.died, flags, started)
+    if out.died:
+        result.log_tail = out.log_tail
+        return _finish(result, "crashed", out.died, flags, started)
+    status = res.get("status")
+    if status == "task_error":
+        raise TaskError(res.get("error", "task failed"))
+    if status == "compile_only":
+        raise UserError("CUDA candidate compiled but cannot run on this machine")
+    if status == "compile_error":
+        result.compile.ok = False
+        first = next((d for d in result.compile.diagnostics if d.severity == "error"), None)
+        return _finish(result, "compile_error", str(first or res.get("error", "build failed")).splitlines()[0], flags, started)
+    if status == "runtime_error":
+        result.log_tail = res.get("traceback", out.log_tail)
+        where = f" (candidate line {res['line']}: {res.get('source_line', '').strip()})" if res.get("line") else ""
+        return _finish(result, "runtime_error", res.get("error", "runtime error") + where, flags, started)
+    return judge_outputs(result, task, out, ref_dir, meta, flags, res, started, _finish)
+
+
+def _env(device: str) -> Env:
+    import platform
+    import sys
+    try:
+        import triton  # noqa: F401
+        triton_v = triton.__version__
+    except Exception:  # noqa: BLE001 — triton is optional
+        triton_v = None
+    env = Env(python=sys.version.split()[0], torch=torch.__version__, cuda=torch.version.cuda, triton=triton_v,
+              device=device, cpu=platform.processor() or platform.machine(), platform=platform.platform())
+    env.fingerprint = f"{env.torch}|{env.cuda}|{env.python}|{platform.machine()}"
+    return env

@@ -1,0 +1,238 @@
+"""Builds of candidate extensions: ``load_inline`` through ninja, cached by content hash and
+environment; a compile-only nvcc check where torch has no CUDA; structured diagnostics.
+
+Runs inside the worker: ``install()`` wraps ``torch.utils.cpp_extension.load_inline`` before the
+candidate is imported, so the candidate's own call goes through the cache and the diagnostics
+mapper without the candidate doing anything special.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..results import Diagnostic
+
+STUB_DIR = Path(__file__).parent / "cuda_stubs"
+_GCC = re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:(?P<col>\d+):)? (?P<sev>fatal error|error|warning|note): (?P<msg>.*)$")
+_NVCC = re.compile(r"^(?P<file>[^\s(][^(]*)\((?P<line>\d+)\): (?P<sev>error|warning|remark)(?: #[\w-]+)?: (?P<msg>.*)$")
+_LINK = re.compile(r"(undefined (?:reference to|symbol:?) .*)")
+
+
+def cache_root() -> Path:
+    """Where builds are cached: $KERNELSKILL_CACHE, else ~/.cache/kernelskill."""
+    root = os.environ.get("KERNELSKILL_CACHE") or str(Path.home() / ".cache" / "kernelskill")
+    return Path(root)
+
+
+def env_key() -> str:
+    """What makes a build reusable: torch, CUDA, Python, machine and the GPU's architecture."""
+    import torch
+    parts = [torch.__version__, str(torch.version.cuda), sys.version.split()[0], platform.machine(),
+             _gpu_arch() or "nogpu", shutil.which("nvcc") or "nonvcc"]
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:12]
+
+
+def _gpu_arch() -> str | None:
+    import torch
+    if torch.version.cuda and torch.cuda.is_available():
+        major, minor = torch.cuda.get_device_capability()
+        return f"{major}.{minor}"
+    return None
+
+
+class BuildFailed(Exception):
+    """The candidate's extension did not compile or link; carries the diagnostics."""
+
+    def __init__(self, diagnostics: list[Diagnostic], log: str):
+        super().__init__(diagnostics[0].message if diagnostics else "build failed")
+        self.diagnostics, self.log = diagnostics, log
+
+
+class CompileOnly(Exception):
+    """CUDA source compiled with nvcc on a machine that cannot run it: stop after the check."""
+
+
+@dataclass
+class BuildLog:
+    """What the builds of one worker did."""
+    seconds: float = 0.0
+    cache_hit: bool = True
+    compile_only: bool = False
+    extensions: list[str] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    log_tail: str = ""
+
+
+def install(candidate_source: str, log: BuildLog, build_root: Path | None = None) -> None:
+    """Route every ``load_inline`` call of the candidate through the cache and the mapper."""
+    import torch.utils.cpp_extension as ext
+    original = ext.load_inline
+    root = (build_root or cache_root()) / "build" / env_key()
+    arch = _gpu_arch()
+    if arch and "TORCH_CUDA_ARCH_LIST" not in os.environ:
+        os.environ["TORCH_CUDA_ARCH_LIST"] = arch   # build only for the GPU present
+
+    def load_inline(name, cpp_sources, cuda_sources=None, *args, **kwargs):
+        cpp = [cpp_sources] if isinstance(cpp_sources, str) else list(cpp_sources or [])
+        cuda = [cuda_sources] if isinstance(cuda_sources, str) else list(cuda_sources or [])
+        flags = {k: kwargs.get(k) for k in ("functions", "extra_cflags", "extra_cuda_cflags",
+                                              "extra_ldflags", "extra_include_paths", "with_cuda")}
+        key = hashlib.sha256(repr((name, cpp, cuda, args, sorted(flags.items(), key=str))).encode()).hexdigest()[:16]
+        unique = f"{name}_{key}"
+        build_dir = root / unique
+        build_dir.mkdir(parents=True, exist_ok=True)
+        log.extensions.append(unique)
+        kwargs["build_directory"] = str(build_dir)
+        kwargs["verbose"] = False
+        sources = {"main.cpp": (cpp, _implicit_lines(kwargs, 1)), "cuda.cu": (cuda, _implicit_lines(kwargs, 3))}
+        started = time.perf_counter()
+        try:
+            if cuda and not _cuda_runtime():
+                _compile_only(build_dir, cuda, kwargs, candidate_source, log)
+                raise CompileOnly()
+            hit = any(build_dir.glob(f"{unique}*.so"))
+            log.cache_hit &= hit
+            if not cuda and not hit and _pch_ok():
+                kwargs.setdefault("use_pch", True)
+            try:
+                return original(unique, cpp, cuda or None, *args, **kwargs)
+            except (RuntimeError, ImportError, OSError, subprocess.SubprocessError) as e:
+                text = str(e)
+                diags = parse_diagnostics(text, sources, candidate_source)
+                log.diagnostics.extend(diags)
+                log.log_tail = tail(text)
+                raise BuildFailed(diags, text) from None
+        finally:
+            log.seconds += time.perf_counter() - started
+
+    ext.load_inline = load_inline
+
+
+def _implicit_lines(kwargs: dict, n: int) -> int:
+    """Lines load_inline puts before the user's source (its implicit #includes)."""
+    return 0 if kwargs.get("no_implicit_headers") else n
+
+
+def _cuda_runtime() -> bool:
+    import torch
+    return bool(torch.version.cuda) and torch.cuda.is_available()
+
+
+def _pch_ok() -> bool:
+    """Precompiled torch/extension.h cuts a cold C++ build ~4×; it lives in torch's include dir."""
+    import torch.utils.cpp_extension as ext
+    inc = Path(ext.include_paths()[0]) / "torch"
+    return sys.platform == "linux" and os.access(inc, os.W_OK) and not os.environ.get("KERNELSKILL_NO_PCH")
+
+
+def _compile_only(build_dir: Path, cuda: list[str], kwargs: dict, candidate_source: str, log: BuildLog) -> None:
+    """nvcc -c of the CUDA source with torch's headers (stubs for missing CUDA library headers)."""
+    log.compile_only = True
+    nvcc = shutil.which("nvcc") or (Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" / "nvcc")
+    if not Path(nvcc).exists():
+        log.diagnostics.append(Diagnostic("error", "CUDA source, but this machine has neither a CUDA torch "
+                                          "nor nvcc: it can be neither built nor checked here", origin="cuda"))
+        raise BuildFailed(log.diagnostics, "")
+    import torch.utils.cpp_extension as ext
+    header = [] if kwargs.get("no_implicit_headers") else ["#include <torch/types.h>", "#include <cuda.h>",
+                                                          "#include <cuda_runtime.h>"]
+    text = "\n".join(header + cuda)
+    src = build_dir / "cuda.cu"
+    ok_marker = build_dir / "compile_only.ok"
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    if ok_marker.exists() and ok_marker.read_text() == digest:
+        return
+    log.cache_hit = False
+    src.write_text(text)
+    includes = ext.include_paths() + [sysconfig.get_paths()["include"]] + list(kwargs.get("extra_include_paths") or [])
+    cuda_inc = Path(nvcc).resolve().parent.parent / "include"
+    if not (cuda_inc / "cusparse.h").exists():
+        includes.append(str(STUB_DIR))
+    arch = os.environ.get("KERNELSKILL_COMPILE_ARCH", "sm_90")
+    cmd = [str(nvcc), "-std=c++17", f"-arch={arch}", "-c", str(src), "-o", str(build_dir / "cuda.o"),
+           "-Xcompiler", "-fPIC", "-DTORCH_EXTENSION_NAME=" + build_dir.name, "-D__CUDA_NO_HALF_OPERATORS__",
+           "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__",
+           *[f"-I{p}" for p in includes], *(kwargs.get("extra_cuda_cflags") or [])]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        out = proc.stdout + proc.stderr
+        diags = parse_diagnostics(out, {"cuda.cu": (cuda, len(header))}, candidate_source)
+        log.diagnostics.extend(diags)
+        log.log_tail = tail(out)
+        raise BuildFailed(diags, out)
+    ok_marker.write_text(digest)
+
+
+def parse_diagnostics(log: str, sources: dict[str, tuple[list[str], int]], candidate: str) -> list[Diagnostic]:
+    """gcc / nvcc / linker messages as Diagnostics, lines mapped into the candidate file."""
+    diags: list[Diagnostic] = []
+    seen = set()
+    for raw in log.splitlines():
+        m = _GCC.match(raw.strip()) or _NVCC.match(raw.strip())
+        if m:
+            sev = "error" if "error" in m["sev"] else ("warning" if m["sev"] == "warning" else "note")
+            base = os.path.basename(m["file"])
+            line, col = int(m["line"]), int(m["col"]) if m.groupdict().get("col") else None
+            origin = "cuda" if base.endswith((".cu", ".cuh")) else "cpp"
+            diag = Diagnostic(sev, m["msg"].strip(), line=line, column=col, file=base, origin=origin)
+            if base in sources:
+                _map_into_candidate(diag, *sources[base], candidate)
+        else:
+            lm = _LINK.search(raw)
+            if not lm:
+                continue
+            diag = Diagnostic("error", lm.group(1).strip(), origin="link")
+        key = (diag.severity, diag.file, diag.line, diag.message)
+        if key not in seen and (diag.severity != "note" or len(diags) < 40):
+            seen.add(key)
+            diags.append(diag)
+    errors = [d for d in diags if d.severity == "error"]
+    if not errors and log.strip():
+        last = [ln for ln in log.strip().splitlines() if ln.strip()][-1]
+        diags.append(Diagnostic("error", last.strip()[:500], origin="cpp"))
+    return diags[:40]
+
+
+def _map_into_candidate(diag: Diagnostic, pieces: list[str], header_lines: int, candidate: str) -> None:
+    """Turn a line of main.cpp / cuda.cu into a line of the candidate's Python file."""
+    line = diag.line - header_lines          # 1-based line in the joined user sources
+    for piece in pieces:
+        n = piece.count("\n") + 1
+        if 1 <= line <= n:
+            text = piece.splitlines()[line - 1] if line - 1 < len(piece.splitlines()) else ""
+            offset = locate(piece, candidate)
+            diag.source_line = text
+            if offset is not None:
+                diag.file, diag.line = "candidate", offset + line
+            else:
+                diag.file, diag.line = f"{diag.file} (source string)", line
+            return
+        line -= n
+    diag.file = f"{diag.file} (generated)"
+
+
+def locate(piece: str, candidate: str) -> int | None:
+    """Line offset of a source string inside the candidate's text (None when not verbatim)."""
+    idx = candidate.find(piece)
+    if idx >= 0:
+        return candidate[:idx].count("\n")
+    lines = piece.splitlines()
+    for i, ln in enumerate(lines):      # fall back to a distinctive line that occurs once
+        s = ln.strip()
+        if len(s) > 12 and candidate.count(s) == 1 and piece.count(s) == 1:
+            cand_line = candidate[:candidate.find(s)].count("\n")
+            return cand_line - i
+    return None
+
+
+def tail(text: str, lines: int = 40, chars: int = 4000) -> str:
+    return "\n".join(text.splitlines()[-lines:])[-chars:]

@@ -1,0 +1,114 @@
+"""Correctness, decided in the trusted parent: candidate outputs against reference outputs.
+
+Every check returns data; the mismatch report is written for the debugger agent to read.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..results import TrialResult, VerifyResult
+
+# Captured at import, before any candidate code could run in this process (none ever does).
+_allclose = torch.allclose
+_isclose = torch.isclose
+_isfinite = torch.isfinite
+_isnan = torch.isnan
+
+
+def compare_trial(trial: int, seed: int, dist: str, got: list, want: list, atol: float, rtol: float) -> tuple[TrialResult, str]:
+    """Compare one trial's outputs; return the result and its report lines."""
+    res = TrialResult(trial=trial, seed=seed, distribution=dist, ok=True)
+    if len(got) != len(want):
+        return _fail(res, "structure", f"{len(got)} outputs, expected {len(want)}")
+    worst_abs, worst_rel, frac, lines = 0.0, 0.0, 0.0, []
+    for i, (g, w) in enumerate(zip(got, want)):
+        tag = f"output {i}" if len(want) > 1 else "output"
+        if not isinstance(g, torch.Tensor):
+            return _fail(res, "type", f"{tag} is a {type(g).__name__}, expected a tensor")
+        if g.shape != w.shape:
+            return _fail(res, "shape", f"{tag} has shape {tuple(g.shape)}, expected {tuple(w.shape)}")
+        if g.dtype != w.dtype:
+            return _fail(res, "dtype", f"{tag} has dtype {g.dtype}, expected {w.dtype}")
+        if w.numel() == 0:
+            continue
+        gf, wf = g.double(), w.double()
+        fin_g, fin_w = _isfinite(gf), _isfinite(wf)
+        if not torch.equal(fin_g, fin_w) or not torch.equal(_isnan(gf), _isnan(wf)):
+            bad = (fin_g != fin_w) | (_isnan(gf) != _isnan(wf))
+            idx = _index(bad.nonzero()[0], w.shape)
+            return _fail(res, "nan-inf", f"{tag}: NaN/Inf where the reference has none (or the reverse): "
+                         f"{int(bad.sum())} elements, first at {idx}: got {g[idx].item()}, expected {w[idx].item()}")
+        non_finite_match = ~fin_w & ((gf == wf) | (_isnan(gf) & _isnan(wf)))
+        diff = (gf - wf).abs().masked_fill(non_finite_match, 0.0)
+        bad = ~_isclose(gf, wf, rtol=rtol, atol=atol, equal_nan=True)
+        d_fin, w_fin = diff[fin_w], wf[fin_w]
+        abs_err = float(d_fin.max()) if d_fin.numel() else 0.0
+        denom = float(w_fin.norm())
+        rel_err = float(d_fin.norm()) / denom if denom > 0 else (0.0 if float(d_fin.norm()) == 0 else math.inf)
+        worst_abs, worst_rel = max(worst_abs, abs_err), max(worst_rel, rel_err)
+        n_bad = int(bad.sum())
+        frac = max(frac, n_bad / w.numel())
+        if n_bad:
+            lines.append(_worst_lines(tag, diff, bad, g, w))
+        elif rel_err > rtol and denom > 0:
+            lines.append(f"{tag}: elementwise within tolerance but relative error ‖out−ref‖/‖ref‖ = "
+                         f"{rel_err:.3g} > {rtol:g}")
+            res.check = res.check or "relative-error"
+    res.max_abs_err, res.max_rel_err, res.mismatch_fraction = worst_abs, worst_rel, frac
+    if lines:
+        res.ok = False
+        res.check = res.check or "allclose"
+        res.message = lines[0].splitlines()[0]
+    return res, "\n".join(lines)
+
+
+def _fail(res: TrialResult, check: str, msg: str) -> tuple[TrialResult, str]:
+    res.ok, res.check, res.message = False, check, msg
+    return res, msg
+
+
+def _index(flat_or_nd, shape) -> tuple:
+    return tuple(int(i) for i in flat_or_nd)
+
+
+def _worst_lines(tag: str, diff: torch.Tensor, bad: torch.Tensor, g: torch.Tensor, w: torch.Tensor, k: int = 5) -> str:
+    n_bad, n = int(bad.sum()), bad.numel()
+    masked = diff.masked_fill(~bad, -1.0).flatten()
+    top = torch.topk(masked, min(k, n_bad)).indices
+    out = [f"{tag}: {n_bad} of {n} elements ({100 * n_bad / n:.3g} %) outside tolerance; worst:"]
+    for flat in top.tolist():
+        idx = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), w.shape))
+        out.append(f"  at {list(idx)}: got {g[idx].item():.6g}, expected {w[idx].item():.6g} "
+                   f"(|diff| {diff[idx].item():.3g})")
+    return "\n".join(out)
+
+
+def verify_outputs(cand: list[list], ref: list[list], seeds: list[int], dists: list[str],
+                   atol: float, rtol: float) -> VerifyResult:
+    """All trials: the verdict, the worst errors and a mismatch report."""
+    trials, report = [], []
+    for i, (got, want) in enumerate(zip(cand, ref)):
+        res, text = compare_trial(i, seeds[i], dists[i], got, want, atol, rtol)
+        trials.append(res)
+        if not res.ok:
+            report.append(f"trial {i} (seed {seeds[i]}, {dists[i]} inputs) failed the {res.check} check:\n{text}")
+    errs = [t for t in trials if t.max_abs_err is not None]
+    correct = all(t.ok for t in trials) and len(trials) == len(ref)
+    summary = ""
+    if not correct:
+        failed = [t for t in trials if not t.ok]
+        summary = (f"{len(failed)} of {len(trials)} trials failed (tolerance atol={atol:g}, rtol={rtol:g}).\n"
+                   + "\n".join(report[:3]))
+        summary += "\nPer-trial: " + "; ".join(
+            f"#{t.trial} {'ok' if t.ok else t.check} max_abs={_fmt(t.max_abs_err)} rel={_fmt(t.max_rel_err)}"
+            for t in trials)
+    return VerifyResult(correct=correct, trials=trials,
+                        max_abs_err=max((t.max_abs_err for t in errs), default=None),
+                        max_rel_err=max((t.max_rel_err for t in errs), default=None),
+                        mismatch=summary, atol=atol, rtol=rtol)
+
+
+def _fmt(x) -> str:
+    return "-" if x is None else f"{x:.3g}"

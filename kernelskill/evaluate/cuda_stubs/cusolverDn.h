@@ -1,0 +1,3 @@
+#pragma once
+// Stub for compile-only checks on machines whose CUDA toolkit lacks this library's headers.
+#include <cusolver_common.h>

@@ -1,0 +1,194 @@
+"""Runtime guards used inside the worker: backend flags, weight alignment, memory poisoning,
+output checks, degenerate references, kernel breakdown and custom share.
+
+Static (AST) checks live in ``static.py``; both report flags as ``"code: one-line explanation"``.
+"""
+from __future__ import annotations
+
+import re
+import traceback
+from pathlib import Path
+
+import torch
+
+
+def backend_flags() -> dict:
+    """Global switches a candidate could flip to change numerics or speed behind our back."""
+    b = torch.backends
+    flags = {"cuda.matmul.allow_tf32": b.cuda.matmul.allow_tf32, "cudnn.allow_tf32": b.cudnn.allow_tf32,
+             "cudnn.benchmark": b.cudnn.benchmark, "cudnn.deterministic": b.cudnn.deterministic,
+             "cudnn.enabled": b.cudnn.enabled, "float32_matmul_precision": torch.get_float32_matmul_precision(),
+             "num_threads": torch.get_num_threads(), "grad_enabled": torch.is_grad_enabled(),
+             "default_dtype": str(torch.get_default_dtype())}
+    for name in ("allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction"):
+        flags[f"cuda.matmul.{name}"] = getattr(b.cuda.matmul, name, None)
+    return flags
+
+
+def flag_changes(before: dict, after: dict) -> list[str]:
+    return [f"backend-flag: the candidate changed {k} from {before[k]!r} to {after.get(k)!r}"
+            for k in before if after.get(k) != before[k]]
+
+
+def align_weights(model: torch.nn.Module, state: dict) -> str:
+    """Give the candidate the reference's weights where names and shapes match."""
+    own = model.state_dict()
+    common = {k: v for k, v in state.items() if k in own and own[k].shape == v.shape}
+    if not common:
+        return "none"
+    model.load_state_dict(common, strict=False)
+    return "all" if len(common) == len(own) == len(state) else "partial"
+
+
+def poison(device: str, nbytes: int) -> None:
+    """Fill soon-to-be-free memory with NaN so an output the kernel never wrote fails."""
+    if nbytes <= 0:
+        return
+    n = max(nbytes // 4, 1)
+    junk = torch.full((n,), float("nan"), dtype=torch.float32, device=device)
+    del junk
+
+
+def output_checks(flat: list, structure: str, originals: list, clones: list, model, Tensor, equal, isnan) -> dict:
+    """Checks done where the tensors are: exact type, aliasing, inputs left unchanged."""
+    problems = []
+    for i, o in enumerate(flat):
+        if type(o) is not Tensor:
+            problems.append(f"output {i} is a {type(o).__module__}.{type(o).__name__}, not exactly torch.Tensor")
+    ptrs = {}
+    for x in clones:
+        if isinstance(x, torch.Tensor) and x.numel():
+            ptrs[x.untyped_storage().data_ptr()] = "an input"
+    for p in list(model.parameters()) + list(model.buffers()):
+        if p.numel():
+            ptrs[p.untyped_storage().data_ptr()] = "a parameter or buffer"
+    for i, o in enumerate(flat):
+        if isinstance(o, torch.Tensor) and o.numel() and o.untyped_storage().data_ptr() in ptrs:
+            problems.append(f"output {i} aliases {ptrs[o.untyped_storage().data_ptr()]}")
+    for i, (a, b) in enumerate(zip(originals, clones)):
+        if isinstance(a, torch.Tensor) and not _same(a, b, equal, isnan):
+            problems.append(f"input {i} was modified by the candidate")
+    return {"structure": structure, "problems": problems}
+
+
+def _same(a: torch.Tensor, b: torch.Tensor, equal, isnan) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if equal(a, b):
+        return True
+    if a.is_floating_point():
+        return bool(((a == b) | (isnan(a) & isnan(b))).all())
+    return False
+
+
+def degenerate_reason(trials: list, outputs: list, dists: list) -> str:
+    """Why the reference's output says nothing about its input, or "" when it is informative."""
+    task_outs = [o for o, d in zip(outputs, dists) if d == "task"]
+    if len(task_outs) >= 2 and all(_all_equal(task_outs[0], o) for o in task_outs[1:]):
+        return "the reference output is identical for every input (it ignores its input)"
+    flat = [t.float().flatten() for outs in task_outs for t in outs
+            if isinstance(t, torch.Tensor) and t.numel() > 1 and (t.is_floating_point() or t.dtype != torch.bool)]
+    if flat:
+        cat = torch.cat(flat)
+        finite = cat[torch.isfinite(cat)]
+        if finite.numel() and float(finite.max() - finite.min()) <= 1e-6 * max(1.0, float(finite.abs().max())):
+            return f"the reference output is constant ({float(finite[0]):.6g} everywhere)"
+    return ""
+
+
+def _all_equal(a: list, b: list) -> bool:
+    return len(a) == len(b) and all(isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor)
+                                    and x.shape == y.shape and torch.equal(x, y) for x, y in zip(a, b))
+
+
+def candidate_line(e: BaseException) -> tuple[int | None, str]:
+    """The deepest traceback line inside the candidate's file."""
+    line, text = None, ""
+    for frame in traceback.extract_tb(e.__traceback__):
+        if frame.filename.endswith("candidate_module.py"):
+            line, text = frame.lineno, frame.line or ""
+    return line, text
+
+
+def is_task_error(e: BaseException) -> bool:
+    from kernelskill.errors import TaskError
+    return isinstance(e, TaskError)
+
+
+def is_triton_compile_error(e: BaseException) -> bool:
+    return type(e).__module__.startswith("triton") and "Compil" in type(e).__name__
+
+
+# ---- which kernels ran ----------------------------------------------------------------------
+_LIBRARY = re.compile(r"(^at::|^void at::|aten::|cublas|cudnn|cutlass|sm\d+_xmma|gemm|gemv|^ampere_|^hopper_|"
+                      r"^sm90_|nvjet|^triton_(poi|red|per|tem)_|elementwise_kernel|reduce_kernel|"
+                      r"vectorized_|unrolled_|Memcpy|Memset|splitKreduce|cunn_|softmax_warp)", re.I)
+
+
+def own_kernel_names(source: str) -> set[str]:
+    """Names of the kernels the candidate defines (__global__ functions, @triton.jit functions)."""
+    names = set(re.findall(r"__global__\s+(?:__launch_bounds__\([^)]*\)\s*)?(?:static\s+)?[\w:<>]+\s+(\w+)\s*\(", source))
+    names |= set(re.findall(r"@triton\.(?:jit|autotune\([^@]*?\))\s*(?:@[^\n]*\n\s*)*def\s+(\w+)", source, re.S))
+    return names
+
+
+def kernel_breakdown(model, inputs: list, device: str, source: str, calls: int = 3) -> dict:
+    """Profile a few calls: per-kernel device time (GPU) or per-op CPU time, and the custom share."""
+    from torch.profiler import ProfilerActivity, profile
+    cuda = device.startswith("cuda")
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    own = own_kernel_names(source)
+    with torch.no_grad():
+        model(*inputs)
+        if cuda:
+            torch.cuda.synchronize()
+        with profile(activities=acts) as prof:
+            for _ in range(calls):
+                with torch.profiler.record_function("kernelskill::forward"):
+                    model(*inputs)
+            if cuda:
+                torch.cuda.synchronize()
+    events = prof.events()
+    if cuda:
+        return _gpu_breakdown(events, own, calls)
+    return _cpu_breakdown(events, calls)
+
+
+def _gpu_breakdown(events, own: set[str], calls: int) -> dict:
+    rows: dict[str, list] = {}
+    for ev in events:
+        if ev.device_type == torch.autograd.DeviceType.CUDA:
+            r = rows.setdefault(ev.name, [0, 0.0])
+            r[0] += 1
+            r[1] += ev.device_time_total / 1e3 if hasattr(ev, "device_time_total") else ev.cuda_time_total / 1e3
+    total = sum(r[1] for r in rows.values()) or 0.0
+    kernels = []
+    for name, (n, ms) in sorted(rows.items(), key=lambda kv: -kv[1][1]):
+        custom = any(o in name for o in own) or not _LIBRARY.search(name)
+        kernels.append({"name": name, "calls": n // calls or 1, "time_ms": ms / calls,
+                        "share": ms / total if total else 0.0, "custom": custom})
+    share = sum(k["share"] for k in kernels if k["custom"]) if kernels else 0.0
+    return {"kernels": kernels, "custom_share": share}
+
+
+def _cpu_breakdown(events, calls: int) -> dict:
+    """On the CPU, time outside aten ops within forward is the candidate's own code."""
+    forward = [ev for ev in events if ev.name == "kernelskill::forward"]
+    total = sum(ev.cpu_time_total for ev in forward) / 1e3
+    rows: dict[str, list] = {}
+    for ev in events:
+        parent = ev.cpu_parent
+        # Top-level aten ops directly under forward: what the library did.
+        if parent is not None and parent.name == "kernelskill::forward" and ev.name.startswith("aten::"):
+            r = rows.setdefault(ev.name, [0, 0.0])
+            r[0] += 1
+            r[1] += ev.cpu_time_total / 1e3
+    lib_ms = sum(r[1] for r in rows.values())
+    own_ms = max(total - lib_ms, 0.0)
+    kernels = [{"name": "candidate code (outside aten)", "calls": 1, "time_ms": own_ms / calls,
+                "share": own_ms / total if total else 0.0, "custom": True}] if own_ms > 0 else []
+    for name, (n, ms) in sorted(rows.items(), key=lambda kv: -kv[1][1]):
+        kernels.append({"name": name, "calls": n // calls or 1, "time_ms": ms / calls,
+                        "share": ms / total if total else 0.0, "custom": False})
+    share = own_ms / total if total else 0.0
+    return {"kernels": kernels, "custom_share": share}

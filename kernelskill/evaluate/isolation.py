@@ -1,0 +1,132 @@
+"""Launch the worker in its own process group, scratch directory and scrubbed environment;
+apply separate build and run timeouts; turn every way it can die into data."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .build import tail
+
+_SECRET = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION)", re.I)
+_SECRET_PREFIXES = ("OPENAI_", "ANTHROPIC_", "AWS_", "AZURE_", "GOOGLE_", "GCP_", "HF_", "HUGGING",
+                    "GITHUB_", "GH_", "GITLAB_", "KERNELSKILL_API", "SSH_", "GPG_", "NPM_", "PYPI_")
+
+
+def scrubbed_env(scratch: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The parent's environment without credentials; HOME and TMPDIR point into the scratch dir."""
+    env = {k: v for k, v in os.environ.items()
+           if not _SECRET.search(k) and not k.upper().startswith(_SECRET_PREFIXES)}
+    env.update(HOME=str(scratch), TMPDIR=str(scratch), PYTHONDONTWRITEBYTECODE="1",
+               PYTHONUNBUFFERED="1", PYTHONHASHSEED="0")
+    env.setdefault("TRITON_CACHE_DIR", str(Path(os.environ.get("KERNELSKILL_CACHE", Path.home() / ".cache" /
+                                                                 "kernelskill")) / "triton"))
+    # The worker must import this very package, wherever it was imported from.
+    pkg_root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.update(extra or {})
+    return env
+
+
+@dataclass
+class WorkerOutcome:
+    """How the worker ended and what it left behind."""
+    result: dict | None          # the worker's result.json, None if it never wrote one
+    returncode: int | None
+    phase: str                   # the last phase it reported (setup, build, run, done)
+    timed_out: bool
+    seconds: float
+    log_tail: str
+    out_dir: Path
+
+    @property
+    def died(self) -> str | None:
+        """Why the worker ended without a result, in words; None when it reported one."""
+        if self.timed_out:
+            return f"timed out in the {self.phase} phase; the worker and its process group were killed"
+        if self.result is not None:
+            return None
+        rc = self.returncode
+        if rc is not None and rc < 0:
+            try:
+                name = signal.Signals(-rc).name
+            except ValueError:
+                name = f"signal {-rc}"
+            what = {"SIGSEGV": "segmentation fault", "SIGBUS": "bus error", "SIGABRT": "abort",
+                    "SIGKILL": "killed (out of memory?)", "SIGFPE": "floating-point exception",
+                    "SIGILL": "illegal instruction"}.get(name, name)
+            return f"worker died with {name} ({what}) in the {self.phase} phase"
+        return f"worker exited with code {rc} in the {self.phase} phase before reporting a result"
+
+
+def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
+               keep: Path | None = None, on_phase=None) -> WorkerOutcome:
+    """Run ``python -m kernelskill.evaluate.worker`` on ``request``; never raises for its failures."""
+    base = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="kernelskill-"))
+    scratch, out_dir = base / "scratch", base / "out"
+    scratch.mkdir(parents=True, exist_ok=True)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    request = {**request, "out_dir": str(out_dir)}
+    (out_dir / "request.json").write_text(json.dumps(request))
+    log_path = out_dir / "worker.log"
+    started = time.monotonic()
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "kernelskill.evaluate.worker", str(out_dir / "request.json")],
+                                cwd=scratch, env=scrubbed_env(scratch, request.get("env")), stdin=subprocess.DEVNULL,
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        phase, phase_started, timed_out = "setup", started, False
+        while True:
+            try:
+                proc.wait(timeout=0.05)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            new_phase = _read_phase(out_dir)
+            if new_phase != phase:
+                phase, phase_started = new_phase, time.monotonic()
+                if on_phase:
+                    on_phase(phase)
+            limit = build_timeout if phase in ("setup", "build") else run_timeout
+            # The phase file is written by untrusted code: the sum of both limits bounds it all.
+            if (time.monotonic() - phase_started > limit
+                    or time.monotonic() - started > build_timeout + run_timeout):
+                timed_out = True
+                _kill_group(proc)
+                break
+        _kill_group(proc)   # stray children of a finished worker go too
+    phase = _read_phase(out_dir) if not timed_out else phase
+    result_path = out_dir / "result.json"
+    result = None
+    if result_path.exists() and not timed_out:
+        try:
+            result = json.loads(result_path.read_text())
+        except json.JSONDecodeError:
+            result = None
+    return WorkerOutcome(result=result, returncode=proc.returncode, phase=phase, timed_out=timed_out,
+                         seconds=time.monotonic() - started,
+                         log_tail=tail(log_path.read_text(errors="replace")), out_dir=out_dir)
+
+
+def _read_phase(out_dir: Path) -> str:
+    try:
+        return (out_dir / "phase").read_text().strip() or "setup"
+    except OSError:
+        return "setup"
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass

@@ -1,0 +1,171 @@
+"""Static checks over the candidate's AST (and the C++/CUDA strings it compiles).
+
+Each finding is ``"code: one-line explanation"``. Codes in ``CHEATS`` make the status
+``flagged``; the others are shown for review but do not fail an otherwise correct candidate.
+"""
+from __future__ import annotations
+
+import ast
+import re
+
+CHEATS = {"stream", "thread", "process", "socket", "file-io", "env-write", "monkey-patch", "fallback",
+          "introspection", "reference-call", "data-ptr", "stateful-forward", "timer"}
+REVIEW = {"downcast"}
+
+_PY_MODULES = {
+    "threading": "thread", "_thread": "thread", "concurrent": "thread", "asyncio": "thread",
+    "multiprocessing": "process", "subprocess": "process", "socket": "socket", "http": "socket",
+    "urllib": "socket", "requests": "socket", "httpx": "socket", "ctypes": "monkey-patch",
+    "gc": "introspection", "inspect": "introspection", "pickle": "file-io", "shutil": "file-io",
+}
+_CALLS = {
+    "os.system": "process", "os.popen": "process", "os.fork": "process", "os.spawnv": "process",
+    "os.execv": "process", "os.kill": "process", "os._exit": "process",
+    "os.putenv": "env-write", "os.environ.update": "env-write", "os.environ.setdefault": "env-write",
+    "os.environ.pop": "env-write", "os.unsetenv": "env-write",
+    "os.remove": "file-io", "os.unlink": "file-io", "os.rename": "file-io", "os.makedirs": "file-io",
+    "os.mkdir": "file-io", "torch.save": "file-io", "torch.load": "file-io", "numpy.save": "file-io",
+    "np.save": "file-io", "np.load": "file-io",
+    "torch.cuda.Stream": "stream", "torch.cuda.stream": "stream", "torch.Stream": "stream",
+    "torch.cuda.set_stream": "stream", "torch.cuda.ExternalStream": "stream",
+    "sys._getframe": "introspection", "torch.library.Library": "monkey-patch",
+    "torch.library.impl": "monkey-patch", "torch.library.custom_op": "monkey-patch",
+    "setattr": "monkey-patch", "torch.backends.cudnn.flags": "monkey-patch",
+    "torch.set_float32_matmul_precision": "monkey-patch", "torch.set_num_threads": "monkey-patch",
+    "torch.set_default_dtype": "monkey-patch", "torch.manual_seed": "monkey-patch",
+}
+_PATCHABLE_ROOTS = {"torch", "time", "numpy", "np", "builtins", "F", "nn", "math", "sys", "os", "triton"}
+_NATIVE = [
+    (re.compile(r"cudaStreamCreate|getStreamFromPool|cudaStreamNonBlocking|cudaStreamPerThread|"
+                r"cudaStreamLegacy|cudaLaunchHostFunc"), "stream", "native code creates or switches CUDA streams; "
+                                                                 "work can escape the timed stream"),
+    (re.compile(r"std::thread|std::async|pthread_create|\.detach\(\)"), "thread",
+     "native code starts threads outside the call (use OpenMP inside the call instead)"),
+    (re.compile(r"\bfork\s*\(|\bsystem\s*\(|\bpopen\s*\(|\bexecv"), "process", "native code starts processes"),
+    (re.compile(r"\bfopen\s*\(|std::[io]?fstream|\bopen\s*\(\s*\""), "file-io", "native code opens files"),
+    (re.compile(r"\bsetenv\s*\(|\bputenv\s*\("), "env-write", "native code writes the environment"),
+    (re.compile(r"\bsocket\s*\(|\bconnect\s*\("), "socket", "native code opens sockets"),
+    (re.compile(r"__float2half|__float2bfloat16|at::kHalf|at::kBFloat16|torch::kHalf|torch::kBFloat16|"
+                r"\.half\(\)|__nv_bfloat16|\bhalf2\b"), "downcast",
+     "native code converts to half/bfloat16 precision"),
+]
+_DOWNCAST_DTYPES = {"float16", "half", "bfloat16", "float8_e4m3fn", "float8_e5m2"}
+
+
+def _dotted(node: ast.AST) -> str:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return ""
+
+
+def check_source(source: str, task_dtype: str = "float32") -> list[str]:
+    """All static findings for a candidate source, deduplicated, in source order."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    found: list[str] = []
+
+    def add(code: str, msg: str, node: ast.AST | None = None) -> None:
+        where = f" (line {node.lineno})" if node is not None and hasattr(node, "lineno") else ""
+        text = f"{code}: {msg}{where}"
+        if text not in found:
+            found.append(text)
+
+    aliases = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                root = a.name.split(".")[0]
+                aliases[a.asname or root] = a.name
+                if root in _PY_MODULES:
+                    add(_PY_MODULES[root], f"imports {a.name}", node)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            root = node.module.split(".")[0]
+            if root in _PY_MODULES:
+                add(_PY_MODULES[root], f"imports from {node.module}", node)
+            if node.module in ("time",) and any(a.name in ("perf_counter", "time", "monotonic") for a in node.names):
+                pass
+            for a in node.names:
+                aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = _dotted(node.func)
+            full = _resolve(name, aliases)
+            for key in (name, full):
+                if key in _CALLS:
+                    add(_CALLS[key], f"calls {key}", node)
+                    break
+            if name == "open" or full.endswith(".open") and full.startswith(("io", "os", "codecs")):
+                add("file-io", "opens a file", node)
+            if name.endswith((".write_text", ".write_bytes", ".read_text", ".read_bytes", ".unlink")):
+                add("file-io", f"calls {name.split('.')[-1]}", node)
+            if name.endswith(".data_ptr"):
+                add("data-ptr", "reads tensor addresses in Python (results cached by address look fast "
+                                "and are wrong)", node)
+            if name in ("get_inputs", "get_init_inputs", "Model") or full.endswith(("reference.Model",)):
+                add("reference-call", f"calls the task's own {name}", node)
+            if name.endswith((".half", ".bfloat16")) and not node.args:
+                add("downcast", f"converts to lower precision with {name.split('.')[-1]}()", node)
+            for arg in list(node.args) + [k.value for k in node.keywords]:
+                d = _dotted(arg)
+                if d.split(".")[-1] in _DOWNCAST_DTYPES and d.startswith("torch") and task_dtype not in _DOWNCAST_DTYPES:
+                    add("downcast", f"uses {d} on a {task_dtype} task", node)
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                d = _dotted(t.value) if isinstance(t, ast.Subscript) else _dotted(t)
+                root = d.split(".")[0]
+                if isinstance(t, ast.Subscript) and d in ("os.environ",):
+                    add("env-write", "writes os.environ", node)
+                elif isinstance(t, ast.Subscript) and d == "sys.modules":
+                    add("monkey-patch", "replaces a module in sys.modules", node)
+                elif isinstance(t, ast.Attribute) and "." in d and _resolve(root, aliases).split(".")[0] in _PATCHABLE_ROOTS:
+                    code = "timer" if d.split(".")[0] == "time" or "Event" in d else "monkey-patch"
+                    add(code, f"assigns {d} (patching a library)", node)
+        elif isinstance(node, ast.ClassDef) and node.name == "ModelNew":
+            _check_model_class(node, add)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) > 40:
+            for pattern, code, msg in _NATIVE:
+                if pattern.search(node.value) and (code != "downcast" or task_dtype not in _DOWNCAST_DTYPES):
+                    add(code, msg, node)
+        elif isinstance(node, ast.Global):
+            add("stateful-forward", "uses `global` state (results can be cached across calls)", node)
+    return found
+
+
+def _resolve(name: str, aliases: dict) -> str:
+    if not name:
+        return ""
+    head, _, rest = name.partition(".")
+    full = aliases.get(head, head)
+    return f"{full}.{rest}" if rest else full
+
+
+def _check_model_class(cls: ast.ClassDef, add) -> None:
+    for fn in cls.body:
+        if not isinstance(fn, ast.FunctionDef) or fn.name == "__init__":
+            continue
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Try) and node.handlers:
+                calls = [n for h in node.handlers for n in ast.walk(h) if isinstance(n, ast.Call)]
+                if calls:
+                    add("fallback", "try/except around the kernel call falls back to other code when it fails", node)
+            if isinstance(node, (ast.Assign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for t in targets:
+                    base = t.value if isinstance(t, (ast.Attribute, ast.Subscript)) else None
+                    if isinstance(t, ast.Subscript) and isinstance(base, ast.Attribute):
+                        base = base.value
+                    if isinstance(base, ast.Name) and base.id == "self":
+                        add("stateful-forward", f"{fn.name}() stores state on self (results can be replayed "
+                                                f"across calls); allocate per call", node)
+
+
+def is_cheat(flag: str) -> bool:
+    return flag.split(":", 1)[0] in CHEATS

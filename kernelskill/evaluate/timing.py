@@ -1,0 +1,110 @@
+"""Timing: the loops that run inside the worker, and the statistics the trusted parent computes.
+
+GPU: warm-up, L2 flush before each call, input sets rotated, CUDA events plus a host clock after
+a full synchronize, baseline and candidate interleaved, adaptive repetitions. CPU: the same on
+``perf_counter`` with the thread count pinned.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..results import TimingStats
+
+
+@dataclass
+class TimingConfig:
+    warmup: int = 3
+    min_reps: int = 10
+    max_reps: int = 200
+    time_cap_s: float = 10.0      # per timed model, excluding warm-up
+    target_rel_ci: float = 0.01   # stop when the median's 95 % interval is within ±1 %
+    flush_l2: bool = True
+
+
+def _ci_halfwidth_rel(xs: list[float]) -> float:
+    """Relative half-width of a distribution-free 95 % interval of the median."""
+    a = np.sort(np.asarray(xs))
+    n = len(a)
+    if n < 6:
+        return float("inf")
+    k = int(np.floor(n / 2 - 0.98 * np.sqrt(n)))
+    lo, hi = a[max(k, 0)], a[min(n - 1 - k, n - 1)]
+    med = float(np.median(a))
+    return float((hi - lo) / 2 / med) if med > 0 else float("inf")
+
+
+def time_pair(models: dict, input_sets: list[list], device: str, cfg: TimingConfig) -> dict:
+    """Time each callable in ``models`` interleaved; return raw per-call times in ms.
+
+    Returns {name: {"ms": [...], "host_ms": [...]}, "reps": n, "last_outputs": {name: {set: out}}}.
+    """
+    import torch
+    cuda = device.startswith("cuda")
+    names = list(models)
+    flush = None
+    if cuda and cfg.flush_l2:
+        l2 = torch.cuda.get_device_properties(0).L2_cache_size or (50 << 20)
+        flush = torch.empty(int(l2 * 2) // 4, dtype=torch.float32, device=device)
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    with torch.no_grad():
+        for name in names:                      # warm-up: compilation, autotuning, module loads
+            for i in range(cfg.warmup):
+                models[name](*input_sets[i % len(input_sets)])
+        sync()
+        times = {n: {"ms": [], "host_ms": []} for n in names}
+        last = {n: {} for n in names}
+        spent = {n: 0.0 for n in names}
+        rep = 0
+        while rep < cfg.max_reps:
+            order = names if rep % 2 == 0 else names[::-1]
+            idx = rep % len(input_sets)
+            for name in order:
+                args = input_sets[idx]
+                if flush is not None:
+                    flush.zero_()
+                sync()
+                if cuda:
+                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    h0 = time.perf_counter()
+                    start.record()
+                    out = models[name](*args)
+                    end.record()
+                    torch.cuda.synchronize()
+                    host = (time.perf_counter() - h0) * 1e3
+                    ms = start.elapsed_time(end)
+                else:
+                    h0 = time.perf_counter()
+                    out = models[name](*args)
+                    host = ms = (time.perf_counter() - h0) * 1e3
+                times[name]["ms"].append(ms)
+                times[name]["host_ms"].append(host)
+                spent[name] += host / 1e3
+                last[name][idx] = out      # re-checked against the reference afterwards
+            rep += 1
+            if rep >= cfg.min_reps and (rep % 5 == 0):
+                stable = all(_ci_halfwidth_rel(times[n]["ms"]) <= cfg.target_rel_ci for n in names)
+                if stable or max(spent.values()) >= cfg.time_cap_s:
+                    break
+    return {"times": times, "reps": rep, "last_outputs": last}
+
+
+def stats(ms: list[float]) -> TimingStats:
+    a = np.asarray(ms, dtype=float)
+    q1, med, q3 = np.percentile(a, [25, 50, 75])
+    return TimingStats(median_ms=float(med), iqr_ms=float(q3 - q1), n=int(len(a)),
+                       min_ms=float(a.min()), mean_ms=float(a.mean()))
+
+
+def speedup_ci(base: list[float], cand: list[float], n_boot: int = 2000, seed: int = 0) -> tuple[float, list[float]]:
+    """Speedup = median(base)/median(cand) with a bootstrap 95 % interval."""
+    b, c = np.asarray(base, dtype=float), np.asarray(cand, dtype=float)
+    point = float(np.median(b) / np.median(c))
+    rng = np.random.default_rng(seed)
+    bi = rng.integers(0, len(b), size=(n_boot, len(b)))
+    ci = rng.integers(0, len(c), size=(n_boot, len(c)))
+    ratios = np.median(b[bi], axis=1) / np.median(c[ci], axis=1)
+    lo, hi = np.percentile(ratios, [2.5, 97.5])
+    return point, [float(lo), float(hi)]

@@ -1,0 +1,125 @@
+"""The verdict: from what the worker sent back to a status, flags, VerifyResult and ProfileResult.
+
+Runs in the trusted parent only.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..results import KernelStat, ProfileResult
+from . import static
+from .correctness import verify_outputs
+from .timing import speedup_ci, stats
+
+SPEEDUP_REVIEW = 10.0
+
+
+def trial_seeds(seed: int, dists: list[str]) -> list[int]:
+    """The seed each trial's inputs were drawn with (mirrors the worker's reference mode)."""
+    out, i = [], 0
+    for d in dists:
+        if d == "task":
+            i += 1
+            out.append(seed + 1000 * i)
+        else:
+            out.append(seed + 7)
+    return out
+
+
+def judge_outputs(result, task, out, ref_dir, meta, flags, res, started, finish):
+    atol, rtol = task.tolerance
+    dists = meta["distributions"]
+    ref_outs = torch.load(ref_dir / "outputs.pt", weights_only=True)
+    seeds = trial_seeds(int(meta.get("seed", 42)) if "seed" in meta else 42, dists)
+    try:
+        cand = torch.load(out.out_dir / "cand_outputs.pt", weights_only=True)
+    except Exception as e:  # noqa: BLE001 — anything but plain tensors fails to load
+        flags = flags + [f"output-type: the outputs are not plain tensors ({type(e).__name__})"]
+        return finish(result, "flagged", "outputs are not plain torch.Tensor objects", flags, started)
+    verify = verify_outputs(cand, ref_outs, seeds, dists, atol, rtol)
+    verify.degenerate = bool(meta.get("degenerate"))
+    verify.seconds = round(res.get("verify_seconds", 0.0), 3)
+    cheats = []
+    for i, check in enumerate(res.get("checks", [])):
+        for problem in check.get("problems", []):
+            if "not exactly torch.Tensor" in problem:
+                cheats.append(f"tensor-subclass: {problem}")
+            else:
+                verify.correct = False
+                verify.trials[i].ok = False if i < len(verify.trials) else None
+                if i < len(verify.trials):
+                    verify.trials[i].check = verify.trials[i].check or ("input-modified" if "input" in problem
+                                                                       else "aliasing")
+                    verify.trials[i].message = verify.trials[i].message or problem
+                verify.mismatch = (verify.mismatch + f"\ntrial {i}: {problem}").strip()
+        if check.get("structure") != meta.get("structure") and meta.get("structure"):
+            verify.correct = False
+            verify.mismatch = (verify.mismatch + f"\ntrial {i}: output structure {check.get('structure')}, "
+                               f"expected {meta.get('structure')}").strip()
+    cheats += res.get("flags_after", [])
+    verify.flags = list(cheats)
+    result.verify = verify
+    flags = flags + cheats
+    if meta.get("degenerate"):
+        flags.append(f"degenerate-task: {meta['degenerate']}; a speedup on it means nothing")
+    if res.get("timing"):
+        result.profile = _profile(res, result, task, out, ref_outs, dists, atol, rtol, flags, meta)
+    cheat_flags = [f for f in flags if static.is_cheat(f) or f.split(":")[0] in
+                   ("tensor-subclass", "backend-flag", "replay", "timer-mismatch", "output-type")]
+    if cheat_flags:
+        return finish(result, "flagged", cheat_flags[0], flags, started)
+    if not verify.correct:
+        first = next((t for t in verify.trials if not t.ok), None)
+        msg = f"trial {first.trial} failed the {first.check} check: {first.message}" if first else \
+            verify.mismatch.splitlines()[-1]
+        return finish(result, "incorrect", msg, flags, started)
+    sp = result.profile.speedup if result.profile else None
+    msg = f"correct on {len(verify.trials)} trials" + (f"; {sp:.2f}× vs eager" if sp else "")
+    return finish(result, "ok", msg, flags, started)
+
+
+def _profile(res, result, task, out, ref_outs, dists, atol, rtol, flags, meta) -> ProfileResult:
+    times = res["timing"]["times"]
+    cand_ms, base_ms = times["candidate"]["ms"], times["eager"]["ms"]
+    device = result.env.device
+    prof = ProfileResult(device=device, candidate=stats(cand_ms), baseline=stats(base_ms),
+                         threads=res["timing"].get("threads"),
+                         timer="cuda-events+host" if device.startswith("cuda") else "perf_counter")
+    sp, ci = speedup_ci(base_ms, cand_ms)
+    prof.speedup, prof.speedup_ci = sp, ci
+    # Outputs of the timed calls, re-checked: a result computed once and replayed fails here.
+    task_idx = [i for i, d in enumerate(dists) if d == "task"]
+    try:
+        timed = torch.load(out.out_dir / "timed_outputs.pt", weights_only=True)
+    except Exception:  # noqa: BLE001
+        timed = None
+        flags.append("replay: the outputs of the timed calls are not plain tensors")
+    for idx, outs in (timed or {}).items():
+        want = ref_outs[task_idx[int(idx)]]
+        v = verify_outputs([outs], [want], [0], ["task"], atol, rtol)
+        if not v.correct:
+            flags.append(f"replay: outputs of timed calls do not match the reference for input set {idx} "
+                         f"(results cached or replayed across calls?)")
+            break
+    if device.startswith("cuda"):
+        gap_c = float(np.median(np.subtract(times["candidate"]["host_ms"], cand_ms)))
+        gap_b = float(np.median(np.subtract(times["eager"]["host_ms"], base_ms)))
+        ev = float(np.median(cand_ms))
+        if gap_c > gap_b + max(0.5 * ev, 0.05):
+            flags.append(f"timer-mismatch: the host clock sees {gap_c:.3f} ms more than the CUDA events "
+                         f"(eager: {gap_b:.3f} ms) — work outside the timed stream?")
+    kern = res.get("kernels") or {}
+    prof.kernels = [KernelStat(**k) for k in kern.get("kernels", [])]
+    prof.custom_share = kern.get("custom_share")
+    if result.compile.backend == "none":
+        prof.custom_share = 0.0
+        flags.append("no-custom-kernel: the candidate runs only PyTorch operators (custom share 0)")
+    elif prof.custom_share is not None and prof.custom_share == 0:
+        flags.append("no-custom-kernel: none of the candidate's own kernels ran (custom share 0)")
+    if meta.get("degenerate"):
+        prof.notes.append("degenerate task: speedup withheld")
+        prof.speedup, prof.speedup_ci = None, []
+    elif sp > SPEEDUP_REVIEW:
+        flags.append(f"review: speedup {sp:.1f}× is above {SPEEDUP_REVIEW:g}×; check it before trusting it")
+    return prof

@@ -1,0 +1,279 @@
+"""The isolated worker: the only process that imports candidate code.
+
+``python -m kernelskill.evaluate.worker REQUEST.json`` — modes:
+  reference  run the task's reference on seeded inputs; save inputs, outputs, weights (no candidate)
+  compile    import the candidate (its load_inline builds run through the build cache)
+  run        import the candidate, run the trials, time it against eager, profile it
+
+It sends tensors and raw numbers back through files; verdicts are decided by the parent.
+Everything the checks rely on is captured before the candidate is imported.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+
+# Captured before any candidate code exists in this process.
+_Tensor = torch.Tensor
+_equal = torch.equal
+_isnan = torch.isnan
+_save = torch.save
+_clock = time.perf_counter
+
+from kernelskill.evaluate import build as _build  # noqa: E402
+from kernelskill.evaluate import guards  # noqa: E402
+from kernelskill.evaluate.timing import TimingConfig, time_pair  # noqa: E402
+from kernelskill.task import Task, _Expr  # noqa: E402
+
+
+def set_phase(out: Path, phase: str) -> None:
+    (out / "phase").write_text(phase)
+
+
+def flatten(out) -> tuple[list, str]:
+    """Outputs as a flat list plus a structure string (tensor, tuple[3], …)."""
+    if isinstance(out, (list, tuple)):
+        return list(out), f"{type(out).__name__}[{len(out)}]"
+    return [out], "tensor" if isinstance(out, torch.Tensor) else type(out).__name__
+
+
+def _load_task(req: dict) -> Task:
+    over = {k: (_Expr(v["expr"]) if isinstance(v, dict) else v) for k, v in req["task"]["overrides"].items()}
+    return Task.load(req["task"]["path"], preset=req["task"].get("preset"), overrides=over)
+
+
+def _setup(req: dict) -> str:
+    device = req["device"]
+    threads = req.get("threads")
+    if threads:
+        torch.set_num_threads(threads)
+    torch.backends.cuda.matmul.allow_tf32 = bool(req.get("allow_tf32"))
+    torch.backends.cudnn.allow_tf32 = bool(req.get("allow_tf32"))
+    limit = req.get("memory_limit")
+    if limit and not device.startswith("cuda"):
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    return device
+
+
+def _to(xs: list, device: str) -> list:
+    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in xs]
+
+
+def _cpu(xs: list) -> list:
+    return [x.detach().to("cpu") if isinstance(x, torch.Tensor) else x for x in xs]
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+# ---- reference ------------------------------------------------------------------------------
+def signed_variant(inputs: list, seed: int) -> list:
+    """Same shapes and dtypes, another distribution: signed where the task draws non-negative."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for x in inputs:
+        if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel():
+            fresh = torch.rand(x.shape, generator=g, dtype=torch.float32)
+            y = (fresh * 2 - 1) if x.min() >= 0 else torch.randn(x.shape, generator=g) * 2.0
+            out.append(y.to(x.dtype))
+        else:
+            out.append(x.clone() if isinstance(x, torch.Tensor) else x)
+    return out
+
+
+def mode_reference(req: dict, out: Path) -> dict:
+    device = _setup(req)
+    task = _load_task(req)
+    mod = task.module()
+    init = task.init_inputs(mod)
+    torch.manual_seed(req["seed"])
+    model = task.build_model(mod, init=init).to(device)
+    trials, dists, outputs, structure = [], [], [], None
+    finite = True
+    for i in range(req["trials"]):
+        torch.manual_seed(req["seed"] + 1000 * (i + 1))
+        trials.append(task.inputs(mod))
+        dists.append("task")
+    candidates = [(signed_variant(trials[0], req["seed"] + 7), "signed")]
+    with torch.no_grad():
+        for xs in trials:
+            outs, structure = flatten(model(*_to(xs, device)))
+            outputs.append(_cpu(outs))
+            finite &= all(bool(torch.isfinite(o).all()) for o in outputs[-1] if isinstance(o, torch.Tensor))
+        for xs, name in candidates:
+            outs, _ = flatten(model(*_to(xs, device)))
+            outs = _cpu(outs)
+            # Only a distribution on which the reference stays finite says anything.
+            if not finite or all(bool(torch.isfinite(o).all()) for o in outs if isinstance(o, torch.Tensor)):
+                trials.append(xs)
+                dists.append(name)
+                outputs.append(outs)
+    degenerate = guards.degenerate_reason(trials, outputs, dists)
+    _save(trials, out / "inputs.pt")
+    _save(outputs, out / "outputs.pt")
+    _save({k: v.detach().cpu() for k, v in model.state_dict().items()}, out / "state.pt")
+    return {"status": "ok", "seed": req["seed"], "distributions": dists, "structure": structure, "degenerate": degenerate,
+            "parameter_names": [n for n, _ in model.named_parameters()]}
+
+
+# ---- candidate ------------------------------------------------------------------------------
+def import_candidate(req: dict, log: _build.BuildLog):
+    """Import the candidate from a real file (Triton needs its source on disk)."""
+    source = Path(req["candidate_path"]).read_text()
+    _build.install(source, log, Path(req["cache_root"]) if req.get("cache_root") else None)
+    path = Path.cwd() / "candidate_module.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("candidate_module", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["candidate_module"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _compile_failure(e: BaseException, log: _build.BuildLog, req: dict) -> dict:
+    from kernelskill.results import Diagnostic
+    if isinstance(e, _build.CompileOnly):
+        return {"status": "compile_only", "build": _buildlog(log)}
+    if isinstance(e, _build.BuildFailed):
+        return {"status": "compile_error", "build": _buildlog(log), "error": str(e)}
+    line, text = guards.candidate_line(e)
+    if isinstance(e, SyntaxError) and e.filename and e.filename.endswith("candidate_module.py"):
+        line, text = e.lineno, e.text or ""
+    diag = Diagnostic("error", f"{type(e).__name__}: {e}".strip()[:1000], line=line, column=getattr(e, "offset", None)
+                      if isinstance(e, SyntaxError) else None, source_line=text or "", origin="python")
+    log.diagnostics.append(diag)
+    log.log_tail = _build.tail(traceback.format_exc())
+    return {"status": "compile_error", "build": _buildlog(log), "error": diag.message}
+
+
+def _buildlog(log: _build.BuildLog) -> dict:
+    from kernelskill.results import to_dict
+    return to_dict(log)
+
+
+def mode_compile(req: dict, out: Path) -> dict:
+    _setup(req)
+    log = _build.BuildLog()
+    set_phase(out, "build")
+    try:
+        module = import_candidate(req, log)
+    except Exception as e:  # noqa: BLE001 — any failure to import is the candidate's compile error
+        return _compile_failure(e, log, req)
+    if not isinstance(getattr(module, "ModelNew", None), type):
+        from kernelskill.results import Diagnostic
+        log.diagnostics.append(Diagnostic("error", "the candidate defines no class `ModelNew`", origin="python"))
+        return {"status": "compile_error", "build": _buildlog(log), "error": "no ModelNew"}
+    return {"status": "ok", "build": _buildlog(log), "module": module}
+
+
+def mode_run(req: dict, out: Path) -> dict:
+    device = _setup(req)
+    ref_dir = Path(req["ref_dir"])
+    task = _load_task(req)
+    mod = task.module()
+    init = task.init_inputs(mod)
+    trials = torch.load(ref_dir / "inputs.pt", weights_only=True)
+    dists = json.loads((ref_dir / "meta.json").read_text())["distributions"]
+    state = torch.load(ref_dir / "state.pt", weights_only=True)
+    torch.manual_seed(req["seed"])
+    ref_model = task.build_model(mod, init=init)
+    ref_model.load_state_dict(state)
+    ref_model = ref_model.to(device)
+    before = guards.backend_flags()
+
+    compiled = mode_compile(req, out)
+    if compiled["status"] != "ok":
+        return compiled
+    module = compiled.pop("module")
+    set_phase(out, "run")
+    t0 = _clock()
+    torch.manual_seed(req["seed"])
+    model = module.ModelNew(*init)
+    aligned = guards.align_weights(model, state)
+    model = model.to(device)
+    device_trials = [_to(xs, device) for xs in trials]
+    outputs, checks = [], []
+    with torch.no_grad():
+        for i, xs in enumerate(device_trials):
+            clones = [x.clone() if isinstance(x, torch.Tensor) else x for x in xs]
+            guards.poison(device, req.get("poison_bytes", 0))
+            result = model(*clones)
+            _sync(device)
+            flat, structure = flatten(result)
+            checks.append(guards.output_checks(flat, structure, xs, clones, model, _Tensor, _equal, _isnan))
+            outputs.append(_cpu([o if isinstance(o, _Tensor) else torch.tensor(float("nan")) for o in flat]))
+    verify_s = _clock() - t0
+    _save(outputs, out / "cand_outputs.pt")
+    res = {"status": "ok", "build": compiled["build"], "checks": checks, "aligned": aligned,
+           "verify_seconds": verify_s, "flags_after": guards.flag_changes(before, guards.backend_flags())}
+    if req.get("timing"):
+        sets = [xs for xs, d in zip(device_trials, dists) if d == "task"]
+        cfg = TimingConfig(**req["timing"])
+        timed = time_pair({"eager": ref_model, "candidate": model}, sets, device, cfg)
+        last = {idx: _cpu(flatten(o)[0]) for idx, o in timed["last_outputs"]["candidate"].items()}
+        _save(last, out / "timed_outputs.pt")
+        res["timing"] = {"times": timed["times"], "reps": timed["reps"], "threads": torch.get_num_threads()}
+        if req.get("profile"):
+            res["kernels"] = guards.kernel_breakdown(model, sets[0], device, Path(req["candidate_path"]).read_text())
+        res["flags_after"] = guards.flag_changes(before, guards.backend_flags())
+    return res
+
+
+def worker_env(device: str) -> dict:
+    """What the numbers were measured on (the parent never initialises CUDA itself)."""
+    env = {"threads": torch.get_num_threads()}
+    if device.startswith("cuda") and torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        env.update(gpu=props.name, capability=f"{props.major}.{props.minor}")
+        try:
+            import subprocess
+            env["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                           capture_output=True, text=True, timeout=10).stdout.strip().splitlines()[0]
+        except (OSError, IndexError, subprocess.SubprocessError):
+            pass
+    return env
+
+
+MODES = {"reference": mode_reference, "compile": mode_compile, "run": mode_run}
+
+
+def main(argv: list[str]) -> int:
+    req = json.loads(Path(argv[1]).read_text())
+    out = Path(req["out_dir"])
+    set_phase(out, "setup")
+    try:
+        result = MODES[req["mode"]](req, out)
+    except torch.OutOfMemoryError as e:
+        result = {"status": "runtime_error", "error": f"out of memory: {str(e).splitlines()[0]}",
+                  "traceback": _build.tail(traceback.format_exc())}
+    except Exception as e:  # noqa: BLE001 — the worker reports every failure as data
+        line, text = guards.candidate_line(e)
+        result = {"status": "task_error" if guards.is_task_error(e) else "runtime_error",
+                  "error": f"{type(e).__name__}: {e}"[:2000], "line": line, "source_line": text,
+                  "traceback": _build.tail(traceback.format_exc())}
+        if guards.is_triton_compile_error(e):
+            result["status"] = "compile_error"
+    result.pop("module", None)
+    result["env"] = worker_env(req["device"])
+    tmp = out / "result.json.tmp"
+    tmp.write_text(json.dumps(result, default=str))
+    os.replace(tmp, out / "result.json")
+    set_phase(out, "done")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter teardown: a candidate's atexit hooks or broken destructors change nothing now.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

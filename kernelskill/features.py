@@ -1,0 +1,130 @@
+"""Op features of a task: which op classes its reference runs, and its FLOPs and bytes.
+
+The reference is traced on the ``meta`` device under a dispatch mode, so even H100-sized tasks
+are classified in milliseconds without computing anything; when an op has no meta kernel the
+trace falls back to real tensors (use a small preset for big tasks).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+_CLASS_BY_OP = {
+    "matmul": ("mm", "bmm", "addmm", "addbmm", "baddbmm", "matmul", "linear", "addmv", "mv", "dot",
+               "_addmm_activation", "einsum", "tensordot"),
+    "conv": ("convolution", "_convolution", "conv1d", "conv2d", "conv3d", "conv_transpose1d",
+             "conv_transpose2d", "conv_transpose3d", "cudnn_convolution", "mkldnn_convolution"),
+    "reduction": ("sum", "mean", "amax", "amin", "max", "min", "prod", "var", "std", "var_mean",
+                  "std_mean", "norm", "linalg_vector_norm", "argmax", "argmin", "logsumexp", "all",
+                  "any", "aminmax", "median", "mode", "topk", "sort"),
+    "softmax": ("_softmax", "softmax", "_log_softmax", "log_softmax"),
+    "norm": ("native_layer_norm", "layer_norm", "native_batch_norm", "_native_batch_norm_legit",
+             "_native_batch_norm_legit_no_training", "native_group_norm", "group_norm",
+             "instance_norm", "rms_norm", "_fused_rms_norm", "batch_norm"),
+    "pooling": ("max_pool1d", "max_pool2d", "max_pool3d", "max_pool2d_with_indices",
+                "max_pool3d_with_indices", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+                "_adaptive_avg_pool2d", "_adaptive_avg_pool3d", "adaptive_max_pool2d",
+                "adaptive_avg_pool1d", "adaptive_max_pool1d"),
+    "scan": ("cumsum", "cumprod", "cummax", "cummin", "logcumsumexp", "_cummax_helper", "_cummin_helper"),
+    "attention": ("_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
+                  "_scaled_dot_product_attention_math", "scaled_dot_product_attention",
+                  "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_cudnn_attention"),
+    "loss": ("nll_loss_forward", "nll_loss", "nll_loss2d_forward", "mse_loss", "l1_loss",
+             "smooth_l1_loss", "huber_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
+             "kl_div", "cross_entropy_loss", "hinge_embedding_loss", "margin_ranking_loss",
+             "soft_margin_loss", "triplet_margin_loss", "cosine_embedding_loss"),
+    "recurrent": ("gru_cell", "lstm_cell", "rnn_tanh_cell", "rnn_relu_cell", "_thnn_fused_gru_cell",
+                  "_thnn_fused_lstm_cell", "gru", "lstm", "rnn_tanh", "rnn_relu"),
+    "memory": ("cat", "stack", "index", "index_select", "gather", "scatter", "constant_pad_nd",
+               "copy_", "clone", "_to_copy", "flip", "roll", "repeat", "index_put_", "masked_select",
+               "where", "pad", "tril", "triu", "diag", "diag_embed", "contiguous"),
+}
+OP_CLASS = {op: cls for cls, ops in _CLASS_BY_OP.items() for op in ops}
+# Views and bookkeeping: no data moves, no class.
+_IGNORED = {"view", "_unsafe_view", "reshape", "expand", "t", "transpose", "permute", "unsqueeze",
+            "squeeze", "slice", "select", "as_strided", "detach", "alias", "lift_fresh", "empty",
+            "empty_like", "zeros", "ones", "full", "zeros_like", "ones_like", "full_like",
+            "arange", "empty_strided", "_reshape_alias", "split", "split_with_sizes", "chunk",
+            "unbind", "new_empty", "new_zeros", "new_ones", "scalar_tensor", "item",
+            "_local_scalar_dense", "unfold", "narrow", "expand_as", "view_as", "numpy_T", "movedim"}
+
+
+class _OpRecorder(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(func)
+        return func(*args, **(kwargs or {}))
+
+
+def classify(funcs) -> list[str]:
+    """Op classes (sorted) for a sequence of aten overloads."""
+    classes: set[str] = set()
+    counts = {"matmul": 0}
+    for func in funcs:
+        name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
+        name = name.rstrip("_") if name not in OP_CLASS else name
+        if name in _IGNORED:
+            continue
+        cls = OP_CLASS.get(name)
+        if cls is None and torch.Tag.pointwise in getattr(func, "tags", ()):
+            cls = "elementwise"
+        if cls:
+            classes.add(cls)
+            counts["matmul"] += cls == "matmul"
+    # Attention written out by hand: two contractions around a softmax.
+    if "softmax" in classes and counts["matmul"] >= 2:
+        classes.add("attention")
+    return sorted(classes)
+
+
+def trace(task, meta: bool = True) -> dict[str, Any]:
+    """Run the reference once (on meta tensors when possible) and record ops, FLOPs and bytes."""
+    from torch.utils.flop_counter import FlopCounterMode
+    mod = task.module()
+    device = torch.device("meta") if meta else torch.device("cpu")
+    torch.manual_seed(0)
+    with device:
+        init = task.init_inputs(mod)
+        model = task.build_model(mod, init=init)
+        inputs = task.inputs(mod)
+    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
+    model = model.to(device)
+    recorder = _OpRecorder()
+    counter = FlopCounterMode(display=False)
+    try:
+        with torch.no_grad(), counter, recorder:
+            out = model(*inputs)
+    except (NotImplementedError, RuntimeError):
+        if meta:
+            return trace(task, meta=False)
+        raise
+    outs = out if isinstance(out, (list, tuple)) else [out]
+    params = list(model.parameters()) + list(model.buffers())
+    nbytes = lambda ts: sum(t.numel() * t.element_size() for t in ts if isinstance(t, torch.Tensor))
+    return {"ops": recorder.ops, "op_classes": classify(recorder.ops), "flops": int(counter.get_total_flops()),
+            "bytes": nbytes(inputs) + nbytes(outs) + nbytes(params), "inputs": inputs, "outputs": outs,
+            "model": model, "traced_on": "meta" if meta else "cpu"}
+
+
+def describe(task) -> dict[str, Any]:
+    """Shapes, dtypes, parameters, op classes, FLOPs and compulsory bytes of a task."""
+    t = trace(task)
+    spec = lambda x: ({"shape": list(x.shape), "dtype": str(x.dtype).replace("torch.", "")}
+                      if isinstance(x, torch.Tensor) else {"value": x})
+    model = t["model"]
+    names = sorted({f.overloadpacket.__name__ for f in t["ops"] if hasattr(f, "overloadpacket")})
+    return {
+        "name": task.name, "file": str(task.path), "level": task.level, "description": task.description,
+        "preset": task.preset, "overrides": {k: str(v) for k, v in task.overrides.items()},
+        "constants": {k: str(v) for k, v in task.constants.items()},
+        "inputs": [spec(x) for x in t["inputs"]], "outputs": [spec(x) for x in t["outputs"]],
+        "parameters": [{"name": n, **spec(p)} for n, p in model.named_parameters()],
+        "buffers": [{"name": n, **spec(b)} for n, b in model.named_buffers()],
+        "op_classes": t["op_classes"], "aten_ops": names,
+        "flops": t["flops"], "bytes": t["bytes"], "tolerance": dict(zip(("atol", "rtol"), task.tolerance)),
+    }

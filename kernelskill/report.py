@@ -1,0 +1,70 @@
+"""Human-readable summaries of results for the terminal (the CLI's default output)."""
+from __future__ import annotations
+
+from .results import CompileResult, EvalResult
+
+_MARK = {"ok": "✓", "incorrect": "✗", "flagged": "⚑", "compile_error": "✗", "runtime_error": "✗",
+         "timeout": "⏱", "crashed": "✗"}
+
+
+def _ms(x: float) -> str:
+    return f"{x * 1e3:.1f} µs" if x < 1 else f"{x:.3f} ms"
+
+
+def print_compile(res: CompileResult, out=print) -> None:
+    state = "ok" if res.ok else "FAILED"
+    extra = " (compile-only: no device here to run it)" if res.compile_only else ""
+    cache = ", cached" if res.cache_hit else ""
+    out(f"compile {state}: backend {res.backend}, {res.seconds:.2f} s{cache}{extra}")
+    for d in res.diagnostics[:20]:
+        out(f"  {d}")
+    if not res.ok and not res.diagnostics and res.log_tail:
+        out(res.log_tail)
+
+
+def print_eval(r: EvalResult, out=print) -> None:
+    out(f"{_MARK.get(r.status, '?')} {r.status}: {r.message}")
+    out(f"  task {r.task} · candidate {r.candidate_hash[:8]} · backend {r.compile.backend} · device "
+        f"{r.env.gpu or r.env.device} · {r.seconds:.1f} s")
+    if r.compile.diagnostics or not r.compile.ok:
+        print_compile(r.compile, out=lambda s: out("  " + s))
+    v = r.verify
+    if v:
+        errs = f"max abs err {v.max_abs_err:.3g}, rel err {v.max_rel_err:.3g}" if v.max_abs_err is not None else ""
+        out(f"  verify: {'correct' if v.correct else 'INCORRECT'} on {sum(t.ok for t in v.trials)}/{len(v.trials)} "
+            f"trials (atol {v.atol:g}, rtol {v.rtol:g}) {errs}")
+        if v.mismatch:
+            for line in v.mismatch.splitlines()[:12]:
+                out(f"    {line}")
+    p = r.profile
+    if p and p.candidate and p.baseline:
+        ci = f" [{p.speedup_ci[0]:.2f}–{p.speedup_ci[1]:.2f}]" if p.speedup_ci else ""
+        sp = f"{p.speedup:.2f}×{ci}" if p.speedup is not None else "withheld"
+        out(f"  time: candidate {_ms(p.candidate.median_ms)} (IQR {_ms(p.candidate.iqr_ms)}, n={p.candidate.n}) · "
+            f"eager {_ms(p.baseline.median_ms)} · speedup {sp}")
+        if p.custom_share is not None:
+            out(f"  custom share {p.custom_share:.0%} · timer {p.timer}" + (f" · {p.threads} threads" if p.threads else ""))
+        for k in p.kernels[:6]:
+            out(f"    {k.share:6.1%}  {_ms(k.time_ms):>10}  {'*' if k.custom else ' '} {k.name[:90]}")
+    for f in r.flags:
+        out(f"  flag {f}")
+    if r.log_tail and r.status in ("crashed", "timeout", "runtime_error"):
+        out("  log tail:")
+        for line in r.log_tail.splitlines()[-12:]:
+            out(f"    {line}")
+
+
+def print_task(info: dict, out=print) -> None:
+    out(f"task {info['name']}" + (f" (level {info['level']})" if info.get("level") else "") + f" — {info['file']}")
+    if info.get("description"):
+        out(f"  {info['description']}")
+    if info.get("preset") or info.get("overrides"):
+        out(f"  preset {info.get('preset') or '-'} · overrides {info.get('overrides') or {}}")
+    fmt = lambda s: (f"{s['dtype']}{s['shape']}" if "shape" in s else repr(s.get("value")))
+    out("  inputs:  " + ", ".join(fmt(s) for s in info["inputs"]))
+    out("  outputs: " + ", ".join(fmt(s) for s in info["outputs"]))
+    params = info["parameters"] + info["buffers"]
+    out(f"  parameters: {len(params)}" + "".join(f"\n    {p['name']}: {fmt(p)}" for p in params[:12]))
+    out(f"  op classes: {', '.join(info['op_classes']) or '-'}  (aten: {', '.join(info['aten_ops'][:12])})")
+    out(f"  FLOPs {info['flops']:.3g} · compulsory bytes {info['bytes']:.3g} · tolerance atol "
+        f"{info['tolerance']['atol']:g} rtol {info['tolerance']['rtol']:g}")

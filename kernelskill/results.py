@@ -1,0 +1,208 @@
+"""Result dataclasses: every arrow of the data flow carries one of these, and each
+round-trips through JSON (``to_dict`` / ``from_dict``)."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def to_dict(obj: Any) -> Any:
+    """Plain JSON-ready data from a (nested) result dataclass."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, (list, tuple)):
+        return [to_dict(x) for x in obj]
+    if isinstance(obj, dict):
+        return {str(k): to_dict(v) for k, v in obj.items()}
+    if isinstance(obj, float) and obj != obj:  # NaN is not JSON
+        return None
+    return obj
+
+
+def _build(tp: Any, value: Any) -> Any:
+    if value is None:
+        return None
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _build(args[0], value) if len(args) == 1 else value
+    if origin is list:
+        (inner,) = typing.get_args(tp) or (Any,)
+        return [_build(inner, v) for v in value]
+    if dataclasses.is_dataclass(tp):
+        return from_dict(tp, value)
+    return value
+
+
+def from_dict(cls: type, data: dict) -> Any:
+    """Rebuild a result dataclass (and its nested ones) from ``to_dict`` output."""
+    hints = typing.get_type_hints(cls)
+    kwargs = {f.name: _build(hints[f.name], data[f.name])
+              for f in dataclasses.fields(cls) if f.name in data}
+    return cls(**kwargs)
+
+
+class JsonMixin:
+    def to_dict(self) -> dict:
+        return to_dict(self)
+
+    def to_json(self, **kw) -> str:
+        return json.dumps(self.to_dict(), **kw)
+
+    @classmethod
+    def from_dict(cls, data: dict):
+        return from_dict(cls, data)
+
+    @classmethod
+    def from_json(cls, text: str):
+        return from_dict(cls, json.loads(text))
+
+
+@dataclass
+class Diagnostic(JsonMixin):
+    """One compiler message, pointed at the candidate's own source where possible."""
+    severity: str                 # error | warning | note
+    message: str
+    line: int | None = None       # line in the candidate file (or in `file`)
+    column: int | None = None
+    file: str = "candidate"       # "candidate" when mapped into the candidate's source
+    source_line: str = ""         # the text of that line
+    origin: str = "python"        # python | cpp | cuda | triton | link
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" + (f":{self.column}" if self.column else "") if self.line else self.file
+        text = f"{where}: {self.severity}: {self.message}"
+        return text + (f"\n    {self.source_line.strip()}" if self.source_line.strip() else "")
+
+
+@dataclass
+class CompileResult(JsonMixin):
+    ok: bool
+    backend: str
+    seconds: float = 0.0
+    cache_hit: bool = False
+    compile_only: bool = False    # built but not loadable here (CUDA source on a machine without CUDA)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    log_tail: str = ""
+    extensions: list[str] = field(default_factory=list)
+
+
+@dataclass
+class TrialResult(JsonMixin):
+    trial: int
+    seed: int
+    distribution: str             # "task" (get_inputs as written) or "signed" (a second distribution)
+    ok: bool
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None   # ‖out−ref‖ / ‖ref‖
+    mismatch_fraction: float | None = None
+    check: str = ""               # which check failed (shape, dtype, allclose, …), "" when ok
+    message: str = ""
+
+
+@dataclass
+class VerifyResult(JsonMixin):
+    correct: bool
+    trials: list[TrialResult] = field(default_factory=list)
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    mismatch: str = ""            # the report the debugger agent reads
+    flags: list[str] = field(default_factory=list)
+    degenerate: bool = False
+    atol: float | None = None
+    rtol: float | None = None
+    seconds: float = 0.0
+
+
+@dataclass
+class TimingStats(JsonMixin):
+    median_ms: float
+    iqr_ms: float
+    n: int
+    min_ms: float = 0.0
+    mean_ms: float = 0.0
+
+
+@dataclass
+class KernelStat(JsonMixin):
+    name: str
+    calls: int
+    time_ms: float
+    share: float
+    custom: bool
+
+
+@dataclass
+class ProfileResult(JsonMixin):
+    device: str
+    candidate: TimingStats | None = None
+    baseline: TimingStats | None = None          # PyTorch eager
+    compile_baseline: TimingStats | None = None  # torch.compile, when asked for
+    speedup: float | None = None                 # baseline median / candidate median
+    speedup_ci: list[float] = field(default_factory=list)   # [low, high], 95 %
+    speedup_vs_compile: float | None = None
+    kernels: list[KernelStat] = field(default_factory=list)
+    custom_share: float | None = None
+    threads: int | None = None
+    timer: str = ""
+    roofline: dict = field(default_factory=dict)
+    bottleneck: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Env(JsonMixin):
+    python: str = ""
+    torch: str = ""
+    cuda: str | None = None
+    triton: str | None = None
+    device: str = "cpu"
+    gpu: str | None = None
+    capability: str | None = None
+    driver: str | None = None
+    cpu: str = ""
+    threads: int | None = None
+    platform: str = ""
+    fingerprint: str = ""
+
+
+@dataclass
+class EvalResult(JsonMixin):
+    status: str                   # ok | compile_error | runtime_error | timeout | crashed | incorrect | flagged
+    compile: CompileResult
+    verify: VerifyResult | None = None
+    profile: ProfileResult | None = None
+    env: Env = field(default_factory=Env)
+    flags: list[str] = field(default_factory=list)
+    message: str = ""             # one line: why this status
+    log_tail: str = ""
+    task: str = ""
+    candidate_hash: str = ""
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def speedup(self) -> float | None:
+        return self.profile.speedup if self.profile else None
+
+    @property
+    def custom_share(self) -> float | None:
+        return self.profile.custom_share if self.profile else None
+
+    def to_dict(self) -> dict:
+        d = to_dict(self)
+        # Scripts read these at the top level.
+        return {"status": self.status, "flags": list(self.flags), "speedup": self.speedup,
+                "custom_share": self.custom_share, **d}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "EvalResult":
+        keep = {k: v for k, v in data.items() if k not in ("speedup", "custom_share")}
+        return from_dict(cls, keep)

@@ -1,0 +1,273 @@
+"""Task: a KernelBench-format reference (``Model``, ``get_inputs``, ``get_init_inputs``, size
+constants), optionally in a directory with ``task.toml`` (name, level, dtype, tolerances, presets).
+
+Presets and ``--set`` overrides rewrite the module's top-level constant assignments before the
+module runs, so constants derived from them (``N = batch * dim``) follow.
+"""
+from __future__ import annotations
+
+import ast
+import hashlib
+import sys
+import tomllib
+import traceback
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import TaskError
+
+TASK_FILE_NAMES = ("reference.py", "task.py", "model.py")
+TOML_KEYS = {"name", "level", "description", "dtype", "tolerance", "presets", "reference", "allow_tf32"}
+DEFAULT_TOLERANCE = {"float32": 1e-4, "float64": 1e-7, "float16": 1e-2, "bfloat16": 1e-2}
+
+
+@dataclass
+class Task:
+    """A loaded task: its source, metadata and the overrides in force."""
+    name: str
+    path: Path                       # the reference .py file
+    source: str
+    level: int | None = None
+    description: str = ""
+    dtype: str = "float32"
+    atol: float | None = None        # None: by dtype
+    rtol: float | None = None
+    allow_tf32: bool = False
+    presets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    preset: str | None = None
+    overrides: dict[str, Any] = field(default_factory=dict)   # preset values, then --set values
+
+    # ---- loading -------------------------------------------------------------------------
+    @classmethod
+    def load(cls, spec: str | Path, preset: str | None = None,
+             overrides: dict[str, Any] | None = None) -> "Task":
+        """Load a task file or directory; apply ``preset`` then ``overrides``; validate it."""
+        path = Path(spec)
+        if not path.exists():
+            raise TaskError(f"{spec}: no such task file or directory")
+        meta: dict[str, Any] = {}
+        if path.is_dir():
+            toml_path = path / "task.toml"
+            if toml_path.exists():
+                meta = _read_toml(toml_path)
+            ref_name = meta.get("reference")
+            candidates = [path / ref_name] if ref_name else [path / n for n in TASK_FILE_NAMES]
+            found = [p for p in candidates if p.exists()]
+            if not found:
+                raise TaskError(f"{path}: no reference file (expected one of "
+                                f"{', '.join(p.name for p in candidates)})")
+            file = found[0]
+        else:
+            file = path
+            if (path.parent / "task.toml").exists() and path.name in TASK_FILE_NAMES:
+                meta = _read_toml(path.parent / "task.toml")
+        source = file.read_text()
+        tol = meta.get("tolerance", {})
+        task = cls(name=meta.get("name") or (file.parent.name if file.name in TASK_FILE_NAMES else file.stem),
+                   path=file.resolve(), source=source, level=meta.get("level"),
+                   description=meta.get("description", ""), dtype=meta.get("dtype", "float32"),
+                   atol=tol.get("atol"), rtol=tol.get("rtol"),
+                   allow_tf32=bool(meta.get("allow_tf32", False)),
+                   presets=meta.get("presets", {}))
+        merged: dict[str, Any] = {}
+        if preset:
+            if preset not in task.presets:
+                known = ", ".join(sorted(task.presets)) or "none defined"
+                raise TaskError(f"{file}: unknown preset '{preset}' (presets: {known})")
+            merged.update(task.presets[preset])
+            task.preset = preset
+        merged.update(overrides or {})
+        task.overrides = merged
+        task.validate_overrides()
+        return task
+
+    @property
+    def tolerance(self) -> tuple[float, float]:
+        """(atol, rtol): the task's own, else the default for its dtype."""
+        default = DEFAULT_TOLERANCE.get(self.dtype, 1e-4)
+        return (self.atol if self.atol is not None else default,
+                self.rtol if self.rtol is not None else default)
+
+    @property
+    def constants(self) -> dict[str, Any]:
+        """Top-level constants as written in the file (before overrides), by name."""
+        out = {}
+        for node in _tree(self.source, self.path).body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                try:
+                    out[node.targets[0].id] = ast.literal_eval(node.value)
+                except (ValueError, SyntaxError):
+                    out[node.targets[0].id] = ast.unparse(node.value)
+        return out
+
+    def validate_overrides(self) -> None:
+        names = set(self.constants)
+        unknown = [k for k in self.overrides if k not in names]
+        if unknown:
+            raise TaskError(f"{self.path}: no top-level constant named {', '.join(map(repr, unknown))} to "
+                            f"override (constants: {', '.join(sorted(names)) or 'none'})")
+
+    @property
+    def hash(self) -> str:
+        """Content hash of the source plus overrides: what makes two runs of a task comparable."""
+        text = self.source + repr(sorted(self.overrides.items())) + self.dtype
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    # ---- running (trusted: the task is the user's own code) -------------------------------
+    def module(self) -> types.ModuleType:
+        """A fresh module of the reference with the overrides applied."""
+        tree = _tree(self.source, self.path)
+        if self.overrides:
+            tree = _apply_overrides(tree, self.overrides, self.path)
+        mod = types.ModuleType(f"kernelskill_task_{self.hash}")
+        mod.__file__ = str(self.path)
+        # Registered so pickling, dataclasses and inspect can find the module by name.
+        sys.modules[mod.__name__] = mod
+        with self.error_context("running the module"):
+            exec(compile(tree, str(self.path), "exec"), mod.__dict__)
+        for name, kind in (("Model", "class Model(nn.Module)"), ("get_inputs", "def get_inputs()"),
+                           ("get_init_inputs", "def get_init_inputs()")):
+            if not callable(getattr(mod, name, None)):
+                raise TaskError(f"{self.path}: no `{name}` defined (expected `{kind}` at the top level)")
+        return mod
+
+    def init_inputs(self, mod: types.ModuleType) -> list:
+        with self.error_context("get_init_inputs()"):
+            args = mod.get_init_inputs()
+        if not isinstance(args, (list, tuple)):
+            raise TaskError(f"{self.path}:{_def_line(mod.get_init_inputs)}: get_init_inputs() must return a "
+                            f"list of constructor arguments, got {type(args).__name__}")
+        return list(args)
+
+    def inputs(self, mod: types.ModuleType) -> list:
+        """``get_inputs()``, checked: a list of tensors (or plain numbers)."""
+        import torch
+        with self.error_context("get_inputs()"):
+            inputs = mod.get_inputs()
+        line = _def_line(mod.get_inputs)
+        if not isinstance(inputs, (list, tuple)):
+            raise TaskError(f"{self.path}:{line}: get_inputs() must return a list of tensors, "
+                            f"got {type(inputs).__name__}")
+        for i, x in enumerate(inputs):
+            if not isinstance(x, (torch.Tensor, int, float, bool)):
+                raise TaskError(f"{self.path}:{line}: get_inputs() item {i} is a {type(x).__name__}; "
+                                f"each input must be a torch.Tensor (or a plain number)")
+        return list(inputs)
+
+    def build_model(self, mod: types.ModuleType, cls_name: str = "Model", init: list | None = None):
+        init = self.init_inputs(mod) if init is None else init
+        cls = getattr(mod, cls_name)
+        try:
+            return cls(*init)
+        except TypeError as e:
+            if _raised_in_call(e):
+                raise TaskError(f"{self.path}:{_def_line(cls)}: {cls_name}({_short(init)}) does not fit its "
+                                f"constructor: {e}. get_init_inputs() must return the arguments in order") from None
+            raise TaskError(f"{self.path}:{_tb_line(e, self.path)}: {cls_name}.__init__ raised "
+                            f"{type(e).__name__}: {e}") from None
+        except Exception as e:
+            raise TaskError(f"{self.path}:{_tb_line(e, self.path)}: {cls_name}.__init__ raised "
+                            f"{type(e).__name__}: {e}") from None
+
+    def error_context(self, what: str):
+        return _ErrorContext(self.path, what)
+
+    def summary(self) -> dict[str, Any]:
+        """Shapes, dtypes, parameters and op classes: what ``kernelskill task show`` prints."""
+        from .features import describe
+        return describe(self)
+
+
+class _ErrorContext:
+    def __init__(self, path: Path, what: str):
+        self.path, self.what = path, what
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, et, e, tb):
+        if e is None or isinstance(e, TaskError) or not isinstance(e, Exception):
+            return False
+        raise TaskError(f"{self.path}:{_tb_line(e, self.path)}: {self.what} raised "
+                        f"{type(e).__name__}: {e}") from None
+
+
+def _read_toml(path: Path) -> dict:
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise TaskError(f"{path}: invalid TOML: {e}") from None
+    unknown = set(data) - TOML_KEYS
+    if unknown:
+        raise TaskError(f"{path}: unknown key(s) {', '.join(sorted(unknown))} "
+                        f"(allowed: {', '.join(sorted(TOML_KEYS))})")
+    for key, kind in (("presets", dict), ("tolerance", dict), ("level", int), ("name", str), ("dtype", str)):
+        if key in data and not isinstance(data[key], kind):
+            raise TaskError(f"{path}: key '{key}' must be a {kind.__name__}")
+    for key in data.get("tolerance", {}):
+        if key not in ("atol", "rtol"):
+            raise TaskError(f"{path}: key 'tolerance.{key}' is unknown (allowed: atol, rtol)")
+    for name, values in data.get("presets", {}).items():
+        if not isinstance(values, dict):
+            raise TaskError(f"{path}: preset '{name}' must be a table of constant = value")
+    return data
+
+
+def _tree(source: str, path: Path) -> ast.Module:
+    try:
+        return ast.parse(source, filename=str(path))
+    except SyntaxError as e:
+        raise TaskError(f"{path}:{e.lineno}:{e.offset or 0}: syntax error: {e.msg}"
+                        + (f"\n    {e.text.rstrip()}" if e.text else "")) from None
+
+
+def parse_value(text: str) -> Any:
+    """A --set value: a Python literal when it parses as one, else the expression text."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return _Expr(text)
+
+
+class _Expr(str):
+    """An override that is an expression (``torch.float16``), evaluated in the module."""
+
+
+def _apply_overrides(tree: ast.Module, overrides: dict[str, Any], path: Path) -> ast.Module:
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            name = node.targets[0].id
+            if name in overrides:
+                value = overrides[name]
+                text = str(value) if isinstance(value, _Expr) else repr(value)
+                try:
+                    node.value = ast.parse(text, mode="eval").body
+                except SyntaxError:
+                    raise TaskError(f"{path}: override {name}={text!r} is not a Python value") from None
+    return ast.fix_missing_locations(tree)
+
+
+def _def_line(obj) -> int:
+    code = getattr(obj, "__code__", None) or getattr(getattr(obj, "__init__", None), "__code__", None)
+    return code.co_firstlineno if code else 0
+
+
+def _tb_line(e: BaseException, path: Path) -> int:
+    line = 0
+    for frame in traceback.extract_tb(e.__traceback__):
+        if Path(frame.filename) == path:
+            line = frame.lineno or 0
+    return line
+
+
+def _raised_in_call(e: TypeError) -> bool:
+    """True when the TypeError is the call's signature mismatch, not one raised inside __init__."""
+    tb = traceback.extract_tb(e.__traceback__)
+    return len(tb) <= 1 and ("argument" in str(e))
+
+
+def _short(values: list) -> str:
+    text = ", ".join(repr(v) for v in values)
+    return text if len(text) < 60 else text[:57] + "..."
