@@ -11,12 +11,5 @@ from .task import Task
 __version__ = "0.1.0"
 
 __all__ = ["Candidate", "Task", "EvalResult", "CompileResult", "VerifyResult", "ProfileResult",
-           "UserError", "TaskError", "evaluate", "compile", "verify", "profile"]
-
-
-def __getattr__(name):
-    # evaluate/compile/verify/profile live in kernelskill.evaluate.api; imported on first use.
-    if name in ("evaluate", "compile", "verify", "profile"):
-        from .evaluate import api
-        return getattr(api, name)
-    raise AttributeError(name)
+           "UserError", "TaskError"]
+# The evaluator's functions: ``from kernelskill.evaluate import compile, verify, profile, evaluate``.

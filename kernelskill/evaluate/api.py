@@ -21,7 +21,7 @@ from ..errors import TaskError, UserError
 from ..results import CompileResult, Diagnostic, Env, EvalResult
 from ..task import Task, _Expr
 from . import static
-from .verdict import judge_outputs
+from .verdict import judge_outputs, verify_run
 from .build import cache_root
 from .isolation import WorkerOutcome, run_worker
 from .timing import TimingConfig
@@ -187,9 +187,17 @@ def evaluate(task, candidate, *, opts: Options | None = None, on_phase: Callable
                                   torch.load(ref_dir / "outputs.pt", weights_only=True)[0] if isinstance(t, torch.Tensor))
     req["timing"] = dataclasses.asdict(opts.timing) if opts.timing else None
     req["profile"] = opts.profile and opts.timing is not None
-    out = run_worker(req, build_timeout=opts.build_timeout, run_timeout=opts.run_timeout, keep=base, on_phase=on_phase)
+    verified = {}
+
+    def decide(out_dir: Path) -> bool:
+        verified["v"] = verify_run(out_dir, task, ref_dir, meta)
+        v, cheats = verified["v"]
+        return v is not None and v.correct and not cheats and not any(static.is_cheat(f) for f in flags)
+
+    out = run_worker(req, build_timeout=opts.build_timeout, run_timeout=opts.run_timeout, keep=base,
+                     on_phase=on_phase, decide=decide)
     try:
-        return _judge(result, task, cand, out, ref_dir, meta, flags, started)
+        return _judge(result, task, cand, out, ref_dir, meta, flags, started, verified.get("v"))
     finally:
         if opts.keep_dir is None:
             shutil.rmtree(base, ignore_errors=True)
@@ -216,7 +224,7 @@ def _finish(result: EvalResult, status: str, message: str, flags: list[str], sta
 
 
 def _judge(result: EvalResult, task: Task, cand: Candidate, out: WorkerOutcome, ref_dir: Path, meta: dict,
-           flags: list[str], started: float) -> EvalResult:
+           flags: list[str], started: float, verified=None) -> EvalResult:
     res = out.result or {}
     result.compile = _compile_result(cand, res, out)
     if res.get("env"):
@@ -242,7 +250,7 @@ def _judge(result: EvalResult, task: Task, cand: Candidate, out: WorkerOutcome, 
         result.log_tail = res.get("traceback", out.log_tail)
         where = f" (candidate line {res['line']}: {res.get('source_line', '').strip()})" if res.get("line") else ""
         return _finish(result, "runtime_error", res.get("error", "runtime error") + where, flags, started)
-    return judge_outputs(result, task, out, ref_dir, meta, flags, res, started, _finish)
+    return judge_outputs(result, task, out, ref_dir, meta, flags, res, started, _finish, verified)
 
 
 def _env(device: str) -> Env:

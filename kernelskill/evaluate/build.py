@@ -101,10 +101,14 @@ def install(candidate_source: str, log: BuildLog, build_root: Path | None = None
                 raise CompileOnly()
             hit = any(build_dir.glob(f"{unique}*.so"))
             log.cache_hit &= hit
-            if not cuda and not hit and _pch_ok():
-                kwargs.setdefault("use_pch", True)
+            if not hit and _pch_ok() and not kwargs.get("use_pch"):
+                pch = precompiled_header(root.parent / "pch", kwargs.get("extra_cflags"),
+                                         kwargs.get("extra_include_paths"))
+                if pch:
+                    kwargs["extra_include_paths"] = [str(pch)] + list(kwargs.get("extra_include_paths") or [])
             try:
-                return original(unique, cpp, cuda or None, *args, **kwargs)
+                # Copies: load_inline inserts its #includes into the lists it is given.
+                return original(unique, list(cpp), list(cuda) or None, *args, **kwargs)
             except (RuntimeError, ImportError, OSError, subprocess.SubprocessError) as e:
                 text = str(e)
                 diags = parse_diagnostics(text, sources, candidate_source)
@@ -128,10 +132,38 @@ def _cuda_runtime() -> bool:
 
 
 def _pch_ok() -> bool:
-    """Precompiled torch/extension.h cuts a cold C++ build ~4×; it lives in torch's include dir."""
+    return sys.platform == "linux" and not os.environ.get("KERNELSKILL_NO_PCH")
+
+
+def precompiled_header(root: Path, cflags, include_paths) -> Path | None:
+    """A directory holding torch/extension.h and its precompiled .gch for these flags.
+
+    Put first on the include path, gcc picks the .gch up for ``#include <torch/extension.h>``;
+    a cold C++ build drops from ~27 s to ~7 s on two cores. One per flag set, so candidates with
+    different flags never rebuild each other's (torch's own use_pch keeps a single one).
+    """
     import torch.utils.cpp_extension as ext
-    inc = Path(ext.include_paths()[0]) / "torch"
-    return sys.platform == "linux" and os.access(inc, os.W_OK) and not os.environ.get("KERNELSKILL_NO_PCH")
+    cflags = list(cflags or [])
+    inc = ext.include_paths()
+    cmd_flags = [f"-I{p}" for p in inc + [sysconfig.get_paths()["include"]] + list(include_paths or [])]
+    cmd_flags += cflags + ["-DTORCH_API_INCLUDE_EXTENSION_H", "-std=c++20", "-fPIC"]
+    cxx = os.environ.get("CXX", "c++")
+    key = hashlib.sha256(repr((cxx, cmd_flags)).encode()).hexdigest()[:12]
+    d = root / key
+    gch = d / "torch" / "extension.h.gch"
+    if gch.exists():
+        return d
+    (d / "torch").mkdir(parents=True, exist_ok=True)
+    header = Path(inc[0]) / "torch" / "extension.h"
+    shutil.copy(header, d / "torch" / "extension.h")
+    tmp = gch.with_suffix(f".{os.getpid()}.tmp")
+    proc = subprocess.run([cxx, "-x", "c++-header", str(d / "torch" / "extension.h"), "-o", str(tmp), *cmd_flags],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        return None
+    os.replace(tmp, gch)
+    return d
 
 
 def _compile_only(build_dir: Path, cuda: list[str], kwargs: dict, candidate_source: str, log: BuildLog) -> None:

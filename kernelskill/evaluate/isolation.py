@@ -67,8 +67,12 @@ class WorkerOutcome:
 
 
 def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
-               keep: Path | None = None, on_phase=None) -> WorkerOutcome:
-    """Run ``python -m kernelskill.evaluate.worker`` on ``request``; never raises for its failures."""
+               keep: Path | None = None, on_phase=None, decide=None) -> WorkerOutcome:
+    """Run ``python -m kernelskill.evaluate.worker`` on ``request``; never raises for its failures.
+
+    When the worker reaches the ``await`` phase (its outputs are written), ``decide(out_dir)``
+    says whether it goes on to timing: an incorrect candidate is never timed.
+    """
     base = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="kernelskill-"))
     scratch, out_dir = base / "scratch", base / "out"
     scratch.mkdir(parents=True, exist_ok=True)
@@ -93,6 +97,9 @@ def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
                 phase, phase_started = new_phase, time.monotonic()
                 if on_phase:
                     on_phase(phase)
+                if phase == "await":
+                    go = decide(out_dir) if decide else True
+                    (out_dir / "decision").write_text("go" if go else "stop")
             limit = build_timeout if phase in ("setup", "build") else run_timeout
             # The phase file is written by untrusted code: the sum of both limits bounds it all.
             if (time.monotonic() - phase_started > limit

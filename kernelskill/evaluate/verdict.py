@@ -27,17 +27,21 @@ def trial_seeds(seed: int, dists: list[str]) -> list[int]:
     return out
 
 
-def judge_outputs(result, task, out, ref_dir, meta, flags, res, started, finish):
+def verify_run(out_dir, task, ref_dir, meta) -> tuple:
+    """The correctness verdict from the worker's outputs and in-place checks.
+
+    Returns (VerifyResult | None, cheat flags); None when the outputs are not plain tensors.
+    """
+    import json
     atol, rtol = task.tolerance
     dists = meta["distributions"]
     ref_outs = torch.load(ref_dir / "outputs.pt", weights_only=True)
-    seeds = trial_seeds(int(meta.get("seed", 42)) if "seed" in meta else 42, dists)
+    res = json.loads((out_dir / "checks.json").read_text())
     try:
-        cand = torch.load(out.out_dir / "cand_outputs.pt", weights_only=True)
+        cand = torch.load(out_dir / "cand_outputs.pt", weights_only=True)
     except Exception as e:  # noqa: BLE001 — anything but plain tensors fails to load
-        flags = flags + [f"output-type: the outputs are not plain tensors ({type(e).__name__})"]
-        return finish(result, "flagged", "outputs are not plain torch.Tensor objects", flags, started)
-    verify = verify_outputs(cand, ref_outs, seeds, dists, atol, rtol)
+        return None, [f"output-type: the outputs are not plain tensors ({type(e).__name__})"]
+    verify = verify_outputs(cand, ref_outs, trial_seeds(int(meta.get("seed", 42)), dists), dists, atol, rtol)
     verify.degenerate = bool(meta.get("degenerate"))
     verify.seconds = round(res.get("verify_seconds", 0.0), 3)
     cheats = []
@@ -45,25 +49,35 @@ def judge_outputs(result, task, out, ref_dir, meta, flags, res, started, finish)
         for problem in check.get("problems", []):
             if "not exactly torch.Tensor" in problem:
                 cheats.append(f"tensor-subclass: {problem}")
-            else:
-                verify.correct = False
-                verify.trials[i].ok = False if i < len(verify.trials) else None
-                if i < len(verify.trials):
-                    verify.trials[i].check = verify.trials[i].check or ("input-modified" if "input" in problem
-                                                                       else "aliasing")
-                    verify.trials[i].message = verify.trials[i].message or problem
-                verify.mismatch = (verify.mismatch + f"\ntrial {i}: {problem}").strip()
-        if check.get("structure") != meta.get("structure") and meta.get("structure"):
+                continue
+            verify.correct = False
+            if i < len(verify.trials):
+                t = verify.trials[i]
+                t.ok = False
+                t.check = t.check or ("input-modified" if problem.startswith("input") else "aliasing")
+                t.message = t.message or problem
+            verify.mismatch = (verify.mismatch + f"\ntrial {i}: {problem}").strip()
+        if meta.get("structure") and check.get("structure") != meta.get("structure"):
             verify.correct = False
             verify.mismatch = (verify.mismatch + f"\ntrial {i}: output structure {check.get('structure')}, "
                                f"expected {meta.get('structure')}").strip()
     cheats += res.get("flags_after", [])
     verify.flags = list(cheats)
-    result.verify = verify
+    return verify, cheats
+
+
+def judge_outputs(result, task, out, ref_dir, meta, flags, res, started, finish, verified=None):
+    atol, rtol = task.tolerance
+    dists = meta["distributions"]
+    verify, cheats = verified or verify_run(out.out_dir, task, ref_dir, meta)
     flags = flags + cheats
+    if verify is None:
+        return finish(result, "flagged", "outputs are not plain torch.Tensor objects", flags, started)
+    result.verify = verify
     if meta.get("degenerate"):
         flags.append(f"degenerate-task: {meta['degenerate']}; a speedup on it means nothing")
-    if res.get("timing"):
+    if res.get("timing") and verify.correct:
+        ref_outs = torch.load(ref_dir / "outputs.pt", weights_only=True)
         result.profile = _profile(res, result, task, out, ref_outs, dists, atol, rtol, flags, meta)
     cheat_flags = [f for f in flags if static.is_cheat(f) or f.split(":")[0] in
                    ("tensor-subclass", "backend-flag", "replay", "timer-mismatch", "output-type")]

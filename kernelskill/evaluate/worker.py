@@ -216,7 +216,9 @@ def mode_run(req: dict, out: Path) -> dict:
     _save(outputs, out / "cand_outputs.pt")
     res = {"status": "ok", "build": compiled["build"], "checks": checks, "aligned": aligned,
            "verify_seconds": verify_s, "flags_after": guards.flag_changes(before, guards.backend_flags())}
-    if req.get("timing"):
+    (out / "checks.json").write_text(json.dumps(res, default=str))
+    if req.get("timing") and _await_decision(out, req):
+        set_phase(out, "time")
         sets = [xs for xs, d in zip(device_trials, dists) if d == "task"]
         cfg = TimingConfig(**req["timing"])
         timed = time_pair({"eager": ref_model, "candidate": model}, sets, device, cfg)
@@ -242,6 +244,18 @@ def worker_env(device: str) -> dict:
         except (OSError, IndexError, subprocess.SubprocessError):
             pass
     return env
+
+
+def _await_decision(out: Path, req: dict) -> bool:
+    """Outputs are on disk: wait for the parent's verdict before spending time on timing."""
+    set_phase(out, "await")
+    deadline = _clock() + req.get("await_timeout", 600)
+    while _clock() < deadline:
+        try:
+            return (out / "decision").read_text().strip() == "go"
+        except OSError:
+            time.sleep(0.02)
+    return False
 
 
 MODES = {"reference": mode_reference, "compile": mode_compile, "run": mode_run}

@@ -1,0 +1,186 @@
+"""``kernelskill skills …``: list, show, gate, search, stats and check the skill library.
+
+``add_parser(subparsers)`` registers the command; every subcommand sets ``args.func``, which
+returns the exit code. UserError propagates to the main CLI (message, exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .skills import CATEGORIES, SkillBook, check_dir, shipped_dir, user_home
+from .vocab import BACKENDS, BOTTLENECKS
+
+
+def _out(text: str = "") -> None:
+    sys.stdout.write(text + "\n")
+
+
+def _table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
+    fmt = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
+    return "\n".join([fmt(header), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows])
+
+
+def _dump(data) -> None:
+    _out(json.dumps(data, indent=2, sort_keys=False))
+
+
+def markdown_table(skills) -> str:
+    """The skills as the Markdown table of docs/skills.md."""
+    lines = ["| id | category | backends | applies_to | bottlenecks | arch |",
+             "|---|---|---|---|---|---|"]
+    for s in skills:
+        lines.append(f"| `{s.id}` | {s.category} | {', '.join(s.backends)} | "
+                     f"{', '.join(s.applies_to)} | {', '.join(s.bottlenecks)} | "
+                     f"{', '.join(s.arch) or 'any'} |")
+    return "\n".join(lines)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """List skills, optionally filtered by backend and category."""
+    book = SkillBook.load()
+    skills = [s for s in book
+              if (args.backend is None or args.backend in s.backends)
+              and (args.category is None or s.category == args.category)]
+    if args.json:
+        _dump([s.to_dict() for s in skills])
+        return 0
+    if args.markdown:
+        _out(markdown_table(skills))
+        return 0
+    rows = [[s.id, s.category, ",".join(s.backends), s.title] for s in skills]
+    _out(_table(rows, ["id", "category", "backends", "title"]))
+    _out(f"\n{len(skills)} skill(s)")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """Print one skill in full."""
+    book = SkillBook.load()
+    skill = book.get(args.id)
+    if args.json:
+        _dump(skill.to_dict() | {"stats": book.stats.get(skill.id).to_dict()})
+        return 0
+    _out(skill.as_prompt(full=True))
+    _out(f"\napplies to: {', '.join(skill.applies_to)}; bottlenecks: "
+         f"{', '.join(skill.bottlenecks)}; arch: {', '.join(skill.arch) or 'any'}; "
+         f"priority: {skill.priority}")
+    _out(f"source: {skill.source} ({skill.origin})")
+    return 0
+
+
+def cmd_gate(args: argparse.Namespace) -> int:
+    """Print the skills the gate allows for the given op classes and bottleneck."""
+    book = SkillBook.load()
+    ops = [o.strip() for o in args.ops.split(",") if o.strip()]
+    skills = book.gate(ops, {"bottleneck": args.bottleneck}, backend=args.backend,
+                       arch=args.arch, limit=args.limit)
+    if args.json:
+        _dump([s.to_dict() | {"rank": i, "stats": book.stats.get(s.id).to_dict()}
+               for i, s in enumerate(skills, 1)])
+        return 0
+    rows = []
+    for i, s in enumerate(skills, 1):
+        st = book.stats.get(s.id)
+        rate = f"{st.succeeded}/{st.tried}" if st.tried else "-"
+        summary = s.summary if len(s.summary) <= 100 else s.summary[:99] + "…"
+        rows.append([str(i), s.id, s.category, rate, summary])
+    _out(_table(rows, ["#", "id", "category", "ok/tried", "summary"]))
+    _out(f"\n{len(skills)} skill(s) allowed")
+    return 0
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    """Keyword search over the skills."""
+    skills = SkillBook.load().search(" ".join(args.query), limit=args.limit)
+    if args.json:
+        _dump([s.to_dict() for s in skills])
+        return 0
+    _out(_table([[s.id, s.category, s.title] for s in skills], ["id", "category", "title"]))
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    """Print the recorded outcome statistics."""
+    book = SkillBook.load()
+    data = {sid: st for sid, st in sorted(book.stats.data.items())}
+    if args.json:
+        _dump({sid: st.to_dict() for sid, st in data.items()})
+        return 0
+    if not data:
+        _out(f"no outcomes recorded yet ({book.stats.path})")
+        return 0
+    rows = []
+    for sid, st in data.items():
+        mean = st.mean_speedup()
+        ops = ",".join(f"{op}:{c['succeeded']}/{c['tried']}" for op, c in sorted(st.ops.items()))
+        rows.append([sid, str(st.tried), str(st.succeeded), str(st.failed), str(st.no_gain),
+                     f"{mean:.2f}x" if mean else "-", ops])
+    _out(_table(rows, ["id", "tried", "ok", "failed", "no_gain", "speedup", "ops"]))
+    _out(f"\n{book.stats.path}")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Validate skill files; exit 1 with every error when any is invalid."""
+    dirs = [Path(args.dir)] if args.dir else [shipped_dir(), user_home() / "skills"]
+    total, errors = 0, []
+    for d in dirs:
+        if not d.is_dir():
+            if args.dir:
+                errors.append(f"{d}: not a directory")
+            continue
+        skills, errs = check_dir(d)
+        total += len(skills)
+        errors += errs
+    for e in errors:
+        sys.stderr.write(e + "\n")
+    _out(f"{total} valid skill(s), {len(errors)} error(s)")
+    return 1 if errors else 0
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Register the ``skills`` command on an argparse subparsers object."""
+    p = subparsers.add_parser("skills", help="browse, gate and check the skill library",
+                              description="Browse, gate and check the skill library.")
+    sub = p.add_subparsers(dest="skills_command", metavar="COMMAND", required=True)
+
+    q = sub.add_parser("list", help="list skills")
+    q.add_argument("--backend", choices=BACKENDS)
+    q.add_argument("--category", choices=CATEGORIES)
+    q.add_argument("--json", action="store_true", help="print JSON")
+    q.add_argument("--markdown", action="store_true", help="print the docs/skills.md table")
+    q.set_defaults(func=cmd_list)
+
+    q = sub.add_parser("show", help="show one skill in full")
+    q.add_argument("id")
+    q.add_argument("--json", action="store_true", help="print JSON")
+    q.set_defaults(func=cmd_show)
+
+    q = sub.add_parser("gate", help="skills allowed for op classes and a bottleneck, ranked")
+    q.add_argument("--ops", required=True, help="comma-separated op classes, e.g. softmax,reduction")
+    q.add_argument("--bottleneck", choices=BOTTLENECKS)
+    q.add_argument("--backend", choices=BACKENDS, default="cuda")
+    q.add_argument("--arch", help="target arch, e.g. sm_90 (default: do not filter)")
+    q.add_argument("--limit", type=int)
+    q.add_argument("--json", action="store_true", help="print JSON")
+    q.set_defaults(func=cmd_gate)
+
+    q = sub.add_parser("search", help="keyword search")
+    q.add_argument("query", nargs="+")
+    q.add_argument("--limit", type=int)
+    q.add_argument("--json", action="store_true", help="print JSON")
+    q.set_defaults(func=cmd_search)
+
+    q = sub.add_parser("stats", help="recorded outcomes per skill")
+    q.add_argument("--json", action="store_true", help="print JSON")
+    q.set_defaults(func=cmd_stats)
+
+    q = sub.add_parser("check", help="validate skill files (exit 1 if any is invalid)")
+    q.add_argument("dir", nargs="?", help="directory of *.toml skills (default: shipped + user)")
+    q.set_defaults(func=cmd_check)
+    return p

@@ -1,0 +1,395 @@
+"""SkillBook: the expert skill library (long-term memory).
+
+One TOML file per skill: shipped ones under ``<repo>/skills``, learned ones under
+``$KERNELSKILL_HOME/skills`` (a user skill overrides a shipped one with the same id).
+Selection is by rules, not embeddings: op classes, bottleneck, backend and arch decide which
+skills are allowed (``SkillBook.gate``); recorded outcomes rank them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import tomli_w
+
+from .errors import UserError
+from .skill_stats import OUTCOMES, SkillStats, StatsStore
+from .vocab import BACKENDS, BOTTLENECKS, OP_CLASSES
+
+__all__ = [
+    "CATEGORIES", "EXAMPLE_LANGS", "OUTCOMES", "Skill", "SkillBook", "SkillStats",
+    "arch_allows", "check_dir", "load_skill_file", "parse_arch", "parse_skill", "shipped_dir",
+    "user_home",
+]
+
+CATEGORIES = (
+    "memory", "compute", "reduction", "fusion", "launch", "algorithm", "precision", "cpu",
+    "triton",
+)
+EXAMPLE_LANGS = ("cuda", "cpp", "triton", "python")
+_ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+# "sm_80" means sm_80 or newer; "sm_90a" means exactly the sm_90 family (wgmma, setmaxnreg
+# are not forward compatible to sm_100).
+_ARCH_RE = re.compile(r"^sm_(\d{2,3})(a?)$")
+
+
+def user_home() -> Path:
+    """The user store: ``$KERNELSKILL_HOME``, else ``$XDG_DATA_HOME/kernelskill``, else
+    ``~/.local/share/kernelskill``."""
+    env = os.environ.get("KERNELSKILL_HOME")
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_DATA_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "share"
+    return base / "kernelskill"
+
+
+def shipped_dir() -> Path:
+    """The skills shipped with the project: ``<repo>/skills``, or ``kernelskill/_skills`` when a
+    wheel bundles them inside the package."""
+    here = Path(__file__).resolve().parent
+    repo, bundled = here.parent / "skills", here / "_skills"
+    return bundled if bundled.is_dir() and not repo.is_dir() else repo
+
+
+@dataclass
+class Skill:
+    """One optimization skill; the fields mirror the TOML keys (see docs/skills.md)."""
+
+    id: str
+    title: str
+    category: str
+    backends: list[str]
+    applies_to: list[str]          # op classes, or ["*"]
+    bottlenecks: list[str]         # bottleneck classes, or ["*"]
+    when: str
+    summary: str
+    guidance: str
+    steps: list[str]
+    pitfalls: list[str]
+    expected_gain: str
+    example: str
+    example_lang: str
+    arch: list[str] = field(default_factory=list)
+    priority: int = 0
+    source: str = field(default="", compare=False)   # the file it was loaded from
+    origin: str = field(default="shipped", compare=False)  # "shipped" or "user"
+
+    def applies(self, features: set[str], bottleneck: str | None, backend: str,
+                arch: str | None) -> bool:
+        """Whether the gate allows this skill for the given task and node."""
+        if backend not in self.backends:
+            return False
+        if "*" not in self.applies_to and not features.intersection(self.applies_to):
+            return False
+        if bottleneck and "*" not in self.bottlenecks and bottleneck not in self.bottlenecks:
+            return False
+        return arch_allows(self.arch, arch)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for JSON output."""
+        return dataclasses.asdict(self)
+
+    def to_toml(self) -> str:
+        """The skill as a TOML document (what ``parse_skill`` reads back)."""
+        data = {k: v for k, v in self.to_dict().items() if k not in ("source", "origin")}
+        return tomli_w.dumps(data, multiline_strings=True)
+
+    def as_prompt(self, full: bool = True) -> str:
+        """The skill as text for an LLM prompt; ``full=False`` gives one line."""
+        head = f"[{self.id}] {self.title} ({self.category}; {', '.join(self.backends)})"
+        if not full:
+            return f"{head}: {self.summary}"
+        lines = [head, f"When: {self.when}", f"Summary: {self.summary}", "",
+                 self.guidance.strip(), "", "Steps:"]
+        lines += [f"  {i}. {s}" for i, s in enumerate(self.steps, 1)]
+        lines += ["Pitfalls:"] + [f"  - {p}" for p in self.pitfalls]
+        lines += [f"Expected gain: {self.expected_gain}", "",
+                  f"Example ({self.example_lang}):", self.example.rstrip()]
+        return "\n".join(lines)
+
+
+_REQUIRED = ("id", "title", "category", "backends", "applies_to", "bottlenecks", "when",
+             "summary", "guidance", "steps", "pitfalls", "expected_gain", "example",
+             "example_lang")
+_OPTIONAL = ("arch", "priority")
+
+
+def parse_arch(arch: str) -> tuple[int, bool]:
+    """'sm_90' -> (90, False); 'sm_90a' -> (90, True); also accepts '90', '9.0', 'compute_90'."""
+    text = arch.strip().lower()
+    m = re.fullmatch(r"(?:sm_|compute_)?(\d{2,3})([af]?)", text) or \
+        re.fullmatch(r"(\d+)\.(\d)", text)
+    if not m:
+        raise UserError(f"arch {arch!r} is not an arch like sm_80, sm_90 or sm_90a")
+    if "." in text:
+        return int(m.group(1)) * 10 + int(m.group(2)), False
+    return int(m.group(1)), m.group(2) == "a"
+
+
+def arch_allows(required: list[str], target: str | None) -> bool:
+    """Whether a skill that needs ``required`` runs on ``target`` (None: do not filter)."""
+    if not required or target is None:
+        return True
+    have, _ = parse_arch(target)
+    for entry in required:
+        need, exact = parse_arch(entry)
+        if (have == need) if exact else (have >= need):
+            return True
+    return False
+
+
+def _display(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _str_list(where: str, key: str, value: Any, allowed: Iterable[str] | None = None,
+              star: bool = False) -> list[str]:
+    if star and value == "*":
+        return ["*"]
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        extra = ' or "*"' if star else ""
+        raise UserError(f"{where}: key '{key}': expected a non-empty list of strings{extra}")
+    if star and "*" in value:
+        if len(value) > 1:
+            raise UserError(f"{where}: key '{key}': \"*\" must stand alone")
+        return ["*"]
+    if allowed is not None:
+        allowed = tuple(allowed)
+        for v in value:
+            if v not in allowed:
+                raise UserError(f"{where}: key '{key}': {v!r} is not one of {', '.join(allowed)}")
+    if len(set(value)) != len(value):
+        raise UserError(f"{where}: key '{key}': duplicate entries")
+    return list(value)
+
+
+def _validate(data: Mapping[str, Any], where: str, stem: str | None) -> Skill:
+    unknown = sorted(set(data) - set(_REQUIRED) - set(_OPTIONAL))
+    if unknown:
+        raise UserError(f"{where}: unknown key '{unknown[0]}' (allowed: "
+                        f"{', '.join(_REQUIRED + _OPTIONAL)})")
+    for key in _REQUIRED:
+        if key not in data:
+            raise UserError(f"{where}: missing required key '{key}'")
+    out: dict[str, Any] = {}
+    for key in ("id", "title", "category", "when", "summary", "guidance", "expected_gain",
+                "example", "example_lang"):
+        if not isinstance(data[key], str) or not data[key].strip():
+            raise UserError(f"{where}: key '{key}': expected a non-empty string")
+        out[key] = data[key]
+    if not _ID_RE.match(out["id"]):
+        raise UserError(f"{where}: key 'id': {out['id']!r} must be lowercase letters, digits "
+                        "and '-'")
+    if stem is not None and stem != out["id"]:
+        raise UserError(f"{where}: key 'id': {out['id']!r} does not match the file name; "
+                        f"name the file {out['id']}.toml")
+    for key, allowed in (("category", CATEGORIES), ("example_lang", EXAMPLE_LANGS)):
+        if out[key] not in allowed:
+            raise UserError(f"{where}: key '{key}': {out[key]!r} is not one of "
+                            f"{', '.join(allowed)}")
+    out["backends"] = _str_list(where, "backends", data["backends"], BACKENDS)
+    out["applies_to"] = _str_list(where, "applies_to", data["applies_to"], OP_CLASSES, star=True)
+    out["bottlenecks"] = _str_list(where, "bottlenecks", data["bottlenecks"], BOTTLENECKS,
+                                   star=True)
+    out["steps"] = _str_list(where, "steps", data["steps"])
+    out["pitfalls"] = _str_list(where, "pitfalls", data["pitfalls"])
+    arch = data.get("arch", [])
+    if arch != []:
+        arch = _str_list(where, "arch", arch)
+        for a in arch:
+            if not _ARCH_RE.match(a):
+                raise UserError(f"{where}: key 'arch': {a!r} is not an arch like sm_80 or "
+                                "sm_90a")
+    out["arch"] = arch
+    priority = data.get("priority", 0)
+    if not isinstance(priority, int) or isinstance(priority, bool):
+        raise UserError(f"{where}: key 'priority': expected an integer")
+    out["priority"] = priority
+    return Skill(**out)
+
+
+def parse_skill(text: str, source: str = "<skill>", stem: str | None = None) -> Skill:
+    """Parse and validate one skill from TOML text; errors name ``source`` and the key."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
+        line = f" line {m.group(1)}:" if m else ""
+        raise UserError(f"{source}:{line} TOML syntax error: {exc}") from None
+    skill = _validate(data, source, stem)
+    skill.source = source
+    return skill
+
+
+def load_skill_file(path: Path) -> Skill:
+    """Load and validate one ``<id>.toml`` file."""
+    where = _display(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{where}: cannot read: {exc}") from None
+    return parse_skill(text, where, stem=path.stem)
+
+
+def check_dir(directory: Path) -> tuple[list[Skill], list[str]]:
+    """Validate every ``*.toml`` in ``directory``: (valid skills, error messages)."""
+    skills: list[Skill] = []
+    errors: list[str] = []
+    for path in sorted(Path(directory).glob("*.toml")):
+        try:
+            skills.append(load_skill_file(path))
+        except UserError as exc:
+            errors.append(str(exc))
+    return skills, errors
+
+
+def _bottleneck_of(profile: Any) -> str | None:
+    if profile is None:
+        return None
+    if isinstance(profile, str):
+        value = profile
+    elif isinstance(profile, Mapping):
+        value = profile.get("bottleneck")
+    else:
+        value = getattr(profile, "bottleneck", None)
+    if value is not None and value not in BOTTLENECKS:
+        raise UserError(f"bottleneck {value!r} is not one of {', '.join(BOTTLENECKS)}")
+    return value or None
+
+
+def _features(features: Iterable[str] | str | None) -> set[str]:
+    if features is None:
+        return set()
+    if isinstance(features, str):
+        features = [f for f in features.split(",") if f.strip()]
+    out = {f.strip() for f in features}
+    for f in sorted(out):
+        if f not in OP_CLASSES:
+            raise UserError(f"op class {f!r} is not one of {', '.join(OP_CLASSES)}")
+    return out
+
+
+class SkillBook:
+    """The loaded skills plus their outcome statistics."""
+
+    def __init__(self, skills: Iterable[Skill] = (), stats: StatsStore | None = None):
+        self.skills: dict[str, Skill] = {s.id: s for s in skills}
+        self.stats = stats if stats is not None else StatsStore(None)
+
+    @classmethod
+    def load(cls, dirs: Iterable[Path | str] | None = None,
+             stats_path: Path | str | None = None) -> "SkillBook":
+        """Load skills from ``dirs`` (later directories override earlier ones by id).
+
+        Default: the shipped skills, then ``$KERNELSKILL_HOME/skills``; statistics from
+        ``$KERNELSKILL_HOME/stats.toml``. Raises UserError listing every invalid file.
+        """
+        home = user_home()
+        if dirs is None:
+            dirs = [shipped_dir(), home / "skills"]
+        if stats_path is None:
+            stats_path = home / "stats.toml"
+        user_dir = (home / "skills").resolve()
+        skills: dict[str, Skill] = {}
+        errors: list[str] = []
+        for d in dirs:
+            d = Path(d)
+            if not d.is_dir():
+                continue
+            found, errs = check_dir(d)
+            errors += errs
+            origin = "user" if d.resolve() == user_dir else "shipped"
+            for s in found:
+                s.origin = origin
+                skills[s.id] = s
+        if errors:
+            raise UserError("invalid skill files:\n" + "\n".join(errors))
+        return cls(skills.values(), StatsStore(Path(stats_path)))
+
+    def __len__(self) -> int:
+        return len(self.skills)
+
+    def __iter__(self):
+        return iter(sorted(self.skills.values(), key=lambda s: s.id))
+
+    def get(self, skill_id: str) -> Skill:
+        """The skill with this id; UserError (with close matches) when there is none."""
+        try:
+            return self.skills[skill_id]
+        except KeyError:
+            near = difflib.get_close_matches(skill_id, sorted(self.skills), n=3)
+            hint = f"; did you mean {', '.join(near)}?" if near else ""
+            raise UserError(f"no skill with id {skill_id!r}{hint}") from None
+
+    def rank_key(self, skill: Skill, features: set[str] = frozenset()) -> tuple:
+        """Sort key: success rate (with a prior), mean speedup, priority, id."""
+        st = self.stats.get(skill.id)
+        return (-st.success_rate(features), -(st.mean_speedup() or 1.0), -skill.priority,
+                skill.id)
+
+    def gate(self, features: Iterable[str] | str | None, profile: Any = None,
+             backend: str = "cuda", arch: str | None = None,
+             limit: int | None = None) -> list[Skill]:
+        """The skills allowed for a task's op classes and a node's profile, best first.
+
+        Deterministic: same inputs and stats give the same list.
+        """
+        if backend not in BACKENDS:
+            raise UserError(f"backend {backend!r} is not one of {', '.join(BACKENDS)}")
+        feats = _features(features)
+        bottleneck = _bottleneck_of(profile)
+        if arch is not None:
+            parse_arch(arch)
+        allowed = [s for s in self.skills.values() if s.applies(feats, bottleneck, backend, arch)]
+        allowed.sort(key=lambda s: self.rank_key(s, feats))
+        return allowed if limit is None else allowed[:max(limit, 0)]
+
+    def search(self, query: str, limit: int | None = None) -> list[Skill]:
+        """Keyword search over id, title, summary, when and guidance, best match first."""
+        words = [w for w in re.split(r"[^a-z0-9_+.-]+", query.lower()) if w]
+        scored = []
+        for s in self.skills.values():
+            fields = ((s.id, 4), (s.title.lower(), 3), (s.summary.lower(), 2),
+                      (s.when.lower(), 1), (s.guidance.lower(), 1))
+            hits = [sum(w * text.count(word) for text, w in fields) for word in words]
+            matched = sum(1 for h in hits if h)
+            if matched:
+                scored.append((-matched, -sum(hits), s.id, s))
+        scored.sort(key=lambda t: t[:3])
+        found = [t[3] for t in scored]
+        return found if limit is None else found[:limit]
+
+    def record(self, skill_id: str, op_class: str | None, outcome: str,
+               speedup: float | None = None) -> SkillStats:
+        """Record one outcome of trying a skill; persisted atomically in the user store."""
+        self.get(skill_id)
+        if op_class is not None and op_class not in OP_CLASSES:
+            raise UserError(f"op class {op_class!r} is not one of {', '.join(OP_CLASSES)}")
+        return self.stats.record(skill_id, op_class, outcome, speedup)
+
+    def save_user_skill(self, skill: Skill | str, directory: Path | None = None) -> Path:
+        """Validate a skill (object or TOML text) and write it to the user store."""
+        if isinstance(skill, str):
+            skill = parse_skill(skill, "<new skill>")
+        else:
+            skill = _validate(tomllib.loads(skill.to_toml()), f"<skill {skill.id}>", None)
+        directory = Path(directory) if directory else user_home() / "skills"
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"{skill.id}.toml"
+        tmp = path.with_suffix(".toml.tmp")
+        tmp.write_text(skill.to_toml(), encoding="utf-8")
+        os.replace(tmp, path)
+        skill.source, skill.origin = str(path), "user"
+        self.skills[skill.id] = skill
+        return path

@@ -1,0 +1,280 @@
+"""GPU harnesses for the CUDA skill examples: run.sh writes each example plus its harness
+into a build directory, compiles it for sm_90a and checks it against a CPU reference."""
+import pathlib, sys, tomllib
+H = {}
+H["wgmma-hopper"] = r'''
+  int M = 128, N = 16, K = 64;
+  auto X = bf_round(rvec(M * K)), W = bf_round(rvec(N * K));
+  auto dX = dev(to_bf(X)); auto dW = dev(to_bf(W)); float* dY = dzero<float>(M * N);
+  linear_wgmma_m64n8k16<<<dim3(N / 8, M / 64), 128>>>(dX, dW, dY, M, N, K);
+  check("wgmma", host(dY, M * N), gemm_ref(X, W, M, N, K, true), 1e-3, 1e-3);
+'''
+H["mma-sync-ldmatrix"] = r'''
+  int M = 32, N = 16, K = 48;
+  auto X = bf_round(rvec(M * K)), W = bf_round(rvec(N * K));
+  auto dX = dev(to_bf(X)); auto dW = dev(to_bf(W)); float* dY = dzero<float>(M * N);
+  linear_mma_m16n8k16<<<dim3(N / 8, M / 16), 32>>>(dX, dW, dY, M, N, K);
+  check("mma.sync", host(dY, M * N), gemm_ref(X, W, M, N, K, true), 1e-3, 1e-3);
+'''
+H["cp-async-pipeline"] = r'''
+  int M = 64, N = 96, K = 128;
+  auto A = rvec(M * K), B = rvec(K * N); auto dA = dev(A), dB = dev(B); float* dC = dzero<float>(M * N);
+  sgemm_cp_async<<<dim3(N / 32, M / 32), dim3(32, 32)>>>(dA, dB, dC, M, N, K);
+  check("cp.async", host(dC, M * N), gemm_ref(A, B, M, N, K, false), 1e-4, 1e-4);
+'''
+H["tma-bulk-copy"] = r'''
+  int n = 4 * CHUNK; auto x = rvec(n); auto dx = dev(x); float* dy = dzero<float>(n);
+  scale_tma<<<4, 256>>>(dx, dy, 3.f);
+  std::vector<double> ref(n); for (int i = 0; i < n; ++i) ref[i] = 3.0 * x[i];
+  check("tma", host(dy, n), ref, 1e-6, 1e-6);
+'''
+H["online-softmax"] = r'''
+  for (int cols : {1000, 3000, 7}) {
+    int rows = 5; auto x = rvec(rows * cols, 8.f); auto dx = dev(x); float* dy = dzero<float>(rows * cols);
+    softmax_online<<<rows, 256>>>(dx, dy, cols);
+    std::vector<double> ref(rows * cols);
+    for (int r = 0; r < rows; ++r) { double m = -1e30, s = 0; for (int c = 0; c < cols; ++c) m = fmax(m, x[r * cols + c]);
+      for (int c = 0; c < cols; ++c) s += exp(x[r * cols + c] - m); for (int c = 0; c < cols; ++c) ref[r * cols + c] = exp(x[r * cols + c] - m) / s; }
+    check("online softmax", host(dy, rows * cols), ref, 1e-6, 1e-4);
+  }
+'''
+H["welford-variance"] = r'''
+  int rows = 37, cols = 300; auto x = rvec(rows * cols, 3.f); for (auto& v : x) v += 50.f;
+  auto dx = dev(x); float* dy = dzero<float>(rows * cols);
+  layernorm_welford<<<(rows + 7) / 8, 256>>>(dx, dy, rows, cols, 1e-5f);
+  std::vector<double> ref(rows * cols);
+  for (int r = 0; r < rows; ++r) { double m = 0, v = 0; for (int c = 0; c < cols; ++c) m += x[r * cols + c]; m /= cols;
+    for (int c = 0; c < cols; ++c) v += (x[r * cols + c] - m) * (x[r * cols + c] - m); v /= cols;
+    for (int c = 0; c < cols; ++c) ref[r * cols + c] = (x[r * cols + c] - m) / sqrt(v + 1e-5); }
+  check("welford layernorm", host(dy, rows * cols), ref, 1e-3, 1e-3);
+'''
+H["warp-scan-prefix-sum"] = r'''
+  for (int cols : {2500, 100, 256}) {
+    int rows = 3; auto x = rvec(rows * cols); auto dx = dev(x); float* dy = dzero<float>(rows * cols);
+    cumsum_rows<<<rows, 256>>>(dx, dy, cols);
+    std::vector<double> ref(rows * cols); for (int r = 0; r < rows; ++r) { double s = 0; for (int c = 0; c < cols; ++c) { s += x[r * cols + c]; ref[r * cols + c] = s; } }
+    check("cumsum", host(dy, rows * cols), ref, 1e-3, 1e-4);
+  }
+'''
+H["single-pass-grid-reduction"] = r'''
+  size_t n = 1000003; auto a = rvec(n), b = rvec(n); auto da = dev(a), db = dev(b);
+  float* part = dzero<float>(264); float* out = dzero<float>(1);
+  double s = 0; for (size_t i = 0; i < n; ++i) s += (double)(a[i] - b[i]) * (a[i] - b[i]);
+  for (int rep = 0; rep < 3; ++rep) { mse_loss<<<264, 256>>>(da, db, n, part, out); check("mse single pass", host(out, 1), {s / n}, 1e-6, 1e-5); }
+'''
+H["flash-attention-tiling"] = r'''
+  int BH = 2, L = 100; const int D = 64; float scale = 0.125f;
+  auto Q = rvec(BH * L * D), K = rvec(BH * L * D), V = rvec(BH * L * D);
+  auto dQ = dev(Q), dK = dev(K), dV = dev(V); float* dO = dzero<float>(BH * L * D);
+  flash_attn_fwd<64><<<dim3((L + 63) / 64, BH), 64>>>(dQ, dK, dV, dO, L, scale);
+  std::vector<double> ref(BH * L * D);
+  for (int h = 0; h < BH; ++h) for (int i = 0; i < L; ++i) { std::vector<double> s(L); double m = -1e30, l = 0;
+    for (int j = 0; j < L; ++j) { double t = 0; for (int d = 0; d < D; ++d) t += Q[(h * L + i) * D + d] * K[(h * L + j) * D + d]; s[j] = t * scale; m = fmax(m, s[j]); }
+    for (int j = 0; j < L; ++j) { s[j] = exp(s[j] - m); l += s[j]; }
+    for (int d = 0; d < D; ++d) { double o = 0; for (int j = 0; j < L; ++j) o += s[j] * V[(h * L + j) * D + d]; ref[(h * L + i) * D + d] = o / l; } }
+  check("flash attention", host(dO, BH * L * D), ref, 1e-4, 1e-3);
+'''
+H["implicit-gemm-conv"] = r'''
+  int N = 2, C = 3, H = 9, W = 11, OC = 5, KH = 3, KW = 3, P = 1; int OH = H + 2 * P - KH + 1, OW = W + 2 * P - KW + 1;
+  auto x = rvec(N * C * H * W), w = rvec(OC * C * KH * KW); auto dx = dev(x), dw = dev(w); float* dy = dzero<float>(N * OC * OH * OW);
+  conv2d_implicit_gemm<<<dim3((OC + 15) / 16, (N * OH * OW + 15) / 16), dim3(16, 16)>>>(dx, dw, dy, N, C, H, W, OC, KH, KW, P);
+  std::vector<double> ref(N * OC * OH * OW);
+  for (int n = 0; n < N; ++n) for (int o = 0; o < OC; ++o) for (int oh = 0; oh < OH; ++oh) for (int ow = 0; ow < OW; ++ow) { double s = 0;
+    for (int c = 0; c < C; ++c) for (int i = 0; i < KH; ++i) for (int j = 0; j < KW; ++j) { int ih = oh + i - P, iw = ow + j - P;
+      if (ih >= 0 && ih < H && iw >= 0 && iw < W) s += x[((n * C + c) * H + ih) * W + iw] * w[((o * C + c) * KH + i) * KW + j]; }
+    ref[((n * OC + o) * OH + oh) * OW + ow] = s; }
+  check("implicit gemm conv", host(dy, N * OC * OH * OW), ref, 1e-4, 1e-4);
+'''
+H["register-tiling"] = r'''
+  int M = 128, N = 64, K = 48; auto A = rvec(M * K), B = rvec(K * N); auto dA = dev(A), dB = dev(B); float* dC = dzero<float>(M * N);
+  sgemm_regtile<<<dim3(N / 64, M / 64), dim3(16, 16)>>>(dA, dB, dC, M, N, K);
+  check("register tiling", host(dC, M * N), gemm_ref(A, B, M, N, K, false), 1e-4, 1e-4);
+'''
+H["shared-memory-tiling"] = r'''
+  int M = 50, N = 70, K = 45; auto A = rvec(M * K), B = rvec(K * N); auto dA = dev(A), dB = dev(B); float* dC = dzero<float>(M * N);
+  sgemm_smem_tiled<<<dim3((N + 31) / 32, (M + 31) / 32), dim3(32, 32)>>>(dA, dB, dC, M, N, K);
+  check("smem tiling", host(dC, M * N), gemm_ref(A, B, M, N, K, false), 1e-4, 1e-4);
+'''
+H["threadblock-swizzle-l2"] = r'''
+  int M = 300, N = 70, K = 50; auto A = rvec(M * K), B = rvec(K * N); auto dA = dev(A), dB = dev(B); float* dC = dzero<float>(M * N);
+  sgemm_swizzled<<<((M + 31) / 32) * ((N + 31) / 32), dim3(32, 32)>>>(dA, dB, dC, M, N, K);
+  check("swizzled gemm", host(dC, M * N), gemm_ref(A, B, M, N, K, false), 1e-4, 1e-4);
+'''
+H["fuse-gemm-epilogue"] = r'''
+  int M = 50, N = 40, K = 70; auto X = rvec(M * K), W = rvec(N * K), b = rvec(N), r = rvec(M * N);
+  auto dX = dev(X), dW = dev(W), db = dev(b), dr = dev(r); float* dY = dzero<float>(M * N);
+  linear_fused_epilogue<<<dim3((N + 31) / 32, (M + 31) / 32), dim3(32, 32)>>>(dX, dW, db, dr, dY, M, N, K, 1.5f, 0.1f, 2.f);
+  auto ref = gemm_ref(X, W, M, N, K, true);
+  for (int i = 0; i < M; ++i) for (int j = 0; j < N; ++j) { double v = fmax(ref[i * N + j] + b[j], 0.0) * 1.5; v = fmin(fmax(v, 0.1), 2.0); ref[i * N + j] = v + r[i * N + j]; }
+  check("gemm epilogue", host(dY, M * N), ref, 1e-4, 1e-4);
+'''
+H["fuse-reduction-with-producer"] = r'''
+  int B = 20, C = 1000; auto x = rvec(B * C, 5.f); std::vector<long long> t(B); for (int i = 0; i < B; ++i) t[i] = (i * 37) % C;
+  auto dx = dev(x); auto dt = dev(t); float* dl = dzero<float>(B);
+  cross_entropy_rows<<<(B + 7) / 8, 256>>>(dx, dt, dl, B, C);
+  std::vector<double> ref(B); for (int r = 0; r < B; ++r) { double m = -1e30, s = 0; for (int c = 0; c < C; ++c) m = fmax(m, x[r * C + c]); for (int c = 0; c < C; ++c) s += exp(x[r * C + c] - m); ref[r] = m + log(s) - x[r * C + t[r]]; }
+  check("cross entropy", host(dl, B), ref, 1e-4, 1e-4);
+'''
+H["smem-bank-conflict-padding"] = r'''
+  int M = 70, N = 45; auto x = rvec(M * N); auto dx = dev(x); float* dy = dzero<float>(M * N);
+  transpose_padded<<<dim3((N + 31) / 32, (M + 31) / 32), dim3(32, 8)>>>(dx, dy, M, N);
+  std::vector<double> ref(M * N); for (int i = 0; i < M; ++i) for (int j = 0; j < N; ++j) ref[j * M + i] = x[i * N + j];
+  check("transpose", host(dy, M * N), ref, 0, 0);
+'''
+H["triangular-loop-bounds"] = r'''
+  int N = 100; auto A = rvec(N * N), B = rvec(N * N); for (int i = 0; i < N; ++i) for (int j = i + 1; j < N; ++j) A[i * N + j] = B[i * N + j] = 0;
+  auto dA = dev(A), dB = dev(B); float* dC = dzero<float>(N * N);
+  tril_matmul<<<dim3((N + 15) / 16, (N + 15) / 16), dim3(16, 16)>>>(dA, dB, dC, N);
+  check("tril matmul", host(dC, N * N), gemm_ref(A, B, N, N, N, false), 1e-4, 1e-4);
+'''
+H["avoid-materializing-intermediates"] = r'''
+  int N = 33, M = 20, D = 37; auto x = rvec(N * D), y = rvec(M * D); auto dx = dev(x), dy = dev(y); float* dd = dzero<float>(N * M);
+  pairwise_sqdist<<<dim3((M + 15) / 16, (N + 15) / 16), dim3(16, 16)>>>(dx, dy, dd, N, M, D);
+  std::vector<double> ref(N * M); for (int i = 0; i < N; ++i) for (int j = 0; j < M; ++j) { double s = 0; for (int k = 0; k < D; ++k) s += (double)(x[i * D + k] - y[j * D + k]) * (x[i * D + k] - y[j * D + k]); ref[i * M + j] = s; }
+  check("pairwise", host(dd, N * M), ref, 1e-4, 1e-4);
+'''
+H["tf32-tensor-cores"] = r'''
+  int M = 32, N = 32, K = 64; auto A = rvec(M * K), B = rvec(K * N); auto dA = dev(A), dB = dev(B); float* dC = dzero<float>(M * N);
+  gemm_tf32_wmma<<<dim3(N / 16, M / 16), 32>>>(dA, dB, dC, M, N, K);
+  check("tf32 wmma", host(dC, M * N), gemm_ref(A, B, M, N, K, false), 1e-2, 1e-2);
+'''
+H["tensor-cores-wmma"] = r'''
+  int M = 32, N = 32, K = 48; auto A = rvec(M * K), B = rvec(K * N);
+  std::vector<half> hA(M * K), hB(K * N); for (int i = 0; i < M * K; ++i) { hA[i] = __float2half(A[i]); A[i] = __half2float(hA[i]); }
+  for (int i = 0; i < K * N; ++i) { hB[i] = __float2half(B[i]); B[i] = __half2float(hB[i]); }
+  auto dA = dev(hA), dB = dev(hB); float* dC = dzero<float>(M * N);
+  gemm_wmma<<<dim3(N / 16, M / 16), 32>>>(dA, dB, dC, M, N, K);
+  check("wmma", host(dC, M * N), gemm_ref(A, B, M, N, K, false), 1e-3, 1e-3);
+'''
+H["bf16-weights-fp32-accumulate"] = r'''
+  int rows = 50, cols = 256; auto W = rvec(rows * cols), x = rvec(cols); auto dW32 = dev(W), dx = dev(x);
+  __nv_bfloat16* dW; CK(cudaMalloc(&dW, rows * cols * 2)); float* dy = dzero<float>(rows);
+  to_bf16<<<64, 256>>>(dW32, dW, (size_t)rows * cols);
+  gemv_bf16w<<<(rows + 7) / 8, 256>>>(dW, dx, dy, rows, cols);
+  auto Wr = bf_round(W); std::vector<double> ref(rows); for (int r = 0; r < rows; ++r) { double s = 0; for (int c = 0; c < cols; ++c) s += (double)Wr[r * cols + c] * x[c]; ref[r] = s; }
+  check("bf16 gemv", host(dy, rows), ref, 1e-4, 1e-4);
+'''
+H["fp32-accumulation"] = r'''
+  int rows = 4, cols = 1000; auto x = bf_round(rvec(rows * cols)); for (auto& v : x) v = __bfloat162float(__float2bfloat16(v + 3.f));
+  auto dx = dev(to_bf(x)); __nv_bfloat16* dout = dzero<__nv_bfloat16>(rows);
+  row_mean_bf16<<<rows, 128>>>(dx, dout, cols);
+  auto o = host(dout, rows); std::vector<float> of(rows); for (int i = 0; i < rows; ++i) of[i] = __bfloat162float(o[i]);
+  std::vector<double> ref(rows); for (int r = 0; r < rows; ++r) { double s = 0; for (int c = 0; c < cols; ++c) s += x[r * cols + c]; ref[r] = s / cols; }
+  check("bf16 row mean", of, ref, 0, 8e-3);
+'''
+H["cuda-graphs"] = r'''
+  int n = 1000, layers = 4; auto x = rvec(n); float* d = dev(x);
+  GraphedChain g; CK(g.capture(d, n, layers));
+  std::vector<double> ref(x.begin(), x.end());
+  for (int rep = 0; rep < 2; ++rep) { CK(g.run()); CK(cudaStreamSynchronize(g.stream));
+    for (int l = 0; l < layers; ++l) for (auto& v : ref) { v = (double)(float)(v + (0.5f * l - 1.f)); v = fmax(v, 0.0); } }
+  check("cuda graph", host(d, n), ref, 1e-6, 1e-6);
+'''
+H["warp-per-row-mapping"] = r'''
+  int rows = 19, cols = 77; auto x = rvec(rows * cols); auto dx = dev(x); float* dy = dzero<float>(rows * cols);
+  l2_normalize_rows<<<(rows + 7) / 8, 256>>>(dx, dy, rows, cols, 1e-12f);
+  std::vector<double> ref(rows * cols); for (int r = 0; r < rows; ++r) { double s = 0; for (int c = 0; c < cols; ++c) s += (double)x[r * cols + c] * x[r * cols + c]; for (int c = 0; c < cols; ++c) ref[r * cols + c] = x[r * cols + c] / sqrt(s); }
+  check("l2 normalize", host(dy, rows * cols), ref, 1e-6, 1e-5);
+'''
+H["fuse-residual-norm"] = r'''
+  int rows = 7, cols = 300; auto x = rvec(rows * cols), r = rvec(rows * cols), g = rvec(cols); auto dx = dev(x), dr = dev(r), dg = dev(g);
+  float* dh = dzero<float>(rows * cols); float* dy = dzero<float>(rows * cols);
+  add_rmsnorm<<<rows, 128, cols * sizeof(float)>>>(dx, dr, dg, dh, dy, cols, 1e-6f);
+  std::vector<double> ref(rows * cols), refh(rows * cols);
+  for (int i = 0; i < rows; ++i) { double ss = 0; for (int c = 0; c < cols; ++c) { double h = (double)(x[i * cols + c] + r[i * cols + c]); refh[i * cols + c] = h; ss += h * h; }
+    double rs = 1 / sqrt(ss / cols + 1e-6); for (int c = 0; c < cols; ++c) ref[i * cols + c] = refh[i * cols + c] * rs * g[c]; }
+  check("residual rmsnorm y", host(dy, rows * cols), ref, 1e-5, 1e-4); check("residual rmsnorm h", host(dh, rows * cols), refh, 1e-6, 1e-6);
+'''
+H["persistent-kernel"] = r'''
+  int rows = 1000; auto W = rvec(64 * 32), x = rvec(rows * 32); auto dW = dev(W), dx = dev(x); float* dy = dzero<float>(rows * 64);
+  launch_persistent(dW, dx, dy, rows, 0);
+  check("persistent", host(dy, rows * 64), gemm_ref(x, W, rows, 64, 32, true), 1e-5, 1e-5);
+'''
+H["warp-shuffle-reduction"] = r'''
+  int rows = 9, cols = 5000; auto x = rvec(rows * cols); auto dx = dev(x); float* d = dzero<float>(rows);
+  row_sum<<<rows, 256>>>(dx, d, cols);
+  std::vector<double> ref(rows); for (int r = 0; r < rows; ++r) { double s = 0; for (int c = 0; c < cols; ++c) s += x[r * cols + c]; ref[r] = s; }
+  check("row sum", host(d, rows), ref, 1e-3, 1e-4);
+'''
+H["coalesced-global-access"] = r'''
+  int rows = 100, cols = 300; auto x = rvec(rows * cols); auto dx = dev(x); float* d1 = dzero<float>(cols); float* d2 = dzero<float>(cols);
+  std::vector<float> xt(rows * cols); for (int r = 0; r < rows; ++r) for (int c = 0; c < cols; ++c) xt[c * rows + r] = x[r * cols + c]; auto dxt = dev(xt);
+  col_sum_coalesced<<<(cols + 255) / 256, 256>>>(dx, d1, rows, cols); col_sum_strided<<<(cols + 255) / 256, 256>>>(dxt, d2, rows, cols);
+  std::vector<double> ref(cols); for (int c = 0; c < cols; ++c) { double s = 0; for (int r = 0; r < rows; ++r) s += x[r * cols + c]; ref[c] = s; }
+  check("col sum", host(d1, cols), ref, 1e-4, 1e-4); check("col sum strided", host(d2, cols), ref, 1e-4, 1e-4);
+'''
+H["vectorized-16byte-access"] = r'''
+  size_t n = 1003; auto x = rvec(n); auto dx = dev(x); float* dy = dzero<float>(n);
+  if (!aligned16(dx, dy)) { printf("FAIL alignment\n"); return 1; }
+  scale_bias_vec4<<<2, 64>>>(dx, dy, 2.f, 0.5f, n);
+  std::vector<double> ref(n); for (size_t i = 0; i < n; ++i) ref[i] = 2.0 * x[i] + 0.5;
+  check("vec4", host(dy, n), ref, 1e-6, 1e-6);
+'''
+H["fast-math-intrinsics"] = r'''
+  size_t n = 5000; int cols = 100; auto x = rvec(n, 6.f); std::vector<float> mx(n / cols); for (size_t r = 0; r < n / cols; ++r) { float m = -1e30f; for (int c = 0; c < cols; ++c) m = fmaxf(m, x[r * cols + c]); mx[r] = m; }
+  auto dx = dev(x), dm = dev(mx); float* dy = dzero<float>(n); float* ds = dzero<float>(n);
+  scaled_exp<<<8, 256>>>(dx, dm, dy, 0.7f, cols, n); silu_kernel<<<8, 256>>>(dx, ds, n);
+  std::vector<double> r1(n), r2(n); for (size_t i = 0; i < n; ++i) { r1[i] = exp(0.7 * (x[i] - mx[i / cols])); r2[i] = x[i] / (1 + exp(-(double)x[i])); }
+  check("scaled exp", host(dy, n), r1, 1e-6, 1e-5); check("silu fast", host(ds, n), r2, 1e-5, 1e-5);
+'''
+H["loop-unrolling-templates"] = r'''
+  for (int ks : {3, 5}) { int N = 2, C = 3, H = 20, W = 300; int OH = H - ks + 1, OW = W - ks + 1;
+    auto x = rvec(N * C * H * W), w = rvec(C * ks * ks); auto dx = dev(x), dw = dev(w); float* dy = dzero<float>(N * C * OH * OW);
+    launch_depthwise(dx, dw, dy, N, C, H, W, ks, 0);
+    std::vector<double> ref(N * C * OH * OW);
+    for (int nc = 0; nc < N * C; ++nc) for (int oh = 0; oh < OH; ++oh) for (int ow = 0; ow < OW; ++ow) { double s = 0; for (int i = 0; i < ks; ++i) for (int j = 0; j < ks; ++j) s += x[(nc * H + oh + i) * W + ow + j] * w[(nc % C) * ks * ks + i * ks + j]; ref[(nc * OH + oh) * OW + ow] = s; }
+    check("depthwise", host(dy, N * C * OH * OW), ref, 1e-5, 1e-5); }
+'''
+H["horizontal-kernel-merge"] = r'''
+  int na = 300, nb = 1000, nc = 77; auto a = rvec(na), b = rvec(nb), c = rvec(nc), d = rvec(nc);
+  Tasks t{dev(a), dev(b), dev(c), dev(d), 3.f, na, nb, nc}; launch_merged(t, 0);
+  std::vector<double> ra(na), rb(nb), rc(nc); for (int i = 0; i < na; ++i) ra[i] = fmax(a[i], 0.f); for (int i = 0; i < nb; ++i) rb[i] = 3.0 * b[i]; for (int i = 0; i < nc; ++i) rc[i] = (double)c[i] + d[i];
+  check("merged a", host(t.a, na), ra, 1e-6, 1e-6); check("merged b", host(t.b, nb), rb, 1e-6, 1e-6); check("merged c", host(t.c, nc), rc, 1e-6, 1e-6);
+'''
+H["grid-size-to-sm-count"] = r'''
+  size_t n = 1 << 20; auto x = rvec(n), y = rvec(n); auto dx = dev(x), dy = dev(y); launch_axpy(dx, dy, 2.f, n, 0);
+  std::vector<double> ref(n); for (size_t i = 0; i < n; ++i) ref[i] = 2.0 * x[i] + y[i];
+  check("axpy", host(dy, n), ref, 1e-6, 1e-6);
+'''
+H["cache-hints-streaming"] = r'''
+  int rows = 30, cols = 70; auto x = rvec(rows * cols), w = rvec(cols), b = rvec(cols); auto dx = dev(x), dw = dev(w), db = dev(b); float* dy = dzero<float>(rows * cols);
+  scale_rows_streaming<<<4, 128>>>(dx, dw, db, dy, rows, cols);
+  std::vector<double> ref(rows * cols); for (int i = 0; i < rows * cols; ++i) ref[i] = (double)x[i] * w[i % cols] + b[i % cols];
+  check("streaming", host(dy, rows * cols), ref, 1e-6, 1e-6);
+'''
+H["occupancy-launch-bounds"] = r'''
+  int rows = 10, cols = 500; auto src = rvec(20 * cols); std::vector<long long> idx(rows); for (int i = 0; i < rows; ++i) idx[i] = (i * 7) % 20;
+  auto ds = dev(src); auto di = dev(idx); float* dd = dzero<float>(rows * cols); int bs = best_block_size(); if (bs > 256 || bs <= 0) bs = 256;
+  gather_rows<<<rows, bs>>>(ds, di, dd, rows, cols);
+  std::vector<double> ref(rows * cols); for (int r = 0; r < rows; ++r) for (int c = 0; c < cols; ++c) ref[r * cols + c] = src[idx[r] * cols + c];
+  check("gather", host(dd, rows * cols), ref, 0, 0);
+'''
+H["fuse-elementwise-chain"] = r'''
+  int N = 2, C = 3, HW = 50; size_t n = N * C * HW; auto x = rvec(n, 3.f), s = rvec(C), b = rvec(C); auto dx = dev(x), ds = dev(s), db = dev(b); float* dy = dzero<float>(n);
+  launch(dx, ds, db, dy, n, C, HW, -0.1f, 1.f, 132, 0);
+  std::vector<double> ref(n); for (size_t i = 0; i < n; ++i) { int c = (i / HW) % C; double v = (double)x[i] * s[c] + b[c]; v = 0.5 * v * (1 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v))); ref[i] = fmin(fmax(v, -0.1), 1.0); }
+  check("fused chain", host(dy, n), ref, 1e-5, 1e-5);
+'''
+H["diagonal-matrix-shortcut"] = r'''
+  int N = 30, M = 50; auto a = rvec(N), B = rvec(N * M), b = rvec(M); auto da = dev(a), dB = dev(B), db = dev(b); float* dC = dzero<float>(N * M); float* dD = dzero<float>(N * M);
+  diag_matmul<<<8, 128>>>(da, dB, dC, N, M); matmul_diag<<<8, 128>>>(dB, db, dD, N, M);
+  std::vector<double> r1(N * M), r2(N * M); for (int i = 0; i < N * M; ++i) { r1[i] = (double)a[i / M] * B[i]; r2[i] = (double)B[i] * b[i % M]; }
+  check("diag left", host(dC, N * M), r1, 1e-6, 1e-6); check("diag right", host(dD, N * M), r2, 1e-6, 1e-6);
+'''
+
+if __name__ == "__main__":
+    here = pathlib.Path(__file__).resolve().parent
+    out = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/kernelskill-gpu-check")
+    (out / "ex").mkdir(parents=True, exist_ok=True)
+    (out / "common.h").write_text((here / "common.h").read_text())
+    ex = {}
+    for p in sorted(here.parent.glob("*.toml")):
+        d = tomllib.loads(p.read_text())
+        if d["example_lang"] == "cuda":
+            ex[d["id"]] = d["example"]
+    missing = sorted(set(ex) - set(H))
+    if missing:
+        print("FAIL no harness for:", ", ".join(missing))
+    for k, body in H.items():
+        (out / "ex" / f"{k}.cu").write_text(ex[k])
+        (out / f"h_{k}.cu").write_text(f'#include "common.h"\n#include "ex/{k}.cu"\nint main() {{\n{body}\n  return g_fail;\n}}\n')

@@ -1,0 +1,37 @@
+"""Shared fixtures: a persistent build cache (so one C++ source is built once per machine) and a
+private KERNELSKILL_HOME per test session."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).resolve().parent / "data"
+os.environ.setdefault("KERNELSKILL_CACHE", str(ROOT / ".kernelskill-cache"))
+
+HAS_CUDA = bool(torch.version.cuda) and torch.cuda.is_available()
+
+
+def pytest_collection_modifyitems(config, items):
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (run on the GPU machine: pytest -m gpu)")
+    for item in items:
+        if "gpu" in item.keywords and not HAS_CUDA:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _home(tmp_path_factory):
+    os.environ["KERNELSKILL_HOME"] = str(tmp_path_factory.mktemp("home"))
+    yield
+
+
+@pytest.fixture
+def fast():
+    """Evaluation options for tests: few timing reps, short caps."""
+    from kernelskill.evaluate.api import Options
+    from kernelskill.evaluate.timing import TimingConfig
+    return Options(device="cpu", timing=TimingConfig(warmup=1, min_reps=5, max_reps=20, time_cap_s=0.5),
+                   build_timeout=600, run_timeout=60)

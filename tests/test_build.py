@@ -1,0 +1,124 @@
+"""Builds: structured diagnostics mapped to candidate lines, the content-hash cache, the
+compile-only nvcc check for CUDA sources on a machine without a CUDA torch."""
+from __future__ import annotations
+
+import shutil
+import time
+
+import pytest
+
+from kernelskill import Candidate
+from kernelskill.evaluate import compile, evaluate
+from kernelskill.evaluate.build import locate, parse_diagnostics
+
+from helpers import RELU_TASK, toolkit_candidate
+
+BROKEN_CPP = '''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+SRC = """
+#include <torch/extension.h>
+torch::Tensor f(torch::Tensor x) {
+    auto y = x * 2
+    return y;
+}
+"""
+ext = load_inline(name="ks_broken", cpp_sources=SRC, functions=["f"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.f(x)
+'''
+
+CUDA = '''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+CPP = "torch::Tensor relu2(torch::Tensor x);"
+CUDA_SRC = r"""
+#include <ATen/cuda/CUDAContext.h>
+__global__ void relu2_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] > 0.f ? 2.f * x[i] : 0.f;
+}
+torch::Tensor relu2(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    int64_t n = x.numel();
+    relu2_kernel<<<(n + 255) / 256, 256, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);BROKEN
+    return y;
+}
+"""
+ext = load_inline(name="ks_cuda_relu2", cpp_sources=CPP, cuda_sources=CUDA_SRC, functions=["relu2"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.relu2(x)
+'''
+
+
+def test_cpp_compile_error_points_at_candidate_line(fast):
+    r = evaluate(RELU_TASK, Candidate.from_source(BROKEN_CPP), opts=fast)
+    assert r.status == "compile_error" and not r.compile.ok
+    errors = [d for d in r.compile.diagnostics if d.severity == "error"]
+    assert errors, r.compile
+    d = errors[0]
+    # `auto y = x * 2` on line 8 lacks its ';': gcc reports it at the next token, line 9 column 5.
+    assert (d.file, d.line, d.column) == ("candidate", 9, 5), d
+    assert "expected" in d.message and d.origin == "cpp"
+    assert d.source_line.strip() == "return y;"
+    assert r.compile.log_tail
+
+
+def test_python_syntax_error_is_compile_error_with_line(fast):
+    src = toolkit_candidate("return ext.relu2(x)") + "\ndef broken(:\n    pass\n"
+    r = evaluate(RELU_TASK, Candidate.from_source(src), opts=fast)
+    assert r.status == "compile_error"
+    d = r.compile.diagnostics[0]
+    assert d.origin == "python" and d.line == src.count("\n") - 1
+
+
+def test_missing_modelnew_is_compile_error(fast):
+    r = compile(Candidate.from_source("import torch\nclass Model(torch.nn.Module):\n    pass\n"))
+    assert not r.ok and "ModelNew" in r.diagnostics[0].message
+
+
+def test_identical_source_is_a_cache_hit_under_a_second():
+    cand = Candidate.from_source(toolkit_candidate("return ext.relu2(x)"))
+    compile(cand)                                   # built (or already cached)
+    started = time.perf_counter()
+    res = compile(cand)
+    assert res.ok and res.cache_hit
+    assert res.seconds < 1.0, res.seconds          # the build step itself
+    assert time.perf_counter() - started < 15      # worker start-up included
+
+
+def test_locate_and_parse_gcc_and_nvcc_messages():
+    cand = "x = 1\nSRC = '''\nint f() {\n  return 1\n}\n'''\n"
+    piece = "\nint f() {\n  return 1\n}\n"
+    assert locate(piece, cand) == 1
+    log = ("/tmp/b/main.cpp:4:11: error: expected ';' before '}' token\n"
+           "/tmp/b/cuda.cu(5): error: identifier \"foo\" is undefined\n")
+    diags = parse_diagnostics(log, {"main.cpp": ([piece], 1), "cuda.cu": ([piece], 3)}, cand)
+    assert [(d.origin, d.file, d.line) for d in diags] == [("cpp", "candidate", 4), ("cuda", "candidate", 3)]
+    assert diags[0].source_line == "  return 1"
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_cuda_compile_only_check_without_cuda_torch():
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("this machine runs CUDA; the compile-only path is for machines that cannot")
+    good = Candidate.from_source(CUDA.replace("BROKEN", ""))
+    assert good.backend == "cuda"
+    res = compile(good)
+    assert res.ok and res.compile_only, res.diagnostics
+    bad = Candidate.from_source(CUDA)
+    res = compile(bad)
+    assert not res.ok
+    d = next(d for d in res.diagnostics if d.severity == "error")
+    assert d.origin == "cuda" and d.file == "candidate"
+    assert d.line == CUDA.splitlines().index(next(l for l in CUDA.splitlines() if "BROKEN" in l)) + 1
+    assert "BROKEN" in d.source_line or "BROKEN" in d.message

@@ -1,0 +1,67 @@
+"""The kernelskill command: JSON contract, exit codes, readable output, task show."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from kernelskill.cli import main
+
+from helpers import DATA, RELU_TASK, toolkit_candidate
+
+STATUSES = {"ok", "compile_error", "runtime_error", "timeout", "crashed", "incorrect", "flagged"}
+
+
+@pytest.fixture
+def cand_file(tmp_path):
+    def make(body: str):
+        p = tmp_path / "cand.py"
+        p.write_text(toolkit_candidate(body))
+        return str(p)
+    return make
+
+
+def test_eval_json_contract(cand_file, capsys):
+    code = main(["eval", str(RELU_TASK), cand_file("return ext.relu2(x)"), "--json", "--time-cap", "0.3",
+                 "--set", "batch_size=8"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert data["status"] == "ok" and data["status"] in STATUSES
+    assert isinstance(data["flags"], list)
+    assert isinstance(data["speedup"], float) and isinstance(data["custom_share"], float)
+    for key in ("compile", "verify", "profile", "env"):
+        assert isinstance(data[key], dict)
+    assert data["env"]["torch"] and data["env"]["device"] == "cpu"
+
+
+def test_eval_failure_exit_1_and_readable_summary(cand_file, capsys):
+    code = main(["eval", str(RELU_TASK), cand_file("return ext.relu2_tail_bug(x)"), "--no-timing"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "incorrect" in out and "worst" in out and "expected" in out
+
+
+def test_eval_usage_and_task_errors_exit_2(cand_file, capsys):
+    assert main(["eval", str(DATA / "bad" / "syntax.py"), cand_file("return ext.relu2(x)")]) == 2
+    assert "syntax error" in capsys.readouterr().err
+    assert main(["eval", str(RELU_TASK), "/nonexistent.py"]) == 2
+    assert main(["eval", str(RELU_TASK), cand_file("return ext.relu2(x)"), "--set", "oops"]) == 2
+    assert "NAME=VALUE" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main(["eval"])
+    assert e.value.code == 2
+
+
+def test_task_show(capsys):
+    assert main(["task", "show", str(RELU_TASK), "--set", "dim=10"]) == 0
+    out = capsys.readouterr().out
+    assert "float32[64, 10]" in out and "elementwise" in out
+    assert main(["task", "show", str(RELU_TASK), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["op_classes"] == ["elementwise"]
+
+
+def test_console_script_help():
+    out = subprocess.run([sys.executable, "-m", "kernelskill.cli", "eval", "--help"], capture_output=True, text=True)
+    assert out.returncode == 0 and "--preset" in out.stdout and "Exit codes" in out.stdout

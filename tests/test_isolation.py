@@ -1,0 +1,91 @@
+"""Every way a candidate can die comes back as a status with the log tail; the caller carries on."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from kernelskill import Candidate
+from kernelskill.evaluate import evaluate
+from kernelskill.evaluate.isolation import scrubbed_env
+
+from helpers import RELU_TASK, toolkit_candidate
+
+
+def run(source: str, fast, **kw):
+    return evaluate(RELU_TASK, Candidate.from_source(source), opts=fast, **kw)
+
+
+def test_honest_toolkit_candidate_passes(fast):
+    r = run(toolkit_candidate("return ext.relu2(x)"), fast)
+    assert r.status == "ok", r.message
+    assert r.verify.correct and len(r.verify.trials) >= 6
+    assert r.profile.speedup is not None and r.profile.custom_share > 0.5
+
+
+def test_segfault_is_crashed(fast):
+    r = run(toolkit_candidate("ext.segfault()\nreturn ext.relu2(x)"), fast)
+    assert r.status == "crashed"
+    assert "SIGSEGV" in r.message
+
+
+def test_hang_is_timeout_and_group_killed(fast):
+    r = run(toolkit_candidate("ext.spin()\nreturn ext.relu2(x)"), fast, run_timeout=4)
+    assert r.status == "timeout"
+    assert "run phase" in r.message
+
+
+def test_hang_at_import_hits_build_timeout(fast):
+    src = toolkit_candidate("return ext.relu2(x)", extra="while True:\n    pass\n")
+    r = run(src, fast, build_timeout=8)
+    assert r.status == "timeout" and not r.compile.ok
+
+
+def test_os_exit_is_crashed(fast):
+    r = run(toolkit_candidate("ext.quit()\nreturn ext.relu2(x)"), fast)
+    assert r.status == "crashed"
+    assert "before reporting a result" in r.message
+
+
+def test_python_os_exit_is_crashed(fast):
+    r = run(toolkit_candidate("import os\nos._exit(3)"), fast)
+    assert r.status == "crashed" and "code 3" in r.message
+
+
+def test_out_of_memory_is_runtime_error(fast):
+    # The worker's address space is capped on the CPU, so a runaway allocation fails inside it
+    # instead of taking the machine down.
+    r = run(toolkit_candidate("ext.hog()\nreturn ext.relu2(x)"), fast, memory_fraction=0.1)
+    assert r.status == "runtime_error", (r.status, r.message)
+    assert "bad_alloc" in r.message or "memory" in r.message.lower()
+
+
+def test_exception_is_runtime_error_with_candidate_line(fast):
+    r = run(toolkit_candidate("y = ext.relu2(x)\nraise ValueError('boom')"), fast)
+    assert r.status == "runtime_error"
+    assert "ValueError: boom" in r.message and "candidate line" in r.message
+
+
+def test_environment_is_scrubbed(fast, monkeypatch, tmp_path):
+    monkeypatch.setenv("SOME_SERVICE_API_KEY", "sk-secret")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://x")
+    env = scrubbed_env(tmp_path)
+    assert "SOME_SERVICE_API_KEY" not in env and "OPENAI_BASE_URL" not in env
+    assert env["HOME"] == str(tmp_path)
+    # And in a real worker: the candidate fails to import if it can see the key.
+    src = toolkit_candidate("return ext.relu2(x)",
+                            extra="assert 'SOME_SERVICE_API_KEY' not in __import__('os').environ\n")
+    r = run(src, fast, timing=None)
+    assert r.status == "ok", r.message
+
+
+def test_worker_runs_in_scratch_dir(fast):
+    src = toolkit_candidate("return ext.relu2(x)",
+                            extra="assert __import__('os').getcwd().endswith('scratch')\n")
+    assert run(src, fast, timing=None).status == "ok"
+
+
+def test_caller_survives_many_failures(fast):
+    for body in ("ext.segfault()", "raise RuntimeError('x')", "return ext.relu2(x)"):
+        r = run(toolkit_candidate(body), fast, timing=None)
+    assert r.status == "ok" and os.getpid()
