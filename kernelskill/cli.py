@@ -8,6 +8,8 @@ from pathlib import Path
 
 from .errors import UserError
 
+COMMAND_MODULES = ("kernelskill.cli_skills", "kernelskill.cli_optimize", "kernelskill.mcp_server.cli",
+                   "kernelskill.tui.cli", "kernelskill.cli_bench")
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 
 EPILOG = """examples:
@@ -68,6 +70,17 @@ def cmd_eval(args) -> int:
     return 0 if result.ok else 1
 
 
+def cmd_demo(args) -> int:
+    """The main job on embedded defaults: a shipped solution, on whatever device this machine has."""
+    import torch
+    gpu = bool(torch.version.cuda) and torch.cuda.is_available()
+    task = EXAMPLES_DIR / "softmax_rows"
+    solution = "cuda_softmax_regcache.py" if gpu else "cpp_softmax_openmp.py"
+    argv = ["eval", str(task), str(task / "solutions" / solution)] + ([] if gpu else ["--preset", "small"])
+    print(f"kernelskill {' '.join(argv)}", file=sys.stderr)
+    return main(argv + (["--json"] if args.json else []))
+
+
 def cmd_compile(args) -> int:
     from .candidate import Candidate
     from .evaluate.api import compile
@@ -111,6 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_eval)
 
+    p = sub.add_parser("demo", help="evaluate a shipped example solution on this machine's device")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_demo)
+
     p = sub.add_parser("compile", help="build a candidate's extensions (compile-only check where CUDA can't run)")
     p.add_argument("candidate")
     p.add_argument("--device", default="auto")
@@ -125,12 +142,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_task_show)
 
-    for name in ("cli_skills",):
-        try:
-            mod = __import__(f"kernelskill.{name}", fromlist=["add_parser"])
-        except ImportError:
-            continue
-        mod.add_parser(sub)
+    # Each command group registers itself; its module imports its own packages lazily.
+    import importlib
+    import importlib.util
+    for name in COMMAND_MODULES:
+        if importlib.util.find_spec(name) is not None:
+            importlib.import_module(name).add_parser(sub)
     return parser
 
 

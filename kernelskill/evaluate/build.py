@@ -101,14 +101,16 @@ def install(candidate_source: str, log: BuildLog, build_root: Path | None = None
                 raise CompileOnly()
             hit = any(build_dir.glob(f"{unique}*.so"))
             log.cache_hit &= hit
-            if not hit and _pch_ok() and not kwargs.get("use_pch"):
+            # Added on hits too: the include path is part of the build command, and a changed
+            # command makes ninja rebuild.
+            if _pch_ok() and not kwargs.get("use_pch"):
                 pch = precompiled_header(root.parent / "pch", kwargs.get("extra_cflags"),
                                          kwargs.get("extra_include_paths"))
                 if pch:
                     kwargs["extra_include_paths"] = [str(pch)] + list(kwargs.get("extra_include_paths") or [])
             try:
                 # Copies: load_inline inserts its #includes into the lists it is given.
-                return original(unique, list(cpp), list(cuda) or None, *args, **kwargs)
+                return traced(original(unique, list(cpp), list(cuda) or None, *args, **kwargs), name)
             except (RuntimeError, ImportError, OSError, subprocess.SubprocessError) as e:
                 text = str(e)
                 diags = parse_diagnostics(text, sources, candidate_source)
@@ -119,6 +121,41 @@ def install(candidate_source: str, log: BuildLog, build_root: Path | None = None
             log.seconds += time.perf_counter() - started
 
     ext.load_inline = load_inline
+
+
+PROFILING = {"on": False}
+
+
+class _TracedExtension:
+    """The extension module, its functions wrapped so the profiler can attribute time to them.
+
+    Wrapping costs one Python call per use; the profiler scope is entered only while the
+    worker profiles (``PROFILING["on"]``), so timed calls pay nothing else.
+    """
+
+    def __init__(self, module, name: str):
+        self._module, self._name, self._cache = module, name, {}
+
+    def __getattr__(self, attr):
+        if attr in self._cache:
+            return self._cache[attr]
+        value = getattr(self._module, attr)
+        if callable(value) and not isinstance(value, type):
+            import torch
+            label = f"kernelskill::ext::{self._name}.{attr}"
+            fn = value
+
+            def value(*args, **kwargs):
+                if PROFILING["on"]:
+                    with torch.profiler.record_function(label):
+                        return fn(*args, **kwargs)
+                return fn(*args, **kwargs)
+        self._cache[attr] = value
+        return value
+
+
+def traced(module, name: str):
+    return _TracedExtension(module, name) if module is not None else module
 
 
 def _implicit_lines(kwargs: dict, n: int) -> int:

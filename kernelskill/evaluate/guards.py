@@ -133,8 +133,10 @@ def own_kernel_names(source: str) -> set[str]:
 
 
 def kernel_breakdown(model, inputs: list, device: str, source: str, calls: int = 3) -> dict:
-    """Profile a few calls: per-kernel device time (GPU) or per-op CPU time, and the custom share."""
+    """Profile a few calls: per-kernel device time (GPU) or per-function CPU time, and the custom share."""
     from torch.profiler import ProfilerActivity, profile
+
+    from .build import PROFILING
     cuda = device.startswith("cuda")
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     own = own_kernel_names(source)
@@ -142,12 +144,16 @@ def kernel_breakdown(model, inputs: list, device: str, source: str, calls: int =
         model(*inputs)
         if cuda:
             torch.cuda.synchronize()
-        with profile(activities=acts) as prof:
-            for _ in range(calls):
-                with torch.profiler.record_function("kernelskill::forward"):
-                    model(*inputs)
-            if cuda:
-                torch.cuda.synchronize()
+        PROFILING["on"] = True
+        try:
+            with profile(activities=acts) as prof:
+                for _ in range(calls):
+                    with torch.profiler.record_function("kernelskill::forward"):
+                        model(*inputs)
+                if cuda:
+                    torch.cuda.synchronize()
+        finally:
+            PROFILING["on"] = False
     events = prof.events()
     if cuda:
         return _gpu_breakdown(events, own, calls)
@@ -172,23 +178,24 @@ def _gpu_breakdown(events, own: set[str], calls: int) -> dict:
 
 
 def _cpu_breakdown(events, calls: int) -> dict:
-    """On the CPU, time outside aten ops within forward is the candidate's own code."""
-    forward = [ev for ev in events if ev.name == "kernelskill::forward"]
-    total = sum(ev.cpu_time_total for ev in forward) / 1e3
+    """On the CPU: time inside the candidate's extension functions (less the aten ops they call)
+    against library ops called from Python, as shares of the forward's time."""
+    total = sum(ev.cpu_time_total for ev in events if ev.name == "kernelskill::forward") / 1e3
     rows: dict[str, list] = {}
     for ev in events:
         parent = ev.cpu_parent
-        # Top-level aten ops directly under forward: what the library did.
-        if parent is not None and parent.name == "kernelskill::forward" and ev.name.startswith("aten::"):
-            r = rows.setdefault(ev.name, [0, 0.0])
+        if ev.name.startswith("kernelskill::ext::"):
+            nested = sum(c.cpu_time_total for c in ev.cpu_children if c.name.startswith("aten::"))
+            r = rows.setdefault(ev.name.removeprefix("kernelskill::ext::"), [0, 0.0, True])
+            r[0] += 1
+            r[1] += (ev.cpu_time_total - nested) / 1e3
+        elif parent is not None and ev.name.startswith("aten::") and (
+                parent.name == "kernelskill::forward" or parent.name.startswith("kernelskill::ext::")):
+            r = rows.setdefault(ev.name, [0, 0.0, False])
             r[0] += 1
             r[1] += ev.cpu_time_total / 1e3
-    lib_ms = sum(r[1] for r in rows.values())
-    own_ms = max(total - lib_ms, 0.0)
-    kernels = [{"name": "candidate code (outside aten)", "calls": 1, "time_ms": own_ms / calls,
-                "share": own_ms / total if total else 0.0, "custom": True}] if own_ms > 0 else []
-    for name, (n, ms) in sorted(rows.items(), key=lambda kv: -kv[1][1]):
-        kernels.append({"name": name, "calls": n // calls or 1, "time_ms": ms / calls,
-                        "share": ms / total if total else 0.0, "custom": False})
-    share = own_ms / total if total else 0.0
-    return {"kernels": kernels, "custom_share": share}
+    kernels = [{"name": name, "calls": n // calls or 1, "time_ms": ms / calls,
+                "share": ms / total if total else 0.0, "custom": custom}
+               for name, (n, ms, custom) in sorted(rows.items(), key=lambda kv: -kv[1][1])]
+    share = sum(k["share"] for k in kernels if k["custom"])
+    return {"kernels": kernels, "custom_share": min(share, 1.0)}

@@ -129,7 +129,7 @@ def check_source(source: str, task_dtype: str = "float32") -> list[str]:
                     code = "timer" if d.split(".")[0] == "time" or "Event" in d else "monkey-patch"
                     add(code, f"assigns {d} (patching a library)", node)
         elif isinstance(node, ast.ClassDef) and node.name == "ModelNew":
-            _check_model_class(node, add)
+            _check_model_class(node, add, _module_names(tree))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) > 40:
             for pattern, code, msg in _NATIVE:
                 if pattern.search(node.value) and (code != "downcast" or task_dtype not in _DOWNCAST_DTYPES):
@@ -147,11 +147,39 @@ def _resolve(name: str, aliases: dict) -> str:
     return f"{full}.{rest}" if rest else full
 
 
-def _check_model_class(cls: ast.ClassDef, add) -> None:
+def _module_names(tree: ast.Module) -> set[str]:
+    """Names bound at the module's top level (where a cache across calls would live)."""
+    names = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return names
+
+
+_MUTATORS = {"setdefault", "update", "append", "extend", "add", "insert", "__setitem__", "put"}
+_CACHE_DECORATORS = {"lru_cache", "cache", "cached_property"}
+
+
+def _check_model_class(cls: ast.ClassDef, add, module_names: set[str]) -> None:
     for fn in cls.body:
         if not isinstance(fn, ast.FunctionDef) or fn.name == "__init__":
             continue
+        for dec in fn.decorator_list:
+            d = _dotted(dec.func if isinstance(dec, ast.Call) else dec)
+            if d.split(".")[-1] in _CACHE_DECORATORS:
+                add("stateful-forward", f"{fn.name}() is memoized with {d}", dec)
         for node in ast.walk(fn):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in _MUTATORS and isinstance(node.func.value, ast.Name)
+                    and node.func.value.id in module_names):
+                add("stateful-forward", f"{fn.name}() mutates module-level {node.func.value.id} (results "
+                                        f"can be replayed across calls)", node)
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name)
+                                                    and t.value.id in module_names for t in node.targets):
+                add("stateful-forward", f"{fn.name}() writes into a module-level container (results can be "
+                                        f"replayed across calls)", node)
             if isinstance(node, ast.Try) and node.handlers:
                 calls = [n for h in node.handlers for n in ast.walk(h) if isinstance(n, ast.Call)]
                 if calls:

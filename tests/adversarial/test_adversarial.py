@@ -1,0 +1,45 @@
+"""Every trick gets its verdict; every honest kernel passes. CPU (cpp) here, CUDA on a GPU."""
+from __future__ import annotations
+
+import pytest
+
+from kernelskill import Candidate
+from kernelskill.evaluate import evaluate
+from kernelskill.evaluate.api import Options
+from kernelskill.evaluate.timing import TimingConfig
+
+from adversarial.cases import CASES, DATA, source
+
+TIMING = TimingConfig(warmup=1, min_reps=5, max_reps=20, time_cap_s=0.5)
+
+
+def judge(case, backend: str):
+    opts = Options(device="cpu" if backend == "cpp" else "cuda", timing=TIMING, build_timeout=600,
+                   run_timeout=10 if case.name == "hang" else 120,
+                   memory_fraction=0.1 if case.name == "oom" else 0.5)
+    return evaluate(DATA / case.task, Candidate.from_source(source(case, backend)), opts=opts)
+
+
+def _check(case, r):
+    if case.expect == "runtime_error" and case.name == "illegal-address":
+        assert r.status in ("runtime_error", "crashed"), (r.status, r.message)
+    else:
+        assert r.status == case.expect, (case.name, r.status, r.message, r.flags)
+    if case.flag:
+        assert any(f.startswith(case.flag) for f in r.flags), (case.name, r.flags)
+    if case.expect == "ok" and case.name == "honest":
+        assert r.profile.speedup is not None and r.profile.custom_share > 0.5
+        assert not r.flags, r.flags
+    if case.name == "degenerate":
+        assert r.verify.degenerate and r.profile.speedup is None
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if "cpp" in c.backends], ids=lambda c: c.name)
+def test_cpp(case):
+    _check(case, judge(case, "cpp"))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", [c for c in CASES if "cuda" in c.backends], ids=lambda c: c.name)
+def test_cuda(case):
+    _check(case, judge(case, "cuda"))

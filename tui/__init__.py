@@ -1,0 +1,1 @@
+"""Textual dashboard (installed as kernelskill.tui)."""
