@@ -73,6 +73,8 @@ def _request(mode: str, task: Task | None, cand: Candidate | None, device: str, 
     req = {"mode": mode, "device": device, "seed": opts.seed, "trials": opts.trials,
            "threads": opts.threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()),
            "cache_root": str(cache_root())}
+    # OpenMP in C++ candidates gets the same pinned thread count as torch.
+    req["env"] = {"OMP_NUM_THREADS": str(req["threads"])}
     if task is not None:
         req["task"] = {"path": str(task.path), "preset": task.preset,
                        "overrides": {k: ({"expr": str(v)} if isinstance(v, _Expr) else v) for k, v in task.overrides.items()}}

@@ -89,8 +89,6 @@ def check_source(source: str, task_dtype: str = "float32") -> list[str]:
             root = node.module.split(".")[0]
             if root in _PY_MODULES:
                 add(_PY_MODULES[root], f"imports from {node.module}", node)
-            if node.module in ("time",) and any(a.name in ("perf_counter", "time", "monotonic") for a in node.names):
-                pass
             for a in node.names:
                 aliases[a.asname or a.name] = f"{node.module}.{a.name}"
     for node in ast.walk(tree):
@@ -110,8 +108,9 @@ def check_source(source: str, task_dtype: str = "float32") -> list[str]:
                                 "and are wrong)", node)
             if name in ("get_inputs", "get_init_inputs", "Model") or full.endswith(("reference.Model",)):
                 add("reference-call", f"calls the task's own {name}", node)
-            if name.endswith((".half", ".bfloat16")) and not node.args:
-                add("downcast", f"converts to lower precision with {name.split('.')[-1]}()", node)
+            attr = node.func.attr if isinstance(node.func, ast.Attribute) else ""
+            if attr in ("half", "bfloat16") and not node.args and task_dtype not in _DOWNCAST_DTYPES:
+                add("downcast", f"converts to lower precision with {attr}()", node)
             for arg in list(node.args) + [k.value for k in node.keywords]:
                 d = _dotted(arg)
                 if d.split(".")[-1] in _DOWNCAST_DTYPES and d.startswith("torch") and task_dtype not in _DOWNCAST_DTYPES:
@@ -126,7 +125,8 @@ def check_source(source: str, task_dtype: str = "float32") -> list[str]:
                 elif isinstance(t, ast.Subscript) and d == "sys.modules":
                     add("monkey-patch", "replaces a module in sys.modules", node)
                 elif isinstance(t, ast.Attribute) and "." in d and _resolve(root, aliases).split(".")[0] in _PATCHABLE_ROOTS:
-                    code = "timer" if d.split(".")[0] == "time" or "Event" in d else "monkey-patch"
+                    resolved = _resolve(d, aliases)
+                    code = "timer" if resolved.split(".")[0] == "time" or "Event" in d else "monkey-patch"
                     add(code, f"assigns {d} (patching a library)", node)
         elif isinstance(node, ast.ClassDef) and node.name == "ModelNew":
             _check_model_class(node, add, _module_names(tree))

@@ -1,0 +1,64 @@
+"""The trusted comparison: verdicts and the mismatch report the debugger reads."""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from kernelskill.evaluate.correctness import compare_trial, verify_outputs
+
+
+def test_exact_match_and_tolerance():
+    w = torch.randn(4, 5)
+    res, _ = compare_trial(0, 1, "task", [w + 5e-6], [w], 1e-4, 1e-4)
+    assert res.ok and res.max_abs_err < 1e-5
+
+
+def test_mismatch_report_names_worst_elements_and_fraction():
+    w = torch.zeros(3, 4)
+    g = w.clone()
+    g[1, 2] = 7.0
+    g[2, 3] = 0.5
+    res, text = compare_trial(0, 1, "task", [g], [w], 1e-4, 1e-4)
+    assert not res.ok and res.check == "allclose"
+    assert res.mismatch_fraction == 2 / 12
+    assert "2 of 12 elements" in text
+    first = text.splitlines()[1]
+    assert "[1, 2]" in first and "got 7" in first and "expected 0" in first   # the worst comes first
+
+
+def test_shape_dtype_and_structure_checks():
+    w = torch.randn(2, 3)
+    assert compare_trial(0, 1, "task", [w.T], [w], 1e-4, 1e-4)[0].check == "shape"
+    assert compare_trial(0, 1, "task", [w.double()], [w], 1e-4, 1e-4)[0].check == "dtype"
+    assert compare_trial(0, 1, "task", [w, w], [w], 1e-4, 1e-4)[0].check == "structure"
+
+
+def test_nan_where_reference_has_none_fails_and_matching_nan_passes():
+    w = torch.tensor([1.0, float("nan"), float("inf")])
+    ok, _ = compare_trial(0, 1, "task", [w.clone()], [w], 1e-4, 1e-4)
+    assert ok.ok
+    bad = w.clone()
+    bad[0] = float("nan")
+    res, text = compare_trial(0, 1, "task", [bad], [w], 1e-4, 1e-4)
+    assert not res.ok and res.check == "nan-inf" and "first at (0,)" in text
+
+
+def test_relative_error_check_catches_uniform_bias_within_atol():
+    # Each element is within atol of a tiny reference, but the whole output is 50 % off.
+    w = torch.full((1000,), 1e-5)
+    res, text = compare_trial(0, 1, "task", [w * 1.5], [w], 1e-4, 1e-4)
+    assert not res.ok and res.check == "relative-error" and "relative error" in text
+    assert math.isclose(res.max_rel_err, 0.5, rel_tol=1e-6)
+
+
+def test_scalar_output():
+    res, _ = compare_trial(0, 1, "task", [torch.tensor(2.0)], [torch.tensor(1.0)], 1e-4, 1e-4)
+    assert not res.ok and "got 2" in res.message or res.check == "allclose"
+
+
+def test_verify_outputs_summary_lists_every_trial():
+    w = torch.randn(10)
+    v = verify_outputs([[w], [w + 1]], [[w], [w]], [1, 2], ["task", "signed"], 1e-4, 1e-4)
+    assert not v.correct and v.trials[0].ok and not v.trials[1].ok
+    assert "1 of 2 trials failed" in v.mismatch and "signed inputs" in v.mismatch and "Per-trial" in v.mismatch

@@ -1,0 +1,48 @@
+"""Static checks: each trick is found; honest solutions raise no cheating flag."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernelskill.evaluate.static import check_source, is_cheat
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+@pytest.mark.parametrize("src, code", [
+    ("import threading\n", "thread"),
+    ("import subprocess\n", "process"),
+    ("import socket\n", "socket"),
+    ("open('x', 'w').write('1')\n", "file-io"),
+    ("import os\nos.environ['A'] = '1'\n", "env-write"),
+    ("import torch\ntorch.allclose = lambda *a: True\n", "monkey-patch"),
+    ("import time\ntime.perf_counter = lambda: 0\n", "timer"),
+    ("from time import perf_counter\nimport time as t\nt.perf_counter = perf_counter\n", "timer"),
+    ("import torch\ns = torch.cuda.Stream()\n", "stream"),
+    ("SRC = '''\nvoid f() { cudaStream_t s; cudaStreamCreate(&s); int pad_to_forty_characters = 0; }\n'''\n", "stream"),
+    ("SRC = '''\nvoid f() { std::thread t([]{}); t.detach(); int pad_to_forty_characters = 0; }\n'''\n", "thread"),
+    ("import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        try:\n"
+     "            return f(x)\n        except Exception:\n            return torch.relu(x)\n", "fallback"),
+    ("class ModelNew:\n    def forward(self, x):\n        self.cache = x\n        return x\n", "stateful-forward"),
+    ("C = {}\nclass ModelNew:\n    def forward(self, x):\n        C.setdefault(1, x)\n        return x\n", "stateful-forward"),
+    ("import torch\nx = torch.ones(1).half()\n", "downcast"),
+    ("import gc\n", "introspection"),
+    ("y = get_inputs()\n", "reference-call"),
+])
+def test_each_trick_is_found(src, code):
+    assert any(f.startswith(code + ":") for f in check_source(src)), check_source(src)
+
+
+def test_downcast_is_review_not_cheat():
+    flags = check_source("import torch\nx = torch.ones(1).to(torch.float16)\n")
+    assert flags and not any(is_cheat(f) for f in flags)
+    assert not check_source("import torch\nx = torch.ones(1).to(torch.float16)\n", task_dtype="float16")
+
+
+def test_honest_example_solutions_raise_no_cheat_flag():
+    files = [p for p in EXAMPLES.glob("*/solutions/*.py")]
+    assert len(files) >= 24
+    for p in files:
+        cheats = [f for f in check_source(p.read_text()) if is_cheat(f)]
+        assert not cheats, (p, cheats)
