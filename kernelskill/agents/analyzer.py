@@ -1,0 +1,69 @@
+"""The Analyzer: a deterministic summary of a node's profile for the planner (no LLM).
+
+Reads the EvalResult dict — timing, speedup and its interval, the kernel breakdown, the custom
+share, the roofline and bottleneck class when the evaluator measured them — and says where the
+time goes and what kind of change could help.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+_BOTTLENECK_HINTS = {
+    "memory-bound": "memory-bound: cut the bytes moved (fuse passes, avoid temporaries, wider loads, reuse "
+                    "data in cache or shared memory)",
+    "compute-bound": "compute-bound: raise arithmetic throughput (tensor cores, better tiling, fewer "
+                     "instructions per element)",
+    "launch-bound": "launch-bound: too many small launches (fuse kernels, persistent kernels, CUDA graphs)",
+    "latency-bound": "latency-bound: too little parallel work in flight (more blocks or threads, more "
+                     "independent work per thread)",
+}
+
+
+def _ms(x: float | None) -> str:
+    if x is None:
+        return "?"
+    return f"{x * 1e3:.1f} µs" if x < 1 else f"{x:.3f} ms"
+
+
+def analyze(result: dict[str, Any] | None) -> str:
+    """Bottleneck summary text of one evaluation (an ``EvalResult.to_dict()``)."""
+    if not result:
+        return "not evaluated"
+    lines = [f"status {result.get('status')}: {result.get('message', '')}".rstrip(": ")]
+    prof = result.get("profile") or {}
+    if not prof:
+        lines.append("no profile (the candidate failed before timing, or timing was off)")
+        return "\n".join(lines)
+    cand, base = prof.get("candidate") or {}, prof.get("baseline") or {}
+    sp = prof.get("speedup")
+    ci = prof.get("speedup_ci") or []
+    sp_text = f"{sp:.2f}×" + (f" [{ci[0]:.2f}–{ci[1]:.2f}]" if len(ci) == 2 else "") if sp else "withheld"
+    lines.append(f"time: {_ms(cand.get('median_ms'))} (IQR {_ms(cand.get('iqr_ms'))}) vs PyTorch eager "
+                 f"{_ms(base.get('median_ms'))} → speedup {sp_text}")
+    share = prof.get("custom_share")
+    if share is not None:
+        lines.append(f"custom kernels: {share:.0%} of the time")
+    kernels = sorted(prof.get("kernels") or [], key=lambda k: -k.get("share", 0))
+    if kernels:
+        lines.append("where the time goes:")
+        for k in kernels[:5]:
+            mark = "*" if k.get("custom") else " "
+            lines.append(f"  {k.get('share', 0):6.1%}  {_ms(k.get('time_ms')):>10}  {mark} {k.get('name', '')[:80]}")
+    roof = {k: v for k, v in (prof.get("roofline") or {}).items() if isinstance(v, (int, float, str))}
+    if roof:
+        lines.append("roofline: " + ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(roof.items())))
+    bottleneck = prof.get("bottleneck")
+    if bottleneck:
+        lines.append("bottleneck: " + _BOTTLENECK_HINTS.get(bottleneck, bottleneck))
+    if share is not None and share < 0.5 and kernels:
+        outside = [k["name"] for k in kernels if not k.get("custom")][:3]
+        if outside:
+            lines.append(f"most time is outside the custom kernels ({', '.join(outside)}): move that work into "
+                         "the kernel or fuse it")
+    for note in prof.get("notes") or []:
+        lines.append(f"note: {note}")
+    return "\n".join(lines)
+
+
+def _fmt(v: Any) -> str:
+    return f"{v:.3g}" if isinstance(v, float) else str(v)

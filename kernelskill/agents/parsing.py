@@ -1,0 +1,141 @@
+"""Tolerant reading of model output: reasoning tags, JSON headers, code blocks, IMPROVE anchors.
+
+Models wrap code in fences or not, add prose after JSON, think aloud in ``<think>`` tags; these
+functions take what is there and say plainly what is missing (the corrective message the agent
+sends back).
+"""
+from __future__ import annotations
+
+import ast
+import json
+import re
+from dataclasses import dataclass
+
+BEGIN, END = "<<<IMPROVE BEGIN>>>", "<<<IMPROVE END>>>"
+_BEGIN_RE = re.compile(r"<<<\s*IMPROVE\s+BEGIN\s*>>>")
+_END_RE = re.compile(r"<<<\s*IMPROVE\s+END\s*>>>")
+_FENCE_RE = re.compile(r"^[ \t]*```[ \t]*([\w+.#-]*)[^\n]*\n(.*?)(?:^[ \t]*```[ \t]*$|\Z)", re.S | re.M)
+_THINK_RE = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.S | re.I)
+_CODE_START = re.compile(r"^(import |from \w|class \w|def \w|@\w|#)", re.M)
+_PY_LANGS = {"", "python", "py", "python3"}
+
+
+def strip_think(text: str) -> str:
+    """Text without reasoning blocks (``<think>…</think>``; a lone closing tag ends the reasoning)."""
+    text = _THINK_RE.sub("", text)
+    for tag in ("</think>", "</thinking>", "</reasoning>"):
+        if tag in text:
+            text = text.rsplit(tag, 1)[1]
+    return text.strip()
+
+
+def fenced_blocks(text: str) -> list[tuple[str, str]]:
+    """(language, body) of each fenced block; an unterminated last fence runs to the end."""
+    return [(m.group(1).lower(), m.group(2)) for m in _FENCE_RE.finditer(text)]
+
+
+def extract_json(text: str) -> dict | None:
+    """The first JSON object in ``text`` (fenced or bare, prose before or after), else None."""
+    for lang, body in fenced_blocks(text):
+        if lang == "json":
+            found = _first_object(body)
+            if found is not None:
+                return found
+    return _first_object(_FENCE_RE.sub("", text))
+
+
+def _first_object(text: str) -> dict | None:
+    decoder = json.JSONDecoder()
+    for m in re.finditer(r"\{", text):
+        try:
+            obj, _ = decoder.raw_decode(text, m.start())
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            return obj
+    return None
+
+
+def extract_code(text: str, prefer: str = "class ModelNew") -> str | None:
+    """The Python source in a reply: the fenced block that has ``prefer`` (else the longest Python
+    block), or bare code when there are no fences."""
+    blocks = [body for lang, body in fenced_blocks(text) if lang in _PY_LANGS]
+    if blocks:
+        with_pref = [b for b in blocks if prefer in b]
+        return (max(with_pref or blocks, key=len)).strip("\n") + "\n"
+    if "```" in text:
+        return None
+    bare = _strip_json_prefix(text)
+    m = _CODE_START.search(bare)
+    if m is None or ("class " not in bare and "def " not in bare):
+        return None
+    return bare[m.start():].strip("\n") + "\n"
+
+
+def _strip_json_prefix(text: str) -> str:
+    stripped = text.lstrip()
+    if stripped.startswith("{"):
+        try:
+            _, end = json.JSONDecoder().raw_decode(stripped)
+            return stripped[end:]
+        except ValueError:
+            pass
+    return text
+
+
+def defines_model_new(code: str) -> bool:
+    """Whether the source defines ``class ModelNew`` (by AST, or by text when it does not parse)."""
+    try:
+        return any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in ast.walk(ast.parse(code)))
+    except SyntaxError:
+        return re.search(r"^class\s+ModelNew\b", code, re.M) is not None
+
+
+@dataclass
+class Anchor:
+    """One span to change: 1-based lines of its BEGIN and END markers and the advice inside."""
+    begin: int
+    end: int
+    advice: str
+
+    def to_dict(self) -> dict:
+        return {"begin": self.begin, "end": self.end, "advice": self.advice}
+
+
+class AnchorError(ValueError):
+    """The anchors are missing or do not pair up; the message goes back to the model."""
+
+
+def parse_anchors(code: str) -> list[Anchor]:
+    """The ``<<<IMPROVE BEGIN>>>`` … ``<<<IMPROVE END>>>`` spans of ``code`` (``//`` or ``#`` comments)."""
+    anchors, open_at = [], None
+    lines = code.splitlines()
+    for i, line in enumerate(lines, 1):
+        if _BEGIN_RE.search(line):
+            if open_at is not None:
+                raise AnchorError(f"line {i}: {BEGIN} inside the span opened at line {open_at}; close each "
+                                  f"span with {END} before opening the next")
+            open_at = i
+        elif _END_RE.search(line):
+            if open_at is None:
+                raise AnchorError(f"line {i}: {END} without a matching {BEGIN}")
+            advice = "\n".join(lines[open_at:i - 1]).strip()
+            anchors.append(Anchor(open_at, i, advice))
+            open_at = None
+    if open_at is not None:
+        raise AnchorError(f"line {open_at}: {BEGIN} is never closed with {END}")
+    if not anchors:
+        raise AnchorError(f"no anchors: mark each span to change with `// {BEGIN}` … `// {END}` "
+                          f"(`# …` in Python) and put your advice inside")
+    return anchors
+
+
+def strip_anchors(code: str) -> str:
+    """The code without the marker lines (the coder's output must run as it is)."""
+    return "".join(line for line in code.splitlines(keepends=True)
+                   if not (_BEGIN_RE.search(line) or _END_RE.search(line)))
+
+
+def normalize_mechanism(text: str) -> str:
+    """Lower-case words only: two phrasings of the same mechanism compare equal."""
+    return " ".join(re.findall(r"[a-z0-9]+", (text or "").lower()))

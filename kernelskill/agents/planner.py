@@ -1,0 +1,54 @@
+"""The Planner: picks one allowed skill (or says why none fits) and anchors the spans to change."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from .base import Agent, AgentResult, OutputError
+from .parsing import AnchorError, extract_code, extract_json, parse_anchors
+
+NO_SKILL = ("", "none", "null", "no", "n/a")
+
+
+class Planner(Agent):
+    """Returns data: skill_id, mechanism, differs, plan, anchored_code, anchors."""
+    role = "planner"
+
+    def __init__(self, *args, allowed: list[str] = (), blocked: Callable[[str | None, str, str], str | None]
+                 | None = None, **kw):
+        super().__init__(*args, **kw)
+        self.allowed = list(allowed)
+        self.blocked = blocked
+
+    def parse(self, text: str) -> dict[str, Any]:
+        head = extract_json(text)
+        if head is None:
+            raise OutputError("no JSON object with skill, mechanism and plan")
+        skill = str(head.get("skill") or "").strip()
+        skill_id = None if skill.lower() in NO_SKILL else skill
+        if skill_id is not None and skill_id not in self.allowed:
+            raise OutputError(f"skill {skill_id!r} is not among the allowed skills ({', '.join(self.allowed) or 'none'});"
+                              f" choose one of them or say \"none\" and why")
+        if skill_id is None and self.allowed and not str(head.get("why_no_skill") or "").strip():
+            raise OutputError("skill is \"none\" but why_no_skill does not say why no allowed skill fits")
+        mechanism = str(head.get("mechanism") or "").strip()
+        plan = str(head.get("plan") or "").strip()
+        if not mechanism or not plan:
+            raise OutputError("the JSON object needs a one-line \"mechanism\" and a \"plan\"")
+        differs = str(head.get("differs") or "").strip()
+        code = extract_code(text, prefer="IMPROVE")
+        if code is None:
+            raise OutputError("no ```python block with the current code")
+        try:
+            anchors = parse_anchors(code)
+        except AnchorError as e:
+            raise OutputError(str(e)) from None
+        if self.blocked is not None:
+            why = self.blocked(skill_id, mechanism, differs)
+            if why:
+                raise OutputError(why)
+        return {"skill_id": skill_id, "mechanism": mechanism, "differs": differs, "plan": plan,
+                "why_no_skill": str(head.get("why_no_skill") or ""), "anchored_code": code,
+                "anchors": [a.to_dict() for a in anchors]}
+
+    def run(self, **values: str) -> AgentResult:
+        return self.converse(values)

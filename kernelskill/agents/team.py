@@ -1,0 +1,105 @@
+"""The team: runs the agents of one attempt and fills in the new node.
+
+``expand`` gates the skills for the parent's profile, asks the Planner for a plan and anchored
+code, then the Coder for the candidate; ``repair`` asks the Debugger to fix a failed node. Each
+LLM call is attributed to the new node; an unusable reply (after its corrective round-trip)
+leaves the node ``invalid`` with the reason, and no candidate to evaluate.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ..events import AgentDelta, AgentFinished, AgentStarted, Event
+from ..search import context
+from ..trajectory import INVALID, Node, Trajectory
+from ..vocab import BOTTLENECKS
+from .base import Agent, AgentResult
+from .coder import Coder
+from .debugger import Debugger
+from .planner import Planner
+from .templates import Prompt
+from .views import (render_chain, render_context, render_failure, render_node, render_skills, render_task,
+                    render_tried)
+
+
+class Team:
+    def __init__(self, llm, prompts: dict[str, dict[str, Prompt]], backend: str, task, summary: dict[str, Any],
+                 book, *, emit: Callable[[Event], Any], arch: str | None = None, skills_limit: int = 6,
+                 context_nodes: int = 5, stream: bool = True):
+        self.llm, self.backend, self.task, self.book = llm, backend, task, book
+        self.prompts = {role: table[backend] for role, table in prompts.items()}
+        self.op_classes = list(summary.get("op_classes", []))
+        self.task_text = render_task(task, summary)
+        self.emit, self.arch = emit, arch
+        self.skills_limit, self.context_nodes, self.stream = skills_limit, context_nodes, stream
+
+    def allowed_skills(self, node: Node) -> list:
+        """The gate's skills for the task and this node's bottleneck (an unknown class gates nothing out)."""
+        bottleneck = ((node.result or {}).get("profile") or {}).get("bottleneck")
+        profile = {"bottleneck": bottleneck if bottleneck in BOTTLENECKS else None}
+        return self.book.gate(self.op_classes, profile, backend=self.backend, arch=self.arch, limit=self.skills_limit)
+
+    def _agent(self, cls, node: Node, **kw) -> Agent:
+        on_delta = (lambda role, text: self.emit(AgentDelta(role=role, text=text))) if self.stream else None
+        return cls(self.llm, self.prompts[cls.role], on_delta=on_delta, on_call=node.calls.append, **kw)
+
+    def _run(self, agent: Agent, from_id: str, attempt: int, values: dict[str, str]) -> AgentResult:
+        self.emit(AgentStarted(role=agent.role, node_id=from_id, attempt=attempt))
+        res = agent.converse(values)
+        last = res.calls[-1] if res.calls else None
+        self.emit(AgentFinished(role=agent.role, node_id=from_id, ok=res.ok, text=res.text,
+                                call=dict(last.__dict__) if last else {}, error=res.error))
+        return res
+
+    def _window(self, tree: Trajectory, node_id: str, role: str) -> str:
+        return render_context(tree, context(tree, node_id, role, self.context_nodes), skip=node_id)
+
+    def expand(self, tree: Trajectory, parent: Node, node: Node, attempt: int) -> bool:
+        """Planner then Coder from ``parent``; fills ``node`` (code, plan, skill, anchors)."""
+        skills = self.allowed_skills(parent)
+
+        def blocked(skill_id, mechanism, differs):
+            prior = tree.blocked_by(parent.id, skill_id, mechanism, differs)
+            if prior is None:
+                return None
+            return (f"skill {skill_id or 'none'} with mechanism {mechanism!r} was already tried from {parent.id} "
+                    f"(as {prior.id}: {prior.status}); choose another skill or mechanism, or say in \"differs\" "
+                    f"what is different this time")
+
+        planner = self._agent(Planner, node, allowed=[s.id for s in skills], blocked=blocked)
+        plan = self._run(planner, parent.id, attempt, {
+            "task": self.task_text, "node": render_node(tree, parent), "code": parent.code,
+            "skills": render_skills(skills), "context": self._window(tree, parent.id, "planner"),
+            "tried": render_tried(tree, parent.id)})
+        if not plan.ok:
+            node.status, node.message = INVALID, f"planner output unusable: {plan.error}"
+            return False
+        d = plan.data
+        node.skill_id, node.mechanism, node.differs = d["skill_id"], d["mechanism"], d["differs"]
+        node.plan = d["plan"] + (f"\n(no skill: {d['why_no_skill']})" if d["why_no_skill"] else "")
+        node.anchored_code, node.anchors = d["anchored_code"], d["anchors"]
+        skill = next((s for s in skills if s.id == node.skill_id), None)
+        coder = self._agent(Coder, node)
+        code = self._run(coder, parent.id, attempt, {
+            "task": self.task_text, "reference": self.task.source, "plan": node.plan,
+            "skill": skill.as_prompt(full=True) if skill else "(none)", "anchored_code": node.anchored_code,
+            "context": self._window(tree, parent.id, "coder")})
+        if not code.ok:
+            node.status, node.message = INVALID, f"coder output unusable: {code.error}"
+            return False
+        node.code = code.data["code"]
+        return True
+
+    def repair(self, tree: Trajectory, failed: Node, node: Node, attempt: int) -> bool:
+        """Debugger on ``failed``; the new node keeps the failed one's skill and mechanism."""
+        node.skill_id, node.mechanism, node.plan = failed.skill_id, failed.mechanism, failed.plan
+        debugger = self._agent(Debugger, node)
+        fix = self._run(debugger, failed.id, attempt, {
+            "task": self.task_text, "reference": self.task.source, "plan": failed.plan or failed.mechanism or "-",
+            "code": failed.code, "failure": render_failure(failed.result, failed.message),
+            "chain": render_chain(tree.repair_chain(failed.id)), "context": self._window(tree, failed.id, "debugger")})
+        if not fix.ok:
+            node.status, node.message = INVALID, f"debugger output unusable: {fix.error}"
+            return False
+        node.code, node.diagnosis = fix.data["code"], fix.data["diagnosis"]
+        return True

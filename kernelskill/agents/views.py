@@ -1,0 +1,111 @@
+"""Plain-text views of the task, nodes, failures and skills that fill the prompt templates."""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from ..trajectory import Node, Trajectory
+from .analyzer import analyze
+
+MAX_LOG = 2000
+
+
+def render_task(task, summary: dict[str, Any]) -> str:
+    """Name, shapes, op classes, FLOPs and bytes, tolerance."""
+    spec = lambda s: f"{s['dtype']}{s['shape']}" if "shape" in s else repr(s.get("value"))  # noqa: E731
+    atol, rtol = task.tolerance
+    lines = [f"{task.name}" + (f" — {task.description}" if task.description else ""),
+             "inputs: " + ", ".join(spec(s) for s in summary.get("inputs", [])),
+             "outputs: " + ", ".join(spec(s) for s in summary.get("outputs", [])),
+             f"op classes: {', '.join(summary.get('op_classes', [])) or '-'}",
+             f"FLOPs {summary.get('flops', 0):.3g} · compulsory bytes {summary.get('bytes', 0):.3g} · "
+             f"tolerance atol {atol:g} rtol {rtol:g}"]
+    return "\n".join(lines)
+
+
+def headline(tree: Trajectory, n: Node) -> str:
+    """One line: id, origin, skill, status, speedup."""
+    if n.parent is None:
+        return f"{n.id} (reference): 1.00× by definition"
+    origin = f"repair of {n.parent}" if n.kind == "repair" else f"from {n.parent}"
+    sp = f", {n.speedup:.2f}×" if n.speedup is not None else ""
+    dup = f", same code as {n.duplicate_of}" if n.duplicate_of else ""
+    return f"{n.id} ({origin}; skill {n.skill_id or 'none'}): {n.status}{sp}{dup}" + \
+        (f" — {n.message[:160]}" if n.message and not n.ok else "")
+
+
+def render_node(tree: Trajectory, n: Node) -> str:
+    """The focal node: headline, plan, and the Analyzer's profile summary."""
+    lines = [headline(tree, n)]
+    if n.mechanism:
+        lines.append(f"mechanism: {n.mechanism}")
+    lines.append(analyze(n.result))
+    return "\n".join(lines)
+
+
+def render_context(tree: Trajectory, nodes: Iterable[Node], skip: str | None = None) -> str:
+    """The other nodes of a role's context window, one block each (no code)."""
+    blocks = []
+    for n in nodes:
+        if n.id == skip:
+            continue
+        text = headline(tree, n)
+        if n.mechanism:
+            text += f"\n  mechanism: {n.mechanism}"
+        if n.diagnosis:
+            text += f"\n  diagnosis: {n.diagnosis[:300]}"
+        blocks.append(text)
+    return "\n".join(blocks) or "(nothing else yet)"
+
+
+def render_tried(tree: Trajectory, node_id: str) -> str:
+    """Skills and mechanisms already tried from a node (what repeat blocking refuses)."""
+    kids = [c for c in tree.children(node_id) if c.kind == "plan"]
+    if not kids:
+        return "(nothing yet)"
+    return "\n".join(f"- skill {c.skill_id or 'none'} / {c.mechanism or '?'} → {c.status}"
+                     + (f" {c.speedup:.2f}×" if c.speedup else "") for c in kids)
+
+
+def render_skills(skills) -> str:
+    if not skills:
+        return "(no skill applies; say skill \"none\" and why, then plan a general improvement)"
+    return "\n\n".join(s.as_prompt(full=True) for s in skills)
+
+
+def render_failure(result: dict[str, Any] | None, message: str = "") -> str:
+    """What the debugger reads: status, compiler diagnostics, the mismatch report, the log tail."""
+    if not result:
+        return message or "no evaluation"
+    lines = [f"status: {result.get('status')} — {result.get('message', '')}"]
+    comp = result.get("compile") or {}
+    diags = comp.get("diagnostics") or []
+    if diags:
+        lines.append("compiler diagnostics:")
+        for d in diags[:12]:
+            where = f"line {d.get('line')}" if d.get("line") else d.get("file", "")
+            lines.append(f"  {where}: {d.get('severity')}: {d.get('message')}"
+                         + (f"\n      {d['source_line'].strip()}" if d.get("source_line") else ""))
+    if not comp.get("ok", True) and not diags and comp.get("log_tail"):
+        lines.append("build log (tail):\n" + comp["log_tail"][-MAX_LOG:])
+    ver = result.get("verify") or {}
+    if ver.get("mismatch"):
+        lines.append("mismatch report:\n" + ver["mismatch"][-MAX_LOG:])
+    for t in (ver.get("trials") or [])[:6]:
+        if not t.get("ok"):
+            lines.append(f"  trial {t.get('trial')} ({t.get('distribution')}): {t.get('check')} — {t.get('message')}")
+    if result.get("flags"):
+        lines.append("flags: " + "; ".join(result["flags"][:6]))
+    if result.get("log_tail") and result.get("status") in ("runtime_error", "crashed", "timeout"):
+        lines.append("log (tail):\n" + result["log_tail"][-MAX_LOG:])
+    return "\n".join(lines)
+
+
+def render_chain(chain: list[Node]) -> str:
+    """The repair chain: each earlier attempt's diagnosis and how it ended."""
+    if len(chain) <= 1:
+        return "(none: this is the first repair of this candidate)"
+    lines = []
+    for n in chain[:-1]:
+        what = f"diagnosis: {n.diagnosis}" if n.diagnosis else f"plan: {n.mechanism or n.plan[:200]}"
+        lines.append(f"- {n.id} ({n.kind}) {what} → {n.status}: {n.message[:200]}")
+    return "\n".join(lines)

@@ -1,0 +1,225 @@
+"""Optimizer configuration: defaults < user config < project ``kernelskill.toml`` < env < flags.
+
+The user config is ``$KERNELSKILL_HOME/config.toml``; the project one is ``kernelskill.toml`` in
+the working directory. Every layer is validated against ``DEFAULTS``: an unknown key or a value of
+the wrong type is a ``UserError`` that names the file and the key. ``Config.sources`` remembers
+where each setting came from, so errors can say which one to fix.
+"""
+from __future__ import annotations
+
+import copy
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from .errors import UserError
+from .skills import user_home
+
+ROLES = ("planner", "coder", "debugger")
+ROLE_DEFAULTS = {"planner": 0.8, "coder": 0.1, "debugger": 0.1}
+PROJECT_FILE = "kernelskill.toml"
+ENV_VARS = {"KERNELSKILL_BASE_URL": "llm.base_url", "KERNELSKILL_MODEL": "llm.model",
+            "KERNELSKILL_API_KEY_ENV": "llm.api_key_env"}
+
+# None means "no value" (any of the listed types is accepted).
+DEFAULTS: dict[str, Any] = {
+    "llm": {"base_url": None, "model": None, "api_key_env": None, "timeout_s": 300.0, "max_retries": 4,
+            "retry_base_s": 1.0, "retry_max_s": 30.0, "stream": True, "stream_usage": True,
+            "max_tokens": None, "roles": {}},
+    "prices": {},
+    "budget": {"attempts": 30, "tokens": None, "usd": None, "minutes": None},
+    "search": {"policy": "stark", "epsilon": 0.3, "root_children": 5, "close_after": 3, "max_repairs": 3,
+               "seed": None, "line_ratio": 1.3, "line_gain": 0.3, "context_nodes": 5},
+    "eval": {"device": "auto", "trials": 5, "time_cap_s": 10.0, "warmup": 3, "min_reps": 10,
+             "max_reps": 200, "build_timeout_s": 900.0, "run_timeout_s": 300.0},
+    "agents": {"backend": "auto", "skills_limit": 6, "prompts_dir": None},
+    "runs_dir": "runs",
+}
+_TYPES: dict[str, tuple] = {
+    "llm.base_url": (str,), "llm.model": (str,), "llm.api_key_env": (str,), "llm.max_tokens": (int,),
+    "budget.tokens": (int,), "budget.usd": (int, float), "budget.minutes": (int, float),
+    "search.seed": (int,), "agents.prompts_dir": (str,),
+}
+_ROLE_KEYS = {"model": (str,), "temperature": (int, float), "max_tokens": (int,)}
+_CHOICES = {"search.policy": ("stark", "line"), "agents.backend": ("auto", "cuda", "triton", "cpp")}
+
+
+@dataclass
+class RoleConfig:
+    model: str
+    temperature: float
+    max_tokens: int | None = None
+
+
+@dataclass
+class Config:
+    """The merged settings (``data``, shaped like ``DEFAULTS``) and where each one came from."""
+    data: dict[str, Any]
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def get(self, dotted: str) -> Any:
+        node: Any = self.data
+        for part in dotted.split("."):
+            node = node[part]
+        return node
+
+    def where(self, dotted: str) -> str:
+        return self.sources.get(dotted, "defaults")
+
+    def role(self, role: str) -> RoleConfig:
+        """Model, temperature and token cap of one agent role."""
+        table = self.data["llm"]["roles"].get(role, {})
+        return RoleConfig(model=table.get("model") or self.data["llm"]["model"] or "",
+                          temperature=float(table.get("temperature", ROLE_DEFAULTS.get(role, 0.2))),
+                          max_tokens=table.get("max_tokens", self.data["llm"]["max_tokens"]))
+
+    def price(self, model: str) -> tuple[float, float]:
+        """(input, output) USD per 1M tokens for ``model``; (0, 0) when not in the table."""
+        p = self.data["prices"].get(model) or {}
+        return float(p.get("input", 0.0)), float(p.get("output", 0.0))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data without empty values (what run.toml stores)."""
+        return _drop_none(copy.deepcopy(self.data))
+
+
+def _drop_none(d: Any) -> Any:
+    if isinstance(d, dict):
+        return {k: _drop_none(v) for k, v in d.items() if v is not None}
+    return d
+
+
+def _check(key: str, value: Any, where: str) -> Any:
+    default = _lookup(DEFAULTS, key)
+    kinds = _TYPES.get(key) or ((int, float) if isinstance(default, float) else (type(default),))
+    if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
+        names = " or ".join(k.__name__ for k in kinds)
+        raise UserError(f"{where}: key '{key}': expected {names}, got {value!r}")
+    if key in _CHOICES and value not in _CHOICES[key]:
+        raise UserError(f"{where}: key '{key}': {value!r} is not one of {', '.join(_CHOICES[key])}")
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
+        raise UserError(f"{where}: key '{key}': must not be negative")
+    return float(value) if isinstance(default, float) and isinstance(value, int) else value
+
+
+def _lookup(d: Mapping, dotted: str) -> Any:
+    for part in dotted.split("."):
+        d = d[part]
+    return d
+
+
+def _known(dotted: str) -> bool:
+    try:
+        _lookup(DEFAULTS, dotted)
+        return True
+    except (KeyError, TypeError):
+        return False
+
+
+def flatten(layer: Mapping[str, Any], where: str) -> dict[Any, Any]:
+    """Validate one layer (a nested table) and return it as {dotted key: value}
+    (``("prices", model)`` tuples for prices)."""
+    out: dict[str, Any] = {}
+    for key, value in layer.items():
+        if key == "prices":
+            if not isinstance(value, dict):
+                raise UserError(f"{where}: key 'prices': expected a table of model = {{input, output}}")
+            for model, p in value.items():
+                if not isinstance(p, dict) or set(p) - {"input", "output"}:
+                    raise UserError(f"{where}: key 'prices.{model}': expected {{input = USD/1M, output = USD/1M}}")
+                for k, v in p.items():
+                    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+                        raise UserError(f"{where}: key 'prices.{model}.{k}': expected a number ≥ 0")
+                out[("prices", model)] = dict(p)      # a tuple: model names may contain dots
+            continue
+        if key not in DEFAULTS:
+            raise UserError(f"{where}: unknown key '{key}' (allowed: {', '.join(DEFAULTS)})")
+        if not isinstance(DEFAULTS[key], dict):
+            out[key] = _check(key, value, where)
+            continue
+        if not isinstance(value, dict):
+            raise UserError(f"{where}: key '{key}': expected a table [{key}]")
+        for sub, v in value.items():
+            dotted = f"{key}.{sub}"
+            if dotted == "llm.roles":
+                out.update(_roles(v, where))
+            elif not _known(dotted):
+                raise UserError(f"{where}: unknown key '{dotted}' (allowed: "
+                                f"{', '.join(f'{key}.{k}' for k in DEFAULTS[key])})")
+            else:
+                out[dotted] = _check(dotted, v, where)
+    return out
+
+
+def _roles(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise UserError(f"{where}: key 'llm.roles': expected tables [llm.roles.planner] …")
+    out = {}
+    for role, table in value.items():
+        if role not in ROLES:
+            raise UserError(f"{where}: unknown key 'llm.roles.{role}' (roles: {', '.join(ROLES)})")
+        for k, v in (table or {}).items():
+            if k not in _ROLE_KEYS:
+                raise UserError(f"{where}: unknown key 'llm.roles.{role}.{k}' (allowed: {', '.join(_ROLE_KEYS)})")
+            if isinstance(v, bool) or not isinstance(v, _ROLE_KEYS[k]):
+                raise UserError(f"{where}: key 'llm.roles.{role}.{k}': expected "
+                                f"{' or '.join(t.__name__ for t in _ROLE_KEYS[k])}")
+            out[f"llm.roles.{role}.{k}"] = v
+    return out
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """A config file as {dotted key: value}; {} when it does not exist."""
+    if not path.is_file():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise UserError(f"{path}: cannot read the config: {e}") from None
+    return flatten(data, str(path))
+
+
+def _set(data: dict, dotted: str | tuple, value: Any) -> None:
+    parts = list(dotted) if isinstance(dotted, tuple) else dotted.split(".")
+    node = data
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+    node[parts[-1]] = value
+
+
+def load_config(flags: Mapping[str, Any] | None = None, *, cwd: Path | None = None,
+                env: Mapping[str, str] | None = None, base: Mapping[str, Any] | None = None) -> Config:
+    """Merge the layers; ``flags`` and ``base`` are {dotted key: value} (None values are skipped).
+
+    ``base`` (a resumed run's stored config) sits above the files and below env and flags.
+    """
+    env = os.environ if env is None else env
+    cwd = Path.cwd() if cwd is None else Path(cwd)
+    layers: list[tuple[str, dict[str, Any]]] = []
+    user = user_home() / "config.toml"
+    layers.append((str(user), read_toml(user)))
+    layers.append((str(cwd / PROJECT_FILE), read_toml(cwd / PROJECT_FILE)))
+    if base:
+        layers.append(("the run's run.toml", flatten(base, "run.toml")))
+    for name, dotted in ENV_VARS.items():
+        if env.get(name):
+            layers.append((f"env {name}", flatten(nest({dotted: env[name]}), f"env {name}")))
+    if flags:
+        layers.append(("flags", flatten(nest({k: v for k, v in flags.items() if v is not None}), "flags")))
+    data = copy.deepcopy(DEFAULTS)
+    sources: dict[str, str] = {}
+    for where, layer in layers:
+        for key, value in layer.items():
+            _set(data, key, value)
+            sources[key if isinstance(key, str) else ".".join(key)] = where
+    return Config(data, sources)
+
+
+def nest(flat: Mapping[str, Any]) -> dict[str, Any]:
+    """{dotted key: value} → nested tables."""
+    out: dict[str, Any] = {}
+    for key, value in flat.items():
+        _set(out, ("prices", key[7:]) if isinstance(key, str) and key.startswith("prices.") else key, value)
+    return out

@@ -1,0 +1,154 @@
+"""Events of a run, and the bus that hands them to subscribers (run store, CLI, TUI, MCP).
+
+Every event is a dataclass that round-trips through JSON (``to_dict`` / ``event_from_dict``); the
+run store appends them to ``events.jsonl`` and a resumed run rebuilds its tree from them.
+``AgentDelta`` (streamed text) is for live displays and is not stored.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar
+
+
+@dataclass
+class Event:
+    persist: ClassVar[bool] = True
+    t: float = field(default_factory=time.time, kw_only=True)
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    def to_dict(self) -> dict[str, Any]:
+        # Shallow: the fields are plain data already, and a deep copy per event costs more than the write.
+        return {"event": self.name, **{f.name: getattr(self, f.name) for f in dataclasses.fields(self)}}
+
+
+@dataclass
+class RunStarted(Event):
+    run_id: str
+    task: str
+    task_hash: str
+    backend: str
+    device: str
+    policy: str
+    config: dict = field(default_factory=dict)
+    resumed: bool = False
+
+
+@dataclass
+class BaselineMeasured(Event):
+    node: dict                    # the root Node (reference code, its EvalResult)
+    seconds: float = 0.0
+
+
+@dataclass
+class NodeSelected(Event):
+    node_id: str
+    action: str                   # expand | repair
+    reason: str = ""
+    attempt: int = 0
+
+
+@dataclass
+class AgentStarted(Event):
+    role: str
+    node_id: str                  # the node the agent works from
+    attempt: int = 0
+
+
+@dataclass
+class AgentDelta(Event):
+    persist: ClassVar[bool] = False
+    role: str
+    text: str
+
+
+@dataclass
+class AgentFinished(Event):
+    role: str
+    node_id: str
+    ok: bool
+    call: dict = field(default_factory=dict)     # LLMCall of the last round-trip
+    text: str = ""                # the reply (the last one when a corrective round-trip was made)
+    error: str = ""
+
+
+@dataclass
+class CandidateEvaluated(Event):
+    node: dict                    # the full Node, result included: what resume rebuilds from
+    evaluated: bool = True        # False: invalid output, or identical code evaluated before
+
+    @property
+    def status(self) -> str:
+        return self.node["status"]
+
+
+@dataclass
+class BestImproved(Event):
+    node_id: str
+    speedup: float
+    previous: float | None = None
+
+
+@dataclass
+class BudgetUpdate(Event):
+    attempts: int
+    tokens: int
+    usd: float
+    seconds: float
+    limits: dict = field(default_factory=dict)
+
+
+@dataclass
+class RunFinished(Event):
+    reason: str                   # attempts | tokens | usd | minutes | exhausted | stopped
+    best_node: str | None = None
+    best_speedup: float | None = None
+    attempts: int = 0
+
+
+@dataclass
+class RunError(Event):
+    message: str
+    kind: str = "UserError"
+
+
+EVENTS: dict[str, type[Event]] = {cls.__name__: cls for cls in (
+    RunStarted, BaselineMeasured, NodeSelected, AgentStarted, AgentDelta, AgentFinished,
+    CandidateEvaluated, BestImproved, BudgetUpdate, RunFinished, RunError)}
+
+
+def event_from_dict(data: dict[str, Any]) -> Event:
+    """Rebuild an event from ``to_dict`` output (unknown fields are ignored)."""
+    cls = EVENTS.get(data.get("event", ""))
+    if cls is None:
+        raise ValueError(f"unknown event {data.get('event')!r}")
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in data.items() if k in names})
+
+
+Subscriber = Callable[[Event], None]
+
+
+class EventBus:
+    """Hands each event to every subscriber in order. A subscriber's exception stops the run:
+    the store has already kept what came before."""
+
+    def __init__(self) -> None:
+        self._subscribers: list[Subscriber] = []
+
+    def subscribe(self, fn: Subscriber, first: bool = False) -> Callable[[], None]:
+        """Add a subscriber (``first``: ahead of the others); returns a function that removes it."""
+        if first:
+            self._subscribers.insert(0, fn)
+        else:
+            self._subscribers.append(fn)
+        return lambda: self._subscribers.remove(fn) if fn in self._subscribers else None
+
+    def emit(self, event: Event) -> Event:
+        for fn in list(self._subscribers):
+            fn(event)
+        return event

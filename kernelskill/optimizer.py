@@ -1,0 +1,318 @@
+"""The loop: select a node, let the agents make a candidate, evaluate it, remember, repeat.
+
+    opt = Optimizer(Task.load("task.py"), llm=ScriptedLLM(...), config=load_config())
+    outcome = opt.run()          # or Optimizer.from_run("runs/<id>").run() to continue a run
+
+Every step is an event on ``opt.bus``; the run store subscribes first, so what happened is on
+disk before the next step starts. ``pause``/``resume``/``stop`` are safe to call from another
+thread (the TUI); they take effect between attempts.
+"""
+from __future__ import annotations
+
+import dataclasses
+import random
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from .candidate import Candidate
+from .config import Config, load_config
+from .errors import TaskError, UserError
+from .events import (BaselineMeasured, BestImproved, BudgetUpdate, CandidateEvaluated, Event, EventBus,
+                     NodeSelected, RunError, RunFinished, RunStarted)
+from .runs import RunState, RunStore, load_run, new_run_id
+from .search import make_policy
+from .trajectory import INVALID, Node, Trajectory
+
+
+@dataclass
+class Spend:
+    attempts: int = 0
+    tokens: int = 0
+    usd: float = 0.0
+    seconds: float = 0.0          # wall time over all sessions of the run
+
+    def exceeded(self, budget: dict) -> str | None:
+        """The first budget reached (attempts, tokens, usd, minutes), else None."""
+        if budget["attempts"] is not None and self.attempts >= budget["attempts"]:
+            return "attempts"
+        if budget["tokens"] is not None and self.tokens >= budget["tokens"]:
+            return "tokens"
+        if budget["usd"] is not None and self.usd >= budget["usd"]:
+            return "usd"
+        if budget["minutes"] is not None and self.seconds >= budget["minutes"] * 60:
+            return "minutes"
+        return None
+
+
+@dataclass
+class RunOutcome:
+    run_id: str
+    path: Path
+    reason: str
+    best_node: str | None
+    best_speedup: float | None
+    attempts: int
+    spend: Spend
+
+    @property
+    def improved(self) -> bool:
+        """A verified candidate faster than the reference was found."""
+        return self.best_speedup is not None and self.best_speedup > 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "path": str(self.path), "reason": self.reason, "best_node": self.best_node,
+                "best_speedup": self.best_speedup, "improved": self.improved, "attempts": self.attempts,
+                "best_file": str(self.path / "best.py") if self.best_node else None,
+                "spend": dataclasses.asdict(self.spend)}
+
+
+def eval_options(config: Config, device: str):
+    """Evaluator Options from the [eval] table."""
+    from .evaluate.api import Options
+    from .evaluate.timing import TimingConfig
+    e = config.data["eval"]
+    return Options(device=device, trials=e["trials"], build_timeout=e["build_timeout_s"],
+                   run_timeout=e["run_timeout_s"], timing=TimingConfig(warmup=e["warmup"], min_reps=e["min_reps"],
+                                                                        max_reps=e["max_reps"], time_cap_s=e["time_cap_s"]))
+
+
+def resolve_target(config: Config) -> tuple[str, str]:
+    """(backend, device): auto picks cpp on a CPU, cuda on a GPU."""
+    from .evaluate.api import resolve_device
+    backend, device = config.data["agents"]["backend"], config.data["eval"]["device"]
+    if device == "auto":
+        device = "cpu" if backend == "cpp" else resolve_device("auto")
+    else:
+        device = resolve_device(device)
+    if backend == "auto":
+        backend = "cpp" if device == "cpu" else "cuda"
+    if backend == "cpp" and device != "cpu":
+        raise UserError(f"backend cpp runs on CPU tensors but the device is {device}; use --device cpu")
+    if backend in ("cuda", "triton") and device == "cpu":
+        raise UserError(f"backend {backend} needs a CUDA device; use --device cuda, or backend = \"cpp\" in [agents]")
+    return backend, device
+
+
+class Optimizer:
+    def __init__(self, task, *, llm=None, config: Config | None = None, runs_dir: Path | str | None = None,
+                 eval_opts=None, skills=None, evaluator: Callable | None = None, state: RunState | None = None):
+        from .agents.templates import load_prompts
+        from .skills import SkillBook
+        self.task = task
+        self.config = config or load_config()
+        search = self.config.data["search"]
+        if search["seed"] is None:           # fixed now, so a resumed run draws the same numbers
+            search["seed"] = random.randrange(2**31)
+        self.backend, self.device = resolve_target(self.config)
+        self.eval_opts = eval_opts or eval_options(self.config, self.device)
+        if evaluator is None:
+            from .evaluate.api import evaluate as evaluator
+        self.evaluator = evaluator
+        self.prompts = load_prompts(self.config.data["agents"]["prompts_dir"])
+        self.book = skills if skills is not None else SkillBook.load()
+        if llm is None:
+            from .llm import make_llm
+            llm = make_llm(self.config)
+        self.llm = llm
+        self.policy = make_policy(search)
+        self.bus = EventBus()
+        self.state = state
+        self.tree = state.tree if state else Trajectory()
+        self.spend = Spend(state.attempts, state.tokens, state.usd, state.seconds) if state else Spend()
+        self.run_id = state.path.name if state else new_run_id(task.name)
+        self.runs_dir = Path(runs_dir or self.config.data["runs_dir"])
+        self.path = state.path if state else self.runs_dir / self.run_id
+        # Seconds spent: in LLM calls, in evaluations, in run() before the loop, in run() overall.
+        self.timers = {"llm": 0.0, "eval": 0.0, "setup": 0.0, "wall": 0.0}
+        self._go, self._stop = threading.Event(), threading.Event()
+        self._go.set()
+        self.team = None
+
+    @classmethod
+    def from_run(cls, path: Path | str, *, llm=None, flags: dict | None = None, **kw) -> "Optimizer":
+        """Continue a stored run: its task, its config (``flags`` override it), its tree."""
+        from .task import Task, parse_value
+        state = load_run(path)
+        run = state.info.get("run", {})
+        overrides = {k: parse_value(str(v)) for k, v in run.get("overrides", {}).items()}
+        task = Task.load(run["task"], preset=run.get("preset"), overrides=overrides)
+        config = load_config(flags, base=state.info.get("config"))
+        return cls(task, llm=llm, config=config, state=state, **kw)
+
+    # ---- controls (thread-safe) -----------------------------------------------------------
+    def pause(self) -> None:
+        self._go.clear()
+
+    def resume(self) -> None:
+        self._go.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._go.set()
+
+    @property
+    def paused(self) -> bool:
+        return not self._go.is_set()
+
+    def emit(self, event: Event) -> Event:
+        return self.bus.emit(event)
+
+    # ---- the loop --------------------------------------------------------------------------
+    def run(self) -> RunOutcome:
+        """Run until a budget is reached, nothing is left to try, or ``stop()``; UserError on a user's mistake."""
+        setup = time.perf_counter()
+        if hasattr(self.llm, "check"):
+            self.llm.check()                 # an unreachable endpoint fails before anything is written
+        summary = self.task.summary()
+        exists = (self.path / "run.toml").is_file()
+        store = RunStore(self.path) if exists else RunStore.create(self.runs_dir, self.run_id, self._info())
+        self.timers["setup"] = time.perf_counter() - setup
+        store.tree = self.tree
+        unsubscribe = self.bus.subscribe(store.write, first=True)
+        self._started, self._prior = time.perf_counter(), self.spend.seconds
+        started = self._started
+        try:
+            self.emit(RunStarted(run_id=self.run_id, task=str(self.task.path), task_hash=self.task.hash,
+                                 backend=self.backend, device=self.device, policy=self.policy.name,
+                                 config=self.config.to_dict(), resumed=len(self.tree) > 0))
+            if not len(self.tree):
+                self._baseline()
+            arch = self._arch()
+            from .agents.team import Team
+            agents = self.config.data["agents"]
+            self.team = Team(self.llm, self.prompts, self.backend, self.task, summary, self.book, emit=self.emit,
+                             arch=arch, skills_limit=agents["skills_limit"],
+                             context_nodes=self.config.data["search"]["context_nodes"])
+            reason = self._loop()
+            best = self.tree.best()
+            self._budget_update()
+            self.emit(RunFinished(reason=reason, best_node=best.id if best else None,
+                                  best_speedup=best.speedup if best else None, attempts=self.spend.attempts))
+        except (UserError, KeyboardInterrupt) as e:
+            self.emit(RunError(message=str(e) or type(e).__name__, kind=type(e).__name__))
+            raise
+        finally:
+            self.timers["wall"] += time.perf_counter() - started
+            unsubscribe()
+            store.close()
+        return RunOutcome(self.run_id, self.path, reason, best.id if best else None,
+                          best.speedup if best else None, self.spend.attempts, self.spend)
+
+    def _arch(self) -> str | None:
+        """The GPU's compute capability from the baseline's environment (None on the CPU or when unknown)."""
+        from .skills import parse_arch
+        cap = ((self.tree.root.result or {}).get("env") or {}).get("capability") if self.backend != "cpp" else None
+        try:
+            return f"sm_{parse_arch(str(cap))[0]}" if cap else None
+        except UserError:
+            return None
+
+    def _elapsed(self) -> float:
+        return self._prior + time.perf_counter() - self._started
+
+    def _loop(self) -> str:
+        while True:
+            paused_at = time.perf_counter()
+            self._go.wait()
+            self._started += time.perf_counter() - paused_at          # a pause is not spent time
+            self.spend.seconds = self._elapsed()
+            if self._stop.is_set():
+                return "stopped"
+            reason = self.spend.exceeded(self.config.data["budget"])
+            if reason:
+                return reason
+            sel = self.policy.select(self.tree)
+            if sel is None:
+                return "exhausted"
+            attempt = self.spend.attempts + 1
+            self.emit(NodeSelected(node_id=sel.node_id, action=sel.action, reason=sel.reason, attempt=attempt))
+            self._attempt(sel, attempt)
+
+    def _baseline(self) -> None:
+        cand = Candidate.from_source(self.task.source + "\n\nModelNew = Model\n")
+        t = time.perf_counter()
+        result = self.evaluator(self.task, cand, opts=self.eval_opts)
+        seconds = time.perf_counter() - t
+        self.timers["eval"] += seconds
+        if result.status in ("compile_error", "runtime_error", "timeout", "crashed"):
+            raise TaskError(f"{self.task.path}: the reference itself failed to run: {result.status}: {result.message}")
+        root = Node(id="n0", parent=None, kind="root", code=self.task.source, code_hash=cand.hash,
+                    result=result.to_dict(), status=result.status, speedup=1.0, message=result.message,
+                    eval_seconds=seconds)
+        self.tree.add(root)
+        self.emit(BaselineMeasured(node=root.to_dict(), seconds=seconds))
+
+    def _attempt(self, sel, attempt: int) -> Node:
+        parent = self.tree.get(sel.node_id)
+        node = Node(id=self.tree.new_id(), parent=parent.id, kind="plan" if sel.action == "expand" else "repair",
+                    code="")
+        made = (self.team.expand if sel.action == "expand" else self.team.repair)(self.tree, parent, node, attempt)
+        self.timers["llm"] += sum(c.seconds for c in node.calls)
+        evaluated = made and self._evaluate(node)
+        best_before = self.tree.best()
+        self.tree.add(node)
+        self.spend.attempts += 1
+        self.spend.tokens += node.tokens
+        self.spend.usd += node.cost
+        self.emit(CandidateEvaluated(node=node.to_dict(), evaluated=evaluated))
+        if evaluated and node.skill_id:
+            self._record(node)
+        if node.ok and node.duplicate_of is None and node.speedup is not None and \
+                (best_before is None or node.speedup > best_before.speedup):
+            self.emit(BestImproved(node_id=node.id, speedup=node.speedup,
+                                   previous=best_before.speedup if best_before else None))
+        self._budget_update()
+        return node
+
+    def _budget_update(self) -> None:
+        self.spend.seconds = self._elapsed()
+        self.emit(BudgetUpdate(attempts=self.spend.attempts, tokens=self.spend.tokens, usd=round(self.spend.usd, 6),
+                               seconds=round(self.spend.seconds, 3), limits=dict(self.config.data["budget"])))
+
+    def _evaluate(self, node: Node) -> bool:
+        """Evaluate the node's code unless identical code was evaluated before; True when it ran."""
+        try:
+            cand = Candidate.from_source(node.code)
+        except UserError as e:
+            node.status, node.message = INVALID, str(e)
+            return False
+        node.code_hash = cand.hash
+        prior = self.tree.find_code(cand.hash)
+        if prior is not None:
+            node.result, node.status, node.speedup = prior.result, prior.status, prior.speedup
+            node.duplicate_of, node.message = prior.id, f"identical to {prior.id}: not evaluated again"
+            return False
+        t = time.perf_counter()
+        try:
+            result = self.evaluator(self.task, cand, opts=self.eval_opts)
+        except TaskError:
+            raise
+        except UserError as e:          # e.g. a candidate for another backend than this machine runs
+            node.status, node.message = INVALID, str(e)
+            return False
+        finally:
+            node.eval_seconds = time.perf_counter() - t
+            self.timers["eval"] += node.eval_seconds
+        node.result, node.status, node.message = result.to_dict(), result.status, result.message
+        node.speedup = result.speedup if result.ok else None
+        return True
+
+    def _record(self, node: Node) -> None:
+        skill = self.book.skills.get(node.skill_id)
+        if skill is None:
+            return
+        ops = self.team.op_classes
+        op = next((o for o in ops if o in skill.applies_to), ops[0] if ops else None)
+        sp = node.speedup if node.speedup and node.speedup > 0 else None
+        self.book.record(node.skill_id, op, self.tree.outcome(node), sp)
+
+    def _info(self) -> dict[str, Any]:
+        from . import __version__
+        t = self.task
+        return {"run": {"id": self.run_id, "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "task": str(t.path),
+                        "task_name": t.name, "preset": t.preset, "overrides": {k: str(v) for k, v in t.overrides.items()},
+                        "backend": self.backend, "device": self.device, "kernelskill": __version__},
+                "config": self.config.to_dict()}

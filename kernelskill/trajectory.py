@@ -1,0 +1,210 @@
+"""Short-term memory: the search tree of one run, rooted at the reference.
+
+A ``Node`` is one attempt: the code, the plan and skill that made it, its evaluation (as a dict),
+and the LLM calls it cost. The tree answers what the loop asks: has this (parent, skill,
+mechanism) been tried, was this exact code evaluated before, what did the debugger already try on
+this lineage, what counts as success for the skill statistics.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from .agents.parsing import normalize_mechanism
+
+FAILED = ("compile_error", "runtime_error", "timeout", "crashed", "incorrect", "flagged")
+INVALID = "invalid"                  # the agents produced no usable candidate (malformed, blocked)
+
+
+@dataclass
+class LLMCall:
+    """One model call, attributed to the node it produced."""
+    role: str
+    model: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float = 0.0
+    seconds: float = 0.0
+    estimated: bool = False
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass
+class Node:
+    id: str
+    parent: str | None
+    kind: str                            # root | plan | repair
+    code: str
+    code_hash: str = ""
+    plan: str = ""
+    skill_id: str | None = None
+    mechanism: str = ""
+    differs: str = ""                    # what the plan says differs from an earlier try
+    anchors: list[dict] = field(default_factory=list)
+    anchored_code: str = ""              # the planner's code with IMPROVE anchors
+    diagnosis: str = ""                  # the debugger's, for repairs
+    result: dict | None = None           # EvalResult.to_dict()
+    status: str = "pending"              # an EvalResult status, or "invalid"
+    speedup: float | None = None
+    message: str = ""
+    duplicate_of: str | None = None      # identical code was evaluated as this node
+    calls: list[LLMCall] = field(default_factory=list)
+    eval_seconds: float = 0.0
+    created: float = field(default_factory=time.time)
+    children: list[str] = field(default_factory=list, compare=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def failed(self) -> bool:
+        return self.status in FAILED
+
+    @property
+    def tokens(self) -> int:
+        return sum(c.tokens for c in self.calls)
+
+    @property
+    def cost(self) -> float:
+        return sum(c.cost for c in self.calls)
+
+    def to_dict(self) -> dict:
+        """Plain data (shallow: ``result`` is shared, it is never changed after evaluation)."""
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "children"}
+        d["calls"] = [dataclasses.asdict(c) for c in self.calls]
+        d["anchors"] = [dict(a) for a in self.anchors]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Node":
+        names = {f.name for f in dataclasses.fields(cls)} - {"children"}
+        node = cls(**{k: v for k, v in d.items() if k in names})
+        node.calls = [c if isinstance(c, LLMCall) else LLMCall(**c) for c in node.calls]
+        return node
+
+
+class Trajectory:
+    """The tree: nodes by id in creation order, children linked to parents."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, Node] = {}
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def __iter__(self) -> Iterator[Node]:
+        return iter(self.nodes.values())
+
+    def __contains__(self, node_id: str) -> bool:
+        return node_id in self.nodes
+
+    @property
+    def root(self) -> Node:
+        return next(iter(self.nodes.values()))
+
+    def get(self, node_id: str) -> Node:
+        return self.nodes[node_id]
+
+    def new_id(self) -> str:
+        return f"n{len(self.nodes)}"
+
+    def add(self, node: Node) -> Node:
+        """Insert a node under its parent (the first node added is the root)."""
+        if node.id in self.nodes:
+            raise ValueError(f"node {node.id} is already in the tree")
+        if node.parent is not None:
+            self.nodes[node.parent].children.append(node.id)
+        self.nodes[node.id] = node
+        return node
+
+    # ---- neighbourhoods --------------------------------------------------------------------
+    def children(self, node_id: str) -> list[Node]:
+        return [self.nodes[c] for c in self.nodes[node_id].children]
+
+    def siblings(self, node_id: str) -> list[Node]:
+        parent = self.nodes[node_id].parent
+        return [] if parent is None else [n for n in self.children(parent) if n.id != node_id]
+
+    def lineage(self, node_id: str) -> list[Node]:
+        """The node and its ancestors, nearest first."""
+        out, cur = [], self.nodes.get(node_id)
+        while cur is not None:
+            out.append(cur)
+            cur = self.nodes.get(cur.parent) if cur.parent else None
+        return out
+
+    # ---- memory rules ----------------------------------------------------------------------
+    def find_code(self, code_hash: str) -> Node | None:
+        """The node that evaluated this exact code, if any (the root counts: it is the reference)."""
+        for n in self.nodes.values():
+            if n.code_hash == code_hash and n.result is not None and n.duplicate_of is None:
+                return n
+        return None
+
+    def blocked_by(self, parent_id: str, skill_id: str | None, mechanism: str, differs: str = "") -> Node | None:
+        """An earlier child of ``parent_id`` with the same skill and mechanism, unless ``differs`` says
+        what is new this time."""
+        if differs.strip():
+            return None
+        key = normalize_mechanism(mechanism)
+        for child in self.children(parent_id):
+            if child.kind == "plan" and child.skill_id == skill_id and normalize_mechanism(child.mechanism) == key:
+                return child
+        return None
+
+    def repair_chain(self, node_id: str) -> list[Node]:
+        """The failed attempts of this lineage the debugger already saw, oldest first: the node and its
+        ancestors back to (and including) the plan node that started the failure."""
+        chain = []
+        for n in self.lineage(node_id):
+            if not n.failed:
+                break
+            chain.append(n)
+            if n.kind != "repair":
+                break
+        return list(reversed(chain))
+
+    def base_of(self, node_id: str) -> Node:
+        """The nearest correct ancestor (what a new candidate is compared with)."""
+        for n in self.lineage(node_id)[1:]:
+            if n.ok or n.parent is None:
+                return n
+        return self.root
+
+    def speedup_of(self, node: Node) -> float:
+        """The node's speedup over the reference; the root is 1 by definition."""
+        return 1.0 if node.parent is None else (node.speedup or 0.0)
+
+    def outcome(self, node: Node) -> str:
+        """success (correct and faster than its base), no_gain (correct, not faster), failure."""
+        if not node.ok:
+            return "failure"
+        base = self.speedup_of(self.base_of(node.id))
+        return "success" if (node.speedup or 0.0) > base else "no_gain"
+
+    def best(self) -> Node | None:
+        """The fastest correct candidate (not the root), or None."""
+        ok = [n for n in self.nodes.values() if n.ok and n.parent is not None and n.duplicate_of is None
+              and n.speedup is not None]
+        return max(ok, key=lambda n: (n.speedup, -self.index(n.id))) if ok else None
+
+    def leaders(self, k: int, exclude: set[str] = frozenset()) -> list[Node]:
+        """The ``k`` fastest correct candidates outside ``exclude``."""
+        ok = [n for n in self.nodes.values() if n.ok and n.parent is not None and n.id not in exclude
+              and n.duplicate_of is None and n.speedup is not None]
+        return sorted(ok, key=lambda n: (-n.speedup, self.index(n.id)))[:k]
+
+    def closed(self, node_id: str, close_after: int) -> bool:
+        """A node whose more than ``close_after`` children all failed is closed."""
+        kids = self.children(node_id)
+        return len(kids) > close_after and not any(k.ok for k in kids)
+
+    def index(self, node_id: str) -> int:
+        """Creation order of a node (n7 → 7)."""
+        return int(node_id[1:]) if node_id[1:].isdigit() else 0

@@ -1,0 +1,74 @@
+"""Scripted replies for the optimizer tests: the planner picks a skill, the coder writes a candidate
+with a tail bug, the debugger fixes it; later coder calls return the fixed code again (a duplicate).
+
+The same script serves the ScriptedLLM (``scenario(role, messages)``) and the chat-completions test
+server (``scenario.from_request(body)``, the role taken from the per-role model name).
+"""
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from helpers import RELU_TASK, toolkit_candidate  # noqa: E402
+
+REF = RELU_TASK.read_text()
+GOOD = toolkit_candidate("return ext.relu2(x)")
+BUGGY = toolkit_candidate("return ext.relu2_tail_bug(x)")
+ANCHORED = REF.replace("        return torch.relu(x) * 2.0",
+                       "        # <<<IMPROVE BEGIN>>>\n        # one C++ loop: relu and the scale in registers\n"
+                       "        return torch.relu(x) * 2.0\n        # <<<IMPROVE END>>>")
+# Fast evaluation settings, as config keys (they land in run.toml, so a resumed run uses them too).
+EVAL_FLAGS = {"eval.device": "cpu", "eval.trials": 2, "eval.warmup": 1, "eval.min_reps": 5, "eval.max_reps": 10,
+              "eval.time_cap_s": 0.3}
+ROLE_MODELS = {"planner-model": "planner", "coder-model": "coder", "debugger-model": "debugger"}
+
+
+def fenced(code: str) -> str:
+    return "```python\n" + code + "```\n"
+
+
+def planner_reply(skill: str, mechanism: str, differs: str = "", plan: str = "write relu2 in C++") -> str:
+    head = json.dumps({"skill": skill, "mechanism": mechanism, "differs": differs, "plan": plan})
+    return f"<think>which skill fits?</think>Here is my plan.\n{head}\nThe marked span:\n" + fenced(ANCHORED)
+
+
+def coder_reply(code: str) -> str:
+    return "Here is the module:\n" + fenced(code)
+
+
+def debugger_reply(code: str, diagnosis: str = "relu2_tail_bug overwrites the last element") -> str:
+    return json.dumps({"diagnosis": diagnosis, "fix": "call ext.relu2"}) + "\n" + fenced(code)
+
+
+def allowed_skills(messages: list[dict]) -> list[str]:
+    """The skill ids the planner was offered (each skill's prompt starts with ``[id]``)."""
+    text = messages[-1]["content"].split("## Allowed skills", 1)[-1].split("## What the search knows", 1)[0]
+    return re.findall(r"^\[([a-z0-9-]+)\]", text, re.M)
+
+
+class Scenario:
+    """planner → first allowed skill; coder → BUGGY first, then GOOD; debugger → GOOD."""
+
+    def __init__(self, coder_codes: list[str] | None = None):
+        self.coder_codes = list(coder_codes or [BUGGY])
+        self.seen: list[tuple[str, list[dict]]] = []
+
+    def __call__(self, role: str, messages: list[dict]) -> str:
+        self.seen.append((role, messages))
+        n = sum(r == role for r, _ in self.seen)
+        if role == "planner":
+            skills = allowed_skills(messages)
+            return planner_reply(skills[0] if skills else "none", f"fused single pass, try {n}")
+        if role == "coder":
+            return coder_reply(self.coder_codes.pop(0) if self.coder_codes else GOOD)
+        return debugger_reply(GOOD)
+
+    def from_request(self, body: dict) -> str:
+        return self(ROLE_MODELS[body["model"]], body["messages"])
+
+    def prompts(self, role: str) -> list[str]:
+        return [m[-1]["content"] for r, m in self.seen if r == role]

@@ -1,0 +1,95 @@
+"""Budgets, controls and attribution, on runs resumed from a stored baseline (no evaluation needed:
+the scripted agents' output is unusable, so no candidate reaches the evaluator)."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from kernelskill.errors import UserError
+from kernelskill.llm import LLMResponse, ScriptedLLM
+from kernelskill.optimizer import Optimizer, Spend
+from kernelskill.runs import load_run
+
+BAD = "I have no code for you."
+
+
+def resume(path, replies, **flags):
+    llm = ScriptedLLM(replies)
+    return Optimizer.from_run(path, llm=llm, flags=flags), llm
+
+
+def test_spend_reports_the_first_budget_reached():
+    limits = {"attempts": 3, "tokens": 100, "usd": 1.0, "minutes": 1.0}
+    assert Spend(2, 99, 0.9, 59).exceeded(limits) is None
+    assert Spend(3, 0, 0, 0).exceeded(limits) == "attempts"
+    assert Spend(0, 100, 0, 0).exceeded(limits) == "tokens"
+    assert Spend(0, 0, 1.0, 0).exceeded(limits) == "usd"
+    assert Spend(0, 0, 0, 60).exceeded(limits) == "minutes"
+    assert Spend(99, 10**9, 99.0, 10**6).exceeded({"attempts": None, "tokens": None, "usd": None,
+                                                   "minutes": None}) is None
+
+
+def test_attempt_budget_and_attribution_of_every_call(run_copy):
+    opt, llm = resume(run_copy, lambda role, messages: BAD, **{"budget.attempts": 2})
+    out = opt.run()
+    assert (out.reason, out.attempts) == ("attempts", 2)
+    nodes = list(opt.tree)[1:]
+    assert [n.status for n in nodes] == ["invalid", "invalid"]
+    assert all(len(n.calls) == 2 and n.message.startswith("planner output unusable") for n in nodes)
+    assert sum(len(n.calls) for n in nodes) == len(llm.calls)
+    assert out.spend.tokens == sum(n.tokens for n in nodes) > 0
+    assert load_run(run_copy).tokens == out.spend.tokens
+
+
+@pytest.mark.parametrize("flag, value, reason", [("budget.tokens", 1000, "tokens"), ("budget.usd", 1.0, "usd")])
+def test_token_and_money_budgets(run_copy, flag, value, reason):
+    reply = LLMResponse(text=BAD, prompt_tokens=300, completion_tokens=100, cost=0.3)
+    opt, _ = resume(run_copy, lambda role, messages: reply, **{flag: value, "budget.attempts": 10})
+    out = opt.run()
+    assert (out.reason, out.attempts) == (reason, 2)          # 800 tokens / $0.6 per attempt
+
+
+def test_time_budget_and_exhausted_tree(run_copy):
+    opt, _ = resume(run_copy, lambda role, messages: BAD, **{"budget.minutes": 1e-9, "budget.attempts": 5})
+    assert opt.run().reason == "minutes" and len(opt.tree) == 1
+    opt, _ = resume(run_copy, lambda role, messages: BAD, **{"search.root_children": 1, "budget.attempts": 5})
+    out = opt.run()
+    assert out.reason == "exhausted" and out.attempts == 1
+
+
+def test_stop_and_pause_controls(run_copy):
+    opt, _ = resume(run_copy, lambda role, messages: BAD, **{"budget.attempts": 5})
+    opt.bus.subscribe(lambda ev: opt.stop() if ev.name == "CandidateEvaluated" else None)
+    out = opt.run()
+    assert (out.reason, out.attempts) == ("stopped", 1)
+
+    opt, _ = resume(run_copy, lambda role, messages: BAD, **{"budget.attempts": 3})
+    seen = []
+
+    def on_event(ev):
+        if ev.name == "NodeSelected" and not seen:
+            opt.pause()
+            threading.Timer(0.3, opt.resume).start()
+        if ev.name == "CandidateEvaluated":
+            seen.append(opt.paused)
+    opt.bus.subscribe(on_event)
+    out = opt.run()
+    assert out.attempts == 3 and seen[0] is True and not opt.paused
+
+
+def test_llm_failure_is_stored_and_the_run_resumes(run_copy):
+    def fail_on_third(role, messages, n=[0]):
+        n[0] += 1
+        if n[0] == 3:
+            raise UserError("LLM endpoint http://x/v1 is unreachable")
+        return BAD
+    opt, _ = resume(run_copy, fail_on_third, **{"budget.attempts": 4})
+    with pytest.raises(UserError, match="unreachable"):
+        opt.run()
+    state = load_run(run_copy)
+    assert state.errors == ["LLM endpoint http://x/v1 is unreachable"] and state.attempts == 1
+    assert "stopped by an error" in (run_copy / "report.md").read_text()
+    opt, _ = resume(run_copy, lambda role, messages: BAD, **{"budget.attempts": 2})
+    out = opt.run()
+    assert out.attempts == 2 and [n.id for n in opt.tree] == ["n0", "n1", "n2"]

@@ -1,0 +1,87 @@
+"""End to end on the cpp backend with the real evaluator: plan → incorrect candidate → debugger fix →
+verified, then identical code is not evaluated again; resume after a kill."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kernelskill.config import load_config
+from kernelskill.llm import ScriptedLLM
+from kernelskill.optimizer import Optimizer
+from kernelskill.runs import load_run, read_events
+from kernelskill.skills import SkillBook
+from kernelskill.task import Task
+
+from scenario import EVAL_FLAGS, GOOD, RELU_TASK, Scenario
+
+
+def test_scripted_run_plans_fails_repairs_and_dedups(tmp_path):
+    script = Scenario()
+    config = load_config({**EVAL_FLAGS, "budget.attempts": 3, "search.epsilon": 0.0, "search.seed": 0,
+                          "runs_dir": str(tmp_path / "runs")})
+    opt = Optimizer(Task.load(RELU_TASK), llm=ScriptedLLM(script), config=config)
+    seen = []
+    opt.bus.subscribe(seen.append)
+    out = opt.run()
+
+    n0, n1, n2, n3 = list(opt.tree)
+    assert (n1.kind, n1.status, n1.parent) == ("plan", "incorrect", "n0")
+    assert n1.skill_id and n1.anchors and n1.mechanism == "fused single pass, try 1"
+    assert (n2.kind, n2.status, n2.parent, n2.skill_id) == ("repair", "ok", "n1", n1.skill_id)
+    assert n2.speedup is not None and n2.diagnosis.startswith("relu2_tail_bug")
+    assert (n3.code, n3.duplicate_of, n3.status) == (GOOD, "n2", "ok")       # identical code: not re-evaluated
+    assert [e.evaluated for e in seen if e.name == "CandidateEvaluated"] == [True, True, False]
+    assert n3.eval_seconds == 0 and n3.calls and n3.kind == "plan"
+    assert (out.reason, out.attempts, out.best_node) == ("attempts", 3, "n2")
+
+    # the debugger read the mismatch report; the planner saw the gated skills and the profile summary
+    debug_prompt = script.prompts("debugger")[0]
+    assert "incorrect" in debug_prompt and "outside tolerance" in debug_prompt and "relu2_tail_bug" in debug_prompt
+    plan_prompt = script.prompts("planner")[0]
+    assert f"[{n1.skill_id}]" in plan_prompt and "time:" in plan_prompt and "elementwise" in plan_prompt
+    # every call is attributed to the node it made
+    assert [c.role for c in n1.calls] == ["planner", "coder"] and [c.role for c in n2.calls] == ["debugger"]
+    assert out.spend.tokens == sum(n.tokens for n in opt.tree)
+
+    run = out.path
+    names = [e.name for e in read_events(run)]
+    assert names[:2] == ["RunStarted", "BaselineMeasured"] and names[-1] == "RunFinished"
+    assert names.count("CandidateEvaluated") == 3 and "BestImproved" in names and "AgentDelta" not in names
+    assert sorted(p.name for p in (run / "nodes").iterdir()) == ["n0.py", "n1.py", "n2.py", "n3.py"]
+    assert (run / "best.py").read_text() == GOOD
+    report = (run / "report.md").read_text()
+    assert "**n2**" in report and "same code as n2" in report
+    stats = SkillBook.load().stats.get(n1.skill_id)
+    assert stats.tried >= 2 and stats.failed >= 1
+
+
+def test_resume_after_a_kill_loses_at_most_the_attempt_in_flight(run_copy):
+    class Killed(Exception):
+        pass
+
+    def kill(ev):
+        if ev.name == "CandidateEvaluated":
+            raise Killed()
+    flags = {"budget.attempts": 2, "search.epsilon": 0.0}
+    opt = Optimizer.from_run(run_copy, llm=ScriptedLLM(Scenario()), flags=flags)
+    opt.bus.subscribe(kill)
+    with pytest.raises(Killed):
+        opt.run()
+    # the store (first subscriber) kept n1; a torn write at the end is what a kill leaves behind
+    with open(run_copy / "events.jsonl", "a") as fh:
+        fh.write('{"event": "BudgetUpd')
+    state = load_run(run_copy)
+    assert [n.id for n in state.tree] == ["n0", "n1"] and state.tree.get("n1").status == "incorrect"
+
+    script = Scenario(coder_codes=[])
+    opt = Optimizer.from_run(run_copy, llm=ScriptedLLM(script), flags=flags)
+    out = opt.run()
+    assert [(n.id, n.kind, n.status) for n in opt.tree] == [
+        ("n0", "root", "ok"), ("n1", "plan", "incorrect"), ("n2", "repair", "ok")]
+    assert out.attempts == 2 and out.best_node == "n2"
+    assert [r for r, _ in script.seen] == ["debugger"]            # the resumed run went on with the repair
+    lines = (run_copy / "events.jsonl").read_text().splitlines()
+    assert all(json.loads(line) for line in lines)                # the torn line was cut before appending
+    started = [e for e in read_events(run_copy) if e.name == "RunStarted"]
+    assert [e.resumed for e in started] == [False, True, True]

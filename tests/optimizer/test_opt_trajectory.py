@@ -1,0 +1,47 @@
+"""Short-term memory: repeat blocking, code dedup, repair chains, outcomes, node round trip."""
+from __future__ import annotations
+
+import json
+
+from kernelskill.trajectory import LLMCall, Node
+
+from test_opt_search import tree_of
+
+
+def test_repeat_blocking_per_parent_skill_and_mechanism():
+    t = tree_of()
+    t.add(Node(id="n1", parent="n0", kind="plan", code="a", skill_id="s", mechanism="Fuse ReLU + scale", status="ok"))
+    assert t.blocked_by("n0", "s", "fuse relu scale").id == "n1"
+    assert t.blocked_by("n0", "s", "fuse relu scale", differs="now with OpenMP") is None
+    assert t.blocked_by("n0", "other", "fuse relu scale") is None
+    assert t.blocked_by("n0", "s", "vectorize the loop") is None
+    assert t.blocked_by("n1", "s", "fuse relu scale") is None          # another parent
+
+
+def test_identical_code_is_found_once_evaluated():
+    t = tree_of()
+    t.add(Node(id="n1", parent="n0", kind="plan", code="a", code_hash="h1", result={"status": "ok"}, status="ok"))
+    t.add(Node(id="n2", parent="n0", kind="plan", code="a", code_hash="h1", result={"status": "ok"}, status="ok",
+               duplicate_of="n1"))
+    assert t.find_code("h1").id == "n1"
+    assert t.find_code("h2") is None
+
+
+def test_repair_chain_and_base():
+    t = tree_of(("n1", "n0", "ok", 1.5), ("n2", "n1", "incorrect", None), ("n3", "n2", "compile_error", None, "repair"),
+                ("n4", "n3", "ok", 1.2, "repair"))
+    assert [n.id for n in t.repair_chain("n3")] == ["n2", "n3"]
+    assert t.repair_chain("n4") == []
+    assert t.base_of("n4").id == "n1" and t.base_of("n1").id == "n0"
+    assert t.outcome(t.get("n4")) == "no_gain"           # 1.2× < its base n1 at 1.5×
+    assert t.outcome(t.get("n1")) == "success"
+    assert t.outcome(t.get("n2")) == "failure"
+    assert t.best().id == "n1" and [n.id for n in t.leaders(2)] == ["n1", "n4"]
+
+
+def test_node_round_trips_through_json():
+    n = Node(id="n1", parent="n0", kind="plan", code="x", skill_id="s", anchors=[{"begin": 1, "end": 3, "advice": "a"}],
+             calls=[LLMCall(role="planner", model="m", prompt_tokens=10, completion_tokens=5, cost=0.01, seconds=0.2)],
+             result={"status": "ok"}, status="ok", speedup=1.4)
+    back = Node.from_dict(json.loads(json.dumps(n.to_dict())))
+    assert back == n and back.tokens == 15 and back.cost == 0.01
