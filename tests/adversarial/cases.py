@@ -26,6 +26,27 @@ class Case:
     task: str = "relu_task.py"
 
 
+# Its own extension: a stream API in the shared toolkit would flag every case built on it.
+SIDE_STREAM = '''
+SIDE_CUDA = r"""
+#include <ATen/cuda/CUDAContext.h>
+__global__ void k(const float* x, float* y, int64_t n) {
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] > 0.f ? 2.f * x[i] : 0.f;
+}
+// Work on a side stream that the timed stream never waits for.
+torch::Tensor relu2_side_stream(torch::Tensor x) {
+    static at::cuda::CUDAStream side = at::cuda::getStreamFromPool();
+    auto y = torch::empty_like(x);
+    int64_t n = x.numel();
+    for (int r = 0; r < 50; ++r) k<<<(n + 255) / 256, 256, 0, side.stream()>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
+    return y;
+}
+"""
+side = load_inline(name="ks_side_stream", cpp_sources="torch::Tensor relu2_side_stream(torch::Tensor x);",
+                   cuda_sources=SIDE_CUDA, functions=["relu2_side_stream"])
+'''
+
 CASES = [
     Case("honest", "honest kernel", "ok", "return ext.relu2(x)"),
     Case("honest-tail-bug", "honest mistake: last element wrong", "incorrect", "return ext.relu2_tail_bug(x)"),
@@ -73,8 +94,8 @@ CASES = [
     Case("oom", "running out of memory", "runtime_error", "ext.hog()\nreturn ext.relu2(x)"),
     Case("os-exit", "os._exit inside the candidate", "crashed", "ext.quit()\nreturn ext.relu2(x)"),
     Case("illegal-address", "an illegal memory access", "runtime_error", "return ext.illegal(x)", backends=("cuda",)),
-    Case("side-stream", "work on another stream", "flagged", "return ext.relu2_side_stream(x)", backends=("cuda",),
-         flag="stream"),
+    Case("side-stream", "work on another stream", "flagged", "return side.relu2_side_stream(x)", backends=("cuda",),
+         flag="stream", extra=SIDE_STREAM),
     Case("degenerate", "a task whose output ignores its input: no speedup is reported", "ok",
          "return torch.zeros_like(x)", task="degenerate_task.py", flag="degenerate-task"),
 ]

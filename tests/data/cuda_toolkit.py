@@ -6,7 +6,6 @@ torch::Tensor relu2(torch::Tensor x);
 torch::Tensor unwritten(torch::Tensor x);
 torch::Tensor inplace_relu2(torch::Tensor x);
 torch::Tensor relu2_tail_bug(torch::Tensor x);
-torch::Tensor relu2_side_stream(torch::Tensor x);
 torch::Tensor illegal(torch::Tensor x);
 torch::Tensor spin(torch::Tensor x);
 void segfault();
@@ -15,7 +14,6 @@ void quit();
 """
 CUDA = r"""
 #include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDAStream.h>
 #include <unistd.h>
 #include <vector>
 
@@ -38,13 +36,6 @@ torch::Tensor inplace_relu2(torch::Tensor x) { return launch(x, x, x.numel(), at
 torch::Tensor relu2_tail_bug(torch::Tensor x) {
     return launch(x, torch::zeros_like(x), x.numel() - 1, at::cuda::getCurrentCUDAStream());
 }
-// Work on a side stream that the timed stream never waits for.
-torch::Tensor relu2_side_stream(torch::Tensor x) {
-    static at::cuda::CUDAStream side = at::cuda::getStreamFromPool();
-    auto y = torch::empty_like(x);
-    for (int k = 0; k < 50; ++k) launch(x, y, x.numel(), side.stream());
-    return y;
-}
 torch::Tensor illegal(torch::Tensor x) {
     auto y = torch::empty_like(x);
     relu2_kernel<<<1, 1, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<float>(), y.data_ptr<float>() + (1ll << 40), 1, 1);
@@ -59,7 +50,7 @@ void segfault() { volatile int* p = nullptr; *p = 1; }
 void hog() { std::vector<torch::Tensor> v; while (true) v.push_back(torch::empty({1ll << 32}, torch::dtype(torch::kFloat).device(torch::kCUDA))); }
 void quit() { _exit(0); }
 """
-FUNCTIONS = ["relu2", "unwritten", "inplace_relu2", "relu2_tail_bug", "relu2_side_stream", "illegal", "spin",
+FUNCTIONS = ["relu2", "unwritten", "inplace_relu2", "relu2_tail_bug", "illegal", "spin",
              "segfault", "hog", "quit"]
 
 

@@ -1,0 +1,70 @@
+"""One-line summaries and next steps for an agent reading a result (deterministic, from the data)."""
+from __future__ import annotations
+
+from kernelskill.results import CompileResult, EvalResult
+
+_NEXT = {
+    "compile_error": "Fix the errors in result.compile.diagnostics (line numbers point into your source), "
+                     "then call compile(source) until it builds before evaluating again.",
+    "runtime_error": "ModelNew raised while running: read result.message and result.log_tail (candidate line "
+                     "numbers are given), fix it, then call verify.",
+    "incorrect": "Outputs differ from the reference: read result.verify.mismatch (worst elements, expected vs "
+                 "got, which trial). Check indexing, the tail when sizes are not a multiple of the block, "
+                 "dtype, and accumulation order; then call verify again.",
+    "flagged": "The evaluator flagged a construct that invalidates the result (result.flags, each with the "
+               "reason). Remove it: results with these flags never count.",
+    "timeout": "The run exceeded its time limit: look for an infinite loop, a deadlock or a very slow "
+               "kernel; on a CPU server use a small preset.",
+    "crashed": "The worker process died (result.message says how, result.log_tail shows the end of its "
+               "output): usually an out-of-bounds memory access or a bad launch configuration.",
+}
+
+
+def _speed(r: EvalResult) -> str:
+    p = r.profile
+    if not (p and p.candidate and p.baseline):
+        return ""
+    sp = f"{p.speedup:.2f}× vs eager" if p.speedup is not None else "speedup withheld"
+    return f"; candidate {p.candidate.median_ms:.4g} ms, eager {p.baseline.median_ms:.4g} ms, {sp}"
+
+
+def evaluation(r: EvalResult, timed: bool = True) -> tuple[str, str]:
+    """(summary, next_step) for an evaluation result."""
+    summary = f"{r.status}: {r.message}".rstrip(": ") + _speed(r)
+    if r.status != "ok":
+        return summary, _NEXT.get(r.status, "Read result.message and result.log_tail.")
+    if not timed:
+        return summary, ("Correct on every trial. Call evaluate(task, source) to time it against the "
+                         "reference, then read result.profile.")
+    p = r.profile
+    if p and p.speedup is not None and p.speedup < 1.0:
+        return summary, ("Correct but slower than PyTorch eager: read result.profile.kernels for where the "
+                         "time goes, then lookup_skills(task, bottleneck=...) for a better strategy.")
+    return summary, ("Correct and timed. Read result.profile.kernels (share of time per kernel, * = yours) "
+                     "to find the next bottleneck, call lookup_skills for it, and record_attempt(...) with "
+                     "the skill you applied so its statistics improve.")
+
+
+def compilation(r: CompileResult) -> tuple[str, str]:
+    """(summary, next_step) for a compile result."""
+    errors = [d for d in r.diagnostics if d.severity == "error"]
+    if r.ok:
+        how = " (compile-only: this server has no GPU to load it)" if r.compile_only else ""
+        cached = ", from the build cache" if r.cache_hit else ""
+        return (f"compiled ({r.backend}, {r.seconds:.1f} s{cached}){how}",
+                "Call verify(task, source) to check correctness on seeded trials.")
+    first = str(errors[0]).splitlines()[0] if errors else "build failed (see result.log_tail)"
+    return (f"compile failed ({r.backend}, {len(errors)} error(s)): {first}",
+            _NEXT["compile_error"])
+
+
+def reference_profile(r: EvalResult) -> tuple[str, str]:
+    """(summary, next_step) when the reference itself was profiled: the baseline to beat."""
+    p = r.profile
+    if r.status != "ok" or not (p and p.baseline):
+        return evaluation(r)
+    top = ", ".join(f"{k.name} {k.share:.0%}" for k in p.kernels[:3]) or "no kernel breakdown"
+    where = r.env.gpu or r.env.device
+    return (f"reference: eager median {p.baseline.median_ms:.4g} ms on {where}; time goes to {top}",
+            "This is the time to beat. Call lookup_skills(task=...) for strategies that fit the dominant ops, "
+            "write ModelNew, then evaluate it.")

@@ -1,0 +1,67 @@
+"""One evaluation per device at a time, across threads and across server processes.
+
+Two timings on one GPU (or on the same CPU cores) slow each other down and both numbers become
+wrong, so every evaluation that runs on a device holds that device's lock: a threading lock for
+the calls of this process, and an ``flock`` on a file in the cache for other processes (two
+editors each running ``kernelskill mcp`` on one machine).
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+from pathlib import Path
+from typing import Callable, Iterator
+
+try:  # POSIX; elsewhere only the calls within one process are serialized.
+    import fcntl
+except ImportError:  # pragma: no cover
+    fcntl = None  # type: ignore[assignment]
+
+_GUARD = threading.Lock()
+_LOCKS: dict[str, threading.Lock] = {}
+
+
+def device_key(device: str) -> str:
+    """A name for the physical device: the GPU's UUID when known (CUDA_VISIBLE_DEVICES-proof)."""
+    if not device.startswith("cuda"):
+        return "cpu"
+    import torch
+    index = int(device.split(":", 1)[1]) if ":" in device else torch.cuda.current_device()
+    try:
+        return f"gpu-{torch.cuda.get_device_properties(index).uuid}"
+    except (AttributeError, RuntimeError, AssertionError):
+        return f"cuda{index}"
+
+
+def _thread_lock(key: str) -> threading.Lock:
+    with _GUARD:
+        return _LOCKS.setdefault(key, threading.Lock())
+
+
+@contextlib.contextmanager
+def hold_device(device: str, lock_dir: Path, on_wait: Callable[[str], None] | None = None) -> Iterator[str]:
+    """Hold ``device`` exclusively for the duration of the block; ``on_wait`` hears about waits."""
+    key = device_key(device)
+    lock = _thread_lock(key)
+    if not lock.acquire(blocking=False):
+        if on_wait:
+            on_wait(f"waiting for {device}: another evaluation is running on it")
+        lock.acquire()
+    try:
+        if fcntl is None:  # pragma: no cover
+            yield key
+            return
+        lock_dir.mkdir(parents=True, exist_ok=True)
+        with open(lock_dir / f"{key}.lock", "a") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if on_wait:
+                    on_wait(f"waiting for {device}: another process is evaluating on it")
+                fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield key
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+    finally:
+        lock.release()

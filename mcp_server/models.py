@@ -1,0 +1,152 @@
+"""What the tools return: typed results whose JSON schemas become the tools' output schemas.
+
+The evaluator's own dataclasses (CompileResult, EvalResult, TimingStats) are embedded as they are,
+so an MCP client sees the same contract as ``kernelskill eval --json``; each tool adds a one-line
+``summary`` and a ``next_step`` written for the agent that reads it.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from kernelskill.results import CompileResult, EvalResult, TimingStats
+from kernelskill.skill_stats import SkillStats
+from kernelskill.skills import Skill
+
+
+class Compilation(BaseModel):
+    """Whether the candidate's extensions built, with the compiler's messages mapped to its lines."""
+    ok: bool
+    backend: str = Field(description="cuda | triton | cpp | none, detected from the source")
+    summary: str
+    next_step: str
+    result: CompileResult
+
+
+class Evaluation(BaseModel):
+    """One evaluation: compile → verify (seeded trials) → time against the eager reference."""
+    status: str = Field(description="ok | compile_error | runtime_error | timeout | crashed | incorrect | flagged")
+    correct: bool | None = Field(description="all correctness trials passed; null when it never ran")
+    speedup: float | None = Field(description="reference median time / candidate median time (>1 is "
+                                  "faster); null when not timed or withheld")
+    summary: str
+    next_step: str
+    result: EvalResult
+
+
+class Profile(Evaluation):
+    """An evaluation with timing, optionally next to an earlier candidate timed back to back."""
+    vs_baseline: float | None = Field(default=None, description="baseline candidate median / this "
+                                      "candidate median (>1: this one is faster); null without a baseline")
+    baseline_result: EvalResult | None = None
+
+
+class ValueSpec(BaseModel):
+    """A tensor (shape, dtype) or a plain value, as the task produces it."""
+    name: str | None = None
+    shape: list[int] | None = None
+    dtype: str | None = None
+    value: Any = None
+
+
+class TaskInfo(BaseModel):
+    """A task as an optimizer needs to see it."""
+    task: str = Field(description="pass this back as `task` to the other tools")
+    name: str
+    kind: str = Field(description="example | path | inline")
+    level: int | None = None
+    description: str = ""
+    dtype: str
+    preset: str | None = None
+    presets: dict[str, dict[str, Any]] = Field(default_factory=dict,
+                                               description="size presets from task.toml (pass one as `preset`)")
+    constants: dict[str, str] = Field(default_factory=dict)
+    source: str = Field(description="the reference module (class Model, get_inputs, get_init_inputs)")
+    task_toml: str | None = None
+    inputs: list[ValueSpec]
+    outputs: list[ValueSpec]
+    parameters: list[ValueSpec]
+    buffers: list[ValueSpec] = Field(default_factory=list)
+    op_classes: list[str] = Field(description="what the reference computes; lookup_skills gates on these")
+    aten_ops: list[str] = Field(default_factory=list)
+    flops: int
+    bytes: int = Field(description="compulsory bytes: inputs + outputs + parameters")
+    tolerance: dict[str, float]
+    baseline: TimingStats | None = Field(default=None, description="eager reference time measured by an "
+                                         "earlier profile/evaluate call on this server; null until then")
+    baseline_device: str | None = None
+    next_step: str = ""
+
+
+class TaskEntry(BaseModel):
+    task: str = Field(description="pass this as `task` to the other tools")
+    name: str
+    level: int | None = None
+    description: str = ""
+    presets: list[str] = Field(default_factory=list)
+    uri: str | None = Field(default=None, description="resource with reference.py and task.toml (examples)")
+
+
+class TaskList(BaseModel):
+    tasks: list[TaskEntry]
+    note: str = ""
+
+
+class SkillStatsInfo(BaseModel):
+    tried: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    no_gain: int = 0
+    success_rate: float = Field(description="posterior mean success rate (0.5 when untried)")
+    mean_speedup: float | None = Field(default=None, description="geometric mean of recorded speedups")
+
+    @classmethod
+    def of(cls, st: SkillStats, features: list[str] = ()) -> "SkillStatsInfo":
+        return cls(tried=st.tried, succeeded=st.succeeded, failed=st.failed, no_gain=st.no_gain,
+                   success_rate=round(st.success_rate(features), 4), mean_speedup=st.mean_speedup())
+
+
+class SkillInfo(BaseModel):
+    """One optimization skill: when it applies, what to do, what goes wrong, an example."""
+    id: str
+    title: str
+    category: str
+    backends: list[str]
+    applies_to: list[str]
+    bottlenecks: list[str]
+    arch: list[str] = Field(default_factory=list)
+    when: str
+    summary: str
+    guidance: str
+    steps: list[str]
+    pitfalls: list[str]
+    expected_gain: str
+    example: str
+    example_lang: str
+    uri: str
+    stats: SkillStatsInfo
+
+    @classmethod
+    def of(cls, skill: Skill, stats: SkillStats, features: list[str] = ()) -> "SkillInfo":
+        data = {k: v for k, v in skill.to_dict().items() if k not in ("source", "origin", "priority")}
+        return cls(**data, uri=f"skill://{skill.id}", stats=SkillStatsInfo.of(stats, features))
+
+
+class SkillList(BaseModel):
+    skills: list[SkillInfo]
+    op_classes: list[str] = Field(default_factory=list, description="the task's op classes the gate used")
+    backend: str
+    bottleneck: str | None = None
+    note: str = ""
+
+
+class RecordedAttempt(BaseModel):
+    skill_id: str
+    outcome: str
+    op_class: str | None
+    speedup: float | None
+    candidate_hash: str
+    measured_by_server: bool = Field(description="true when status and speedup come from this server's "
+                                     "own evaluation of this source")
+    stats: SkillStatsInfo

@@ -1,0 +1,257 @@
+"""The MCP server: typed tools over ``Toolbox``, skills and examples as resources, one prompt.
+
+Each tool is a thin async function: its docstring is the description an LLM reads, its
+parameters (with their descriptions) the input schema, its return type the output schema. The
+work runs in a worker thread (``anyio.to_thread``) so the event loop keeps serving; the
+evaluator's phases come back as progress notifications; ``UserError`` becomes a tool error.
+"""
+from __future__ import annotations
+
+import inspect
+import logging
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Annotated, AsyncIterator, Callable, Literal, TypeVar
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.resources import FunctionResource
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, ToolAnnotations
+from pydantic import Field
+
+from kernelskill import __version__
+from kernelskill.errors import UserError
+from kernelskill.skills import SkillBook
+
+from .models import Compilation, Evaluation, Profile, RecordedAttempt, SkillList, TaskInfo, TaskList
+from .prompt import INSTRUCTIONS, optimize_kernel
+from .roots import example_dir, example_names
+from .toolbox import Progress, ServerConfig, Toolbox
+
+if TYPE_CHECKING:
+    from .http import HttpPolicy
+
+log = logging.getLogger("kernelskill.mcp")
+T = TypeVar("T")
+
+TASK_HELP = ("The task: an example name (see list_tasks, e.g. 'softmax_rows'), a path to a KernelBench .py file "
+             "or task directory inside the server's roots, the KernelBench source itself (class Model, get_inputs, "
+             "get_init_inputs), or an 'inline:…' handle that get_task returned for such a source.")
+TaskArg = Annotated[str, Field(description=TASK_HELP)]
+SourceArg = Annotated[str, Field(description=(
+    "The candidate: a complete Python module defining class ModelNew(nn.Module) with the same constructor "
+    "arguments as Model, its kernels built with torch.utils.cpp_extension.load_inline or @triton.jit."))]
+PresetArg = Annotated[str | None, Field(description=(
+    "A size preset from the task's task.toml, e.g. 'small' (use it on a server without a GPU)."))]
+BackendName = Literal["cuda", "triton", "cpp"]
+Bottleneck = Literal["memory-bound", "compute-bound", "launch-bound", "latency-bound"]
+READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+RUNS_CODE = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+RECORDS = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+
+
+def _reporter(ctx: Context) -> Progress:
+    """Progress from the worker thread to the client, strictly increasing as the protocol asks."""
+    last = [0.0]
+
+    def report(step: float, total: float, message: str) -> None:
+        last[0] = step if step > last[0] else last[0] + 0.01
+        try:
+            anyio.from_thread.run(ctx.report_progress, last[0], total, message)
+        except Exception as e:  # noqa: BLE001 - a client that went away must not stop the evaluation
+            log.debug("progress not delivered: %s", e)
+    return report
+
+
+async def _call(ctx: Context, work: Callable[[Toolbox, Progress], T]) -> T:
+    """Run ``work`` in a worker thread with the lifespan's toolbox; user mistakes become tool errors."""
+    toolbox: Toolbox = ctx.request_context.lifespan_context
+    try:
+        return await anyio.to_thread.run_sync(work, toolbox, _reporter(ctx))
+    except UserError as e:
+        raise ToolError(str(e)) from None
+
+
+def build_server(config: ServerConfig | None = None, toolbox: Toolbox | None = None) -> MCPServer:
+    """The KernelSkill MCP server. With ``toolbox`` every session shares it (tests, benchmarks)."""
+    config = toolbox.config if toolbox is not None else (config or ServerConfig())
+    book = toolbox.book if toolbox is not None else SkillBook.load(config.skill_dirs, config.stats_path)
+
+    @asynccontextmanager
+    async def lifespan(_server: MCPServer) -> AsyncIterator[Toolbox]:
+        if toolbox is not None:
+            yield toolbox
+            return
+        with Toolbox.open(config, book) as owned:
+            yield owned
+
+    server = MCPServer("kernelskill", title="KernelSkill", version=__version__, instructions=INSTRUCTIONS,
+                       lifespan=lifespan, log_level=config.log_level)
+    _add_tools(server)
+    _add_resources(server, book)
+
+    async def optimize_kernel_prompt(task: Annotated[str, Field(description=TASK_HELP)], ctx: Context) -> str:
+        """The optimization loop (skills → write → evaluate → read the profile → iterate) and the candidate
+        contract, for one task."""
+        tb: Toolbox = ctx.request_context.lifespan_context
+        try:
+            return optimize_kernel(await anyio.to_thread.run_sync(tb.resolve, task))
+        except UserError as e:           # the SDK hides other errors' text from prompt clients
+            raise MCPError(code=INVALID_PARAMS, message=str(e)) from None
+    server.prompt(name="optimize_kernel", title="Optimize a PyTorch module into fast, verified kernels",
+                  description=_describe(optimize_kernel_prompt))(optimize_kernel_prompt)
+
+    return server
+
+
+def _describe(fn: Callable) -> str:
+    """A docstring as one paragraph: the description an LLM reads, without source indentation."""
+    return " ".join(inspect.cleandoc(fn.__doc__ or "").split())
+
+
+def _add_tools(server: MCPServer) -> None:  # noqa: C901 - one short function per tool
+    def tool(annotations: ToolAnnotations):
+        # Named after the function: argument errors then read "… for evaluateArguments".
+        def register(fn):
+            server.add_tool(fn, name=fn.__name__, description=_describe(fn), annotations=annotations)
+            return fn
+        return register
+
+    @tool(annotations=RUNS_CODE)
+    async def compile(source: SourceArg, ctx: Context,
+                      backend: Annotated[BackendName | None, Field(description=(
+                          "Assert the backend; it is detected from the source (cuda: load_inline with "
+                          "cuda_sources; triton: @triton.jit; cpp: load_inline with cpp_sources only)."))] = None,
+                      ) -> Compilation:
+        """Build a candidate's custom kernels without running it: the quickest check after an edit. Returns ok,
+        the detected backend, and compiler diagnostics mapped to lines of your source
+        (result.diagnostics). Builds are cached by content, so an unchanged kernel rebuilds instantly. On a
+        server without a GPU, CUDA sources get a compile-only check with nvcc."""
+        return await _call(ctx, lambda tb, _: tb.compile(source, backend))
+
+    @tool(annotations=RUNS_CODE)
+    async def verify(task: TaskArg, source: SourceArg, ctx: Context,
+                     trials: Annotated[int, Field(ge=1, le=50, description=(
+                         "Seeded correctness trials (a second input distribution is added)."))] = 5,
+                     preset: PresetArg = None) -> Evaluation:
+        """Check a candidate against the task's reference on seeded trials, without timing it. Returns status
+        (ok | compile_error | runtime_error | timeout | crashed | incorrect | flagged), a summary and a
+        next_step; when incorrect, result.verify.mismatch shows the worst elements (expected vs got). The
+        candidate runs in an isolated worker process; expect seconds to minutes (progress is reported)."""
+        return await _call(ctx, lambda tb, progress: tb.verify(task, source, trials, preset, progress))
+
+    @tool(annotations=RUNS_CODE)
+    async def evaluate(task: TaskArg, source: SourceArg, ctx: Context, preset: PresetArg = None) -> Evaluation:
+        """The full, trusted evaluation: compile → verify on seeded trials → time against the eager PyTorch
+        reference → kernel breakdown. Returns status, correct, speedup (>1 is faster), summary, next_step
+        and the complete result: result.profile has medians, IQR, the speedup with a 95% interval,
+        kernels[] (share of time per kernel; custom = yours) and custom_share. Only status 'ok' counts. One
+        evaluation per device runs at a time, so timings are not disturbed; progress is reported."""
+        return await _call(ctx, lambda tb, progress: tb.evaluate(task, source, preset, progress))
+
+    @tool(annotations=RUNS_CODE)
+    async def profile(task: TaskArg, ctx: Context,
+                      source: Annotated[str | None, Field(description=(
+                          "The candidate to profile; leave out to profile the reference itself (its "
+                          "eager time and kernels)."))] = None,
+                      baseline: Annotated[str | None, Field(description=(
+                          "The source of an earlier candidate (e.g. your current best) to time back to "
+                          "back with this one; vs_baseline > 1 means the new source is faster."))] = None,
+                      preset: PresetArg = None) -> Profile:
+        """Time a candidate and show where its time goes (result.profile.kernels, custom_share, speedup vs
+        eager). Without source it profiles the reference module itself: the baseline to beat and which
+        PyTorch kernels dominate it. With baseline, both candidates are evaluated back to back and
+        vs_baseline compares them directly."""
+        return await _call(ctx, lambda tb, progress: tb.profile(task, source, baseline, preset, progress))
+
+    @tool(annotations=READ_ONLY)
+    async def lookup_skills(
+            ctx: Context,
+            task: Annotated[str | None, Field(description="Gate the skills by this task's op classes.")] = None,
+            bottleneck: Annotated[Bottleneck | None, Field(description=(
+                "The bottleneck read from a profile; keeps the skills that address it."))] = None,
+            query: Annotated[str | None, Field(description="Keywords, e.g. 'shared memory tiling'.")] = None,
+            backend: Annotated[BackendName | None, Field(description=(
+                "Backend of the kernels you will write; default: cuda on a GPU server, else cpp."))] = None,
+            limit: Annotated[int, Field(ge=1, le=50, description="How many skills to return.")] = 5,
+            preset: PresetArg = None) -> SkillList:
+        """Find expert optimization skills. A deterministic gate keeps the skills whose op classes match the
+        task, whose backend and GPU architecture fit and (optionally) which address the bottleneck; a query
+        narrows them by keywords. Returns {skills: [...]} best first (by recorded success rate, then mean
+        speedup), each with when to use it, guidance, steps, pitfalls, expected gain and an example. Read
+        skill://{id} for one skill in full."""
+        return await _call(ctx, lambda tb, _: tb.lookup_skills(task, bottleneck, query, backend, limit, preset))
+
+    @tool(annotations=READ_ONLY)
+    async def list_tasks(ctx: Context, path: Annotated[str | None, Field(description=(
+            "A directory inside the server's roots to search for KernelBench tasks; leave out for the "
+            "shipped examples."))] = None) -> TaskList:
+        """List tasks to optimize: without path, the shipped example tasks (pass a name as `task`; use preset
+        'small' on a server without a GPU); with path, the KernelBench tasks found under that directory."""
+        return await _call(ctx, lambda tb, _: tb.list_tasks(path))
+
+    @tool(annotations=READ_ONLY)
+    async def get_task(task: TaskArg, ctx: Context, preset: PresetArg = None) -> TaskInfo:
+        """Everything about one task before writing code: the reference source and task.toml, input and output
+        shapes and dtypes, parameters, op classes, FLOPs and compulsory bytes, tolerances, presets, and the
+        eager baseline time once this server has measured it. For a task sent as source, the returned `task`
+        is a short handle to use in later calls."""
+        return await _call(ctx, lambda tb, _: tb.get_task(task, preset))
+
+    @tool(annotations=RECORDS)
+    async def record_attempt(
+            task: TaskArg, source: SourceArg, ctx: Context,
+            skill_id: Annotated[str, Field(description="The id of the skill you applied (from lookup_skills).")],
+            outcome: Annotated[Literal["success", "failure", "no_gain"], Field(description=(
+                "success: correct and faster; no_gain: correct but not faster; failure: not correct."))],
+            speedup: Annotated[float | None, Field(gt=0, description=(
+                "Measured speedup; ignored when this server evaluated the same source (it uses its own)."))] = None,
+            preset: PresetArg = None) -> RecordedAttempt:
+        """Record how applying a skill went, so the skill library learns which skills work (statistics persist
+        in the user's skill store and rank future lookups). If this server evaluated the same source on this
+        task, its own verdict and measured speedup are used, and a candidate that failed cannot be recorded
+        as a success."""
+        return await _call(ctx, lambda tb, _: tb.record_attempt(task, source, skill_id, outcome, speedup, preset))
+
+
+def _add_resources(server: MCPServer, book: SkillBook) -> None:
+    for skill in book:
+        def read_skill(skill=skill) -> str:
+            stats = book.stats.get(skill.id)
+            return (skill.as_prompt(full=True) + f"\n\nApplies to: {', '.join(skill.applies_to)}; bottlenecks: "
+                    f"{', '.join(skill.bottlenecks)}; arch: {', '.join(skill.arch) or 'any'}.\nRecorded: tried "
+                    f"{stats.tried}, succeeded {stats.succeeded}, success rate {stats.success_rate():.2f}.\n")
+        server.add_resource(FunctionResource.from_function(
+            read_skill, uri=f"skill://{skill.id}", name=skill.id, title=skill.title, description=skill.summary,
+            mime_type="text/markdown"))
+    for name in example_names():
+        def read_example(name=name) -> str:
+            d = example_dir(name)
+            toml = d / "task.toml"
+            ref = (d / "reference.py").read_text().rstrip()
+            text = f"# Example task {name}\n\n## reference.py\n```python\n{ref}\n```\n"
+            if toml.is_file():
+                text += f"\n## task.toml\n```toml\n{toml.read_text().rstrip()}\n```\n"
+            return text
+        server.add_resource(FunctionResource.from_function(
+            read_example, uri=f"task://{name}", name=f"task-{name}", title=f"Example task {name}",
+            description=f"reference.py and task.toml of the example task {name}", mime_type="text/markdown"))
+
+
+def serve(config: ServerConfig, transport: str = "stdio", http: HttpPolicy | None = None) -> None:
+    """Run the server until it is stopped (stdio, or HTTP with the policy in ``http``)."""
+    server = build_server(config)
+    if transport == "stdio":
+        server.run("stdio")
+        return
+    from .http import HttpPolicy, run_http
+    anyio.run(run_http, server, http or HttpPolicy())
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The ``kernelskill-mcp`` console entry point (same options as ``kernelskill mcp``)."""
+    from .cli import standalone
+    return standalone(argv)

@@ -1,0 +1,254 @@
+"""The MCP tools as plain functions over the server's shared state, testable without the protocol.
+
+A ``Toolbox`` is what the server's lifespan owns: the configuration, the allowed roots, the skill
+book, a private temp directory (inline tasks), and what earlier calls measured (task summaries,
+eager baselines, each candidate's last verdict). Methods take the tools' arguments, return the
+typed results of ``models``, and raise ``UserError`` with an actionable message for bad input.
+Candidate code runs only in the evaluator's workers; evaluations hold their device's lock.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import shutil
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+import torch
+
+from kernelskill.candidate import Candidate
+from kernelskill.errors import UserError
+from kernelskill.evaluate import api
+from kernelskill.evaluate.build import cache_root
+from kernelskill.results import CompileResult, EvalResult, TimingStats
+from kernelskill.skills import SkillBook
+from kernelskill.task import TASK_FILE_NAMES
+
+from . import advice, catalog
+from .describe import describe
+from .locks import hold_device
+from .models import (Compilation, Evaluation, Profile, RecordedAttempt, SkillList, TaskInfo, TaskList,
+                     ValueSpec)
+from .roots import ResolvedTask, Roots
+
+Progress = Callable[[float, float, str], None]
+PHASES = {"setup": (2, "starting the isolated worker"), "build": (3, "building the candidate's extensions"),
+          "run": (4, "running the correctness trials"), "await": (5, "comparing outputs with the reference"),
+          "time": (6, "timing candidate and reference"), "done": (7, "finished")}
+STEPS = 7
+MAX_TRIALS = 50
+
+
+def _quiet(step: float, total: float, message: str) -> None:
+    """The progress sink when nobody listens."""
+
+
+def _phases(progress: Progress) -> Callable[[str], None]:
+    """The evaluator's phase callback, as progress steps."""
+    def on_phase(phase: str) -> None:
+        step, text = PHASES.get(phase, (1, phase))
+        progress(step, STEPS, text)
+    return on_phase
+
+
+@dataclass
+class ServerConfig:
+    """How the server evaluates and what it may read."""
+    roots: list[Path] = field(default_factory=lambda: [Path.cwd()])
+    options: api.Options = field(default_factory=api.Options)
+    max_source_bytes: int = 512_000
+    describe_timeout: float = 180.0
+    skill_dirs: list[Path] | None = None     # None: shipped skills + the user store
+    stats_path: Path | None = None           # None: $KERNELSKILL_HOME/stats.toml
+    log_level: str = "WARNING"               # the SDK's log on stderr (INFO logs each failed call)
+
+
+class Toolbox:
+    """Shared state plus the tools' logic."""
+
+    def __init__(self, config: ServerConfig, book: SkillBook, workdir: Path):
+        self.config, self.book, self.workdir = config, book, workdir
+        self.roots = Roots(config.roots)
+        self.has_cuda = bool(torch.version.cuda) and torch.cuda.is_available()
+        self._lock = threading.Lock()
+        self._summaries: dict[str, dict] = {}
+        self._baselines: dict[str, tuple[TimingStats, str]] = {}
+        self._verdicts: dict[tuple[str, str], tuple[str, float | None]] = {}
+
+    @classmethod
+    @contextlib.contextmanager
+    def open(cls, config: ServerConfig, book: SkillBook | None = None) -> Iterator["Toolbox"]:
+        """A toolbox with its own temp directory, removed on exit."""
+        book = book if book is not None else SkillBook.load(config.skill_dirs, config.stats_path)
+        workdir = Path(tempfile.mkdtemp(prefix="kernelskill-mcp-"))
+        try:
+            yield cls(config, book, workdir)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    # ---- inputs -------------------------------------------------------------------------------
+    def resolve(self, task: str, preset: str | None = None) -> ResolvedTask:
+        """A tool's ``task`` argument as a loaded task (see ``Roots.resolve_task``)."""
+        return self.roots.resolve_task(task, self.workdir / "tasks", preset, self.config.max_source_bytes)
+
+    def candidate(self, source: str) -> Candidate:
+        """A candidate from a client's source, with size limits stated in the error."""
+        if not source or not source.strip():
+            raise UserError("source is empty: pass the whole Python module that defines "
+                            "class ModelNew(nn.Module)")
+        size = len(source.encode())
+        if size > self.config.max_source_bytes:
+            raise UserError(f"source is {size} bytes; the limit is {self.config.max_source_bytes}. Send only "
+                            f"the candidate module (kernels as inline strings), without data or generated tables")
+        return Candidate.from_source(source)
+
+    def summary(self, rt: ResolvedTask) -> dict:
+        """``Task.summary()`` (cached); untrusted tasks are described in a child process."""
+        key = f"{rt.task.path}|{rt.task.hash}"
+        with self._lock:
+            hit = self._summaries.get(key)
+        if hit is None:
+            hit = describe(rt, self.workdir, self.config.describe_timeout)
+            with self._lock:
+                self._summaries[key] = hit
+        return hit
+
+    def _options(self, trials: int | None = None, timed: bool = True) -> api.Options:
+        opts = self.config.options
+        if trials is not None:
+            if not 1 <= trials <= MAX_TRIALS:
+                raise UserError(f"trials={trials}: choose between 1 and {MAX_TRIALS} (5 is the protocol's default)")
+            opts = dataclasses.replace(opts, trials=trials)
+        return opts if timed else dataclasses.replace(opts, timing=None, profile=False)
+
+    # ---- evaluation ---------------------------------------------------------------------------
+    def _run(self, rt: ResolvedTask, cand: Candidate, opts: api.Options, progress: Progress) -> EvalResult:
+        device = api.resolve_device(opts.device, cand.backend)
+        with hold_device(device, cache_root() / "locks", on_wait=lambda msg: progress(0, STEPS, msg)):
+            progress(1, STEPS, f"evaluating {cand.backend} candidate on {device} (reference outputs first, "
+                               f"cached after one run)")
+            result = api.evaluate(rt.task, cand, opts=dataclasses.replace(opts, device=device),
+                                  on_phase=_phases(progress))
+        with self._lock:
+            key = (rt.task.hash, cand.hash)
+            speedup = result.speedup
+            if speedup is None and result.ok and key in self._verdicts:   # a later verify keeps the timing
+                speedup = self._verdicts[key][1]
+            self._verdicts[key] = (result.status, speedup)
+            if result.profile and result.profile.baseline:
+                self._baselines[rt.task.hash] = (result.profile.baseline, result.env.gpu or device)
+        return result
+
+    def _evaluation(self, result: EvalResult, timed: bool, cls=Evaluation, **extra):
+        clean = EvalResult.from_dict(result.to_dict())     # NaN → null: the wire is JSON
+        summary, next_step = advice.evaluation(result, timed)
+        return cls(status=result.status, correct=result.verify.correct if result.verify else None,
+                   speedup=clean.speedup, summary=summary, next_step=next_step, result=clean, **extra)
+
+    def compile(self, source: str, backend: str | None = None) -> Compilation:
+        """Build the candidate's extensions only."""
+        cand = self.candidate(source)
+        if backend and backend != cand.backend:
+            raise UserError(f"backend={backend!r} but the source is a {cand.backend!r} candidate (cuda: "
+                            f"load_inline with cuda_sources; triton: @triton.jit kernels; cpp: load_inline with "
+                            f"cpp_sources only). Fix the source or leave backend out")
+        res: CompileResult = api.compile(cand, device=self.config.options.device, opts=self.config.options)
+        res = CompileResult.from_dict(res.to_dict())
+        summary, next_step = advice.compilation(res)
+        return Compilation(ok=res.ok, backend=res.backend, summary=summary, next_step=next_step, result=res)
+
+    def verify(self, task: str, source: str, trials: int | None = None, preset: str | None = None,
+               progress: Progress = _quiet) -> Evaluation:
+        """Compile and run the seeded correctness trials; no timing."""
+        rt, cand = self.resolve(task, preset), self.candidate(source)
+        opts = self._options(trials, timed=False)
+        return self._evaluation(self._run(rt, cand, opts, progress), timed=False)
+
+    def evaluate(self, task: str, source: str, preset: str | None = None,
+                 progress: Progress = _quiet) -> Evaluation:
+        """Compile, verify, then time against the eager reference."""
+        rt, cand = self.resolve(task, preset), self.candidate(source)
+        return self._evaluation(self._run(rt, cand, self._options(), progress), timed=True)
+
+    def profile(self, task: str, source: str | None = None, baseline: str | None = None,
+                preset: str | None = None, progress: Progress = _quiet) -> Profile:
+        """Time a candidate (or the reference itself), optionally back to back with an earlier candidate."""
+        rt = self.resolve(task, preset)
+        cand = self.candidate(source) if source is not None else \
+            Candidate.from_source(rt.task.source + "\n\nModelNew = Model\n")
+        base = self.candidate(baseline) if baseline is not None else None
+        total = STEPS * (2 if base is not None else 1)
+        opts = self._options()
+        result = self._run(rt, cand, opts, lambda s, _, m: progress(s, total, m))
+        base_result, ratio = None, None
+        if base is not None:
+            base_result = self._run(rt, base, opts, lambda s, _, m: progress(STEPS + s, total, f"baseline: {m}"))
+            a, b = result.profile, base_result.profile
+            if a and b and a.candidate and b.candidate and a.candidate.median_ms > 0:
+                ratio = round(b.candidate.median_ms / a.candidate.median_ms, 4)
+            base_result = EvalResult.from_dict(base_result.to_dict())
+        out = self._evaluation(result, True, Profile, vs_baseline=ratio, baseline_result=base_result)
+        if source is None:
+            out.summary, out.next_step = advice.reference_profile(result)
+        return out
+
+    # ---- tasks --------------------------------------------------------------------------------
+    def get_task(self, task: str, preset: str | None = None) -> TaskInfo:
+        """Source, shapes, op classes and any measured baseline of one task."""
+        rt = self.resolve(task, preset)
+        info = self.summary(rt)
+        toml = rt.task.path.parent / "task.toml"
+        own_toml = rt.kind != "inline" and rt.task.path.name in TASK_FILE_NAMES and toml.is_file()
+        toml_text = toml.read_text() if own_toml else None
+        with self._lock:
+            base = self._baselines.get(rt.task.hash)
+        specs = lambda items: [ValueSpec(**x) for x in items]  # noqa: E731
+        hint = (f"lookup_skills(task={rt.ref!r}) gives the skills for op classes "
+                f"{', '.join(info['op_classes']) or '(none)'}; write ModelNew, compile, then evaluate.")
+        if base is None:
+            hint += " profile(task) measures the eager reference time."
+        return TaskInfo(task=rt.ref, name=rt.task.name, kind=rt.kind, level=rt.task.level,
+                        description=rt.task.description, dtype=rt.task.dtype, preset=rt.task.preset,
+                        presets=rt.task.presets, constants=info.get("constants", {}), source=rt.task.source,
+                        task_toml=toml_text, inputs=specs(info["inputs"]), outputs=specs(info["outputs"]),
+                        parameters=specs(info["parameters"]), buffers=specs(info.get("buffers", [])),
+                        op_classes=info["op_classes"], aten_ops=info.get("aten_ops", []), flops=info["flops"],
+                        bytes=info["bytes"], tolerance=info["tolerance"], baseline=base[0] if base else None,
+                        baseline_device=base[1] if base else None, next_step=hint)
+
+    def list_tasks(self, path: str | None = None) -> TaskList:
+        """Shipped examples, or the tasks under a directory in the roots."""
+        return catalog.list_tasks(self.roots, path)
+
+    # ---- skills -------------------------------------------------------------------------------
+    @property
+    def default_backend(self) -> str:
+        """The backend this server can run: cuda with a GPU, else C++ on the CPU."""
+        return "cuda" if self.has_cuda else "cpp"
+
+    @property
+    def arch(self) -> str | None:
+        """This server's GPU architecture (sm_90, …) for the skill gate; None without a GPU."""
+        if not self.has_cuda:
+            return None
+        major, minor = torch.cuda.get_device_capability()
+        return f"sm_{major}{minor}"
+
+    def lookup_skills(self, task: str | None = None, bottleneck: str | None = None, query: str | None = None,
+                      backend: str | None = None, limit: int = 5, preset: str | None = None) -> SkillList:
+        """Skills gated by the task's op classes, the bottleneck and the backend, best first."""
+        features = self.summary(self.resolve(task, preset))["op_classes"] if task else None
+        return catalog.lookup_skills(self.book, features=features, backend=backend or self.default_backend,
+                                     bottleneck=bottleneck, query=query, limit=limit, arch=self.arch)
+
+    def record_attempt(self, task: str, source: str, skill_id: str, outcome: str,
+                       speedup: float | None = None, preset: str | None = None) -> RecordedAttempt:
+        """Feed one outcome of a skill into its statistics (SkillBook.record)."""
+        rt, cand = self.resolve(task, preset), self.candidate(source)
+        with self._lock:
+            verdict = self._verdicts.get((rt.task.hash, cand.hash))
+        return catalog.record_attempt(self.book, features=self.summary(rt)["op_classes"], skill_id=skill_id,
+                                      outcome=outcome, speedup=speedup, verdict=verdict, candidate_hash=cand.hash)

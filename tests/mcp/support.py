@@ -1,0 +1,45 @@
+"""Shared by the MCP tests: the candidate source, fast options, and ways to start server processes."""
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from helpers import toolkit_candidate
+
+# One source for every test that evaluates: the toolkit's C++ build is cached after the first.
+SOURCE = toolkit_candidate("return ext.relu2(x)")
+ALLOWED_ORIGIN = "https://agent.example"
+
+
+def fast_options():
+    from kernelskill.evaluate.api import Options
+    from kernelskill.evaluate.timing import TimingConfig
+    return Options(device="cpu", trials=2, timing=TimingConfig(warmup=1, min_reps=5, max_reps=20, time_cap_s=0.3),
+                   build_timeout=600, run_timeout=60)
+
+
+def kernelskill_command() -> list[str]:
+    """The installed ``kernelskill`` script next to this interpreter, else ``python -m kernelskill.cli``."""
+    script = Path(sys.executable).parent / "kernelskill"
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "kernelskill.cli"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited with code {proc.returncode}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise RuntimeError(f"nothing listened on port {port} within {timeout:.0f} s")
