@@ -46,3 +46,14 @@ def test_honest_example_solutions_raise_no_cheat_flag():
     for p in files:
         cheats = [f for f in check_source(p.read_text()) if is_cheat(f)]
         assert not cheats, (p, cheats)
+
+
+def test_own_kernel_names_of_every_gpu_solution():
+    from kernelskill.evaluate.guards import own_kernel_names
+    src = ('K = r"""\n__global__ void __launch_bounds__(256) fused(float* y) {}\n'
+           'template <int B> __global__ void tiled_k(const float* x) {}\n"""\n'
+           'import triton\n@triton.autotune(configs=[], key=["n"])\n@triton.jit\ndef tk(x, n):\n    pass\n'
+           '@triton.jit(do_not_specialize=["n"])\ndef tk2(x, n):\n    pass\n')
+    assert own_kernel_names(src) == {"fused", "tiled_k", "tk", "tk2"}
+    for p in list(EXAMPLES.glob("*/solutions/cuda_*.py")) + list(EXAMPLES.glob("*/solutions/triton_*.py")):
+        assert own_kernel_names(p.read_text()), p

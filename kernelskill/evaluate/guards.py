@@ -120,15 +120,32 @@ def is_triton_compile_error(e: BaseException) -> bool:
 
 
 # ---- which kernels ran ----------------------------------------------------------------------
-_LIBRARY = re.compile(r"(^at::|^void at::|aten::|cublas|cudnn|cutlass|sm\d+_xmma|gemm|gemv|^ampere_|^hopper_|"
-                      r"^sm90_|nvjet|^triton_(poi|red|per|tem)_|elementwise_kernel|reduce_kernel|"
-                      r"vectorized_|unrolled_|Memcpy|Memset|splitKreduce|cunn_|softmax_warp)", re.I)
+_GLOBAL = re.compile(r"__global__")
+_LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\s*\([^)]*\)")
+_TRITON_DECORATORS = ("jit", "autotune", "heuristics")
 
 
 def own_kernel_names(source: str) -> set[str]:
-    """Names of the kernels the candidate defines (__global__ functions, @triton.jit functions)."""
-    names = set(re.findall(r"__global__\s+(?:__launch_bounds__\([^)]*\)\s*)?(?:static\s+)?[\w:<>]+\s+(\w+)\s*\(", source))
-    names |= set(re.findall(r"@triton\.(?:jit|autotune\([^@]*?\))\s*(?:@[^\n]*\n\s*)*def\s+(\w+)", source, re.S))
+    """Names of the kernels the candidate defines: CUDA ``__global__`` functions in its strings,
+    and Python functions decorated with ``triton.jit`` (through autotune/heuristics too)."""
+    import ast
+    names = set()
+    for m in _GLOBAL.finditer(source):
+        head = _LAUNCH_BOUNDS.sub(" ", source[m.end():m.end() + 400])
+        found = re.search(r"(\w+)\s*\(", head)
+        if found:
+            names.add(found.group(1))
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return names
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef):
+            for dec in node.decorator_list:
+                target = dec.func if isinstance(dec, ast.Call) else dec
+                label = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+                if label in _TRITON_DECORATORS:
+                    names.add(node.name)
     return names
 
 
@@ -170,7 +187,8 @@ def _gpu_breakdown(events, own: set[str], calls: int) -> dict:
     total = sum(r[1] for r in rows.values()) or 0.0
     kernels = []
     for name, (n, ms) in sorted(rows.items(), key=lambda kv: -kv[1][1]):
-        custom = any(o in name for o in own) or not _LIBRARY.search(name)
+        # Positive identification: a kernel is the candidate's own only if the candidate defines it.
+        custom = any(re.search(rf"\b{re.escape(o)}\b", name) for o in own) and not name.startswith(("void at::", "at::"))
         kernels.append({"name": name, "calls": n // calls or 1, "time_ms": ms / calls,
                         "share": ms / total if total else 0.0, "custom": custom})
     share = sum(k["share"] for k in kernels if k["custom"]) if kernels else 0.0
