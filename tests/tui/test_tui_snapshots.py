@@ -1,0 +1,58 @@
+"""Snapshots of Home, Run (a stored run, so nothing varies) and History; after a deliberate change to
+the look, review and accept with ``pytest tests/tui --snapshot-update``."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernelskill.config import load_config
+from kernelskill.tui.app import KernelSkillApp
+from kernelskill.tui.widgets.candidate_tree import CandidateTree
+
+from conftest import EXAMPLES, STORED_RUN
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNS = "tests/tui/data/stored_runs"            # relative: the screens show it, and it must not name this machine
+
+
+@pytest.fixture
+def config(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    return load_config({"llm.base_url": "http://localhost:8000/v1", "llm.model": "qwen2.5-coder-32b",
+                        "budget.attempts": 20, "budget.usd": 2.0, "runs_dir": RUNS}, cwd=tmp_path, env={})
+
+
+async def settled(pilot) -> None:
+    """Workers done (history loaded, GPU probed) and the screen redrawn."""
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+def test_home(snap_compare, config):
+    assert snap_compare(KernelSkillApp(config, examples_dir=EXAMPLES), terminal_size=(80, 24), run_before=settled)
+
+
+def stored_run_at(tab_presses: int):
+    async def run_before(pilot) -> None:
+        await settled(pilot)
+        tree = pilot.app.screen.query_one(CandidateTree)
+        while tree.current_id != "n2":                       # the best node is selected on open
+            await pilot.pause(0.05)
+        await pilot.press(*["t"] * tab_presses)
+        await pilot.pause()
+    return run_before
+
+
+def test_run_stored_profile_80x24(snap_compare, config):
+    app = KernelSkillApp(config, open_run=Path(RUNS) / STORED_RUN.name)
+    assert snap_compare(app, terminal_size=(80, 24), run_before=stored_run_at(2))
+
+
+def test_run_stored_diff_200x50(snap_compare, config):
+    app = KernelSkillApp(config, open_run=Path(RUNS) / STORED_RUN.name)
+    assert snap_compare(app, terminal_size=(200, 50), run_before=stored_run_at(1))
+
+
+def test_history(snap_compare, config):
+    assert snap_compare(KernelSkillApp(config, history=True), terminal_size=(80, 24), run_before=settled)

@@ -1,0 +1,274 @@
+"""Run: a live run (driven in a thread worker, fed by the optimizer's event bus) or a stored one (replayed
+from events.jsonl, read-only). Both go through ``RunView.apply`` and the same widgets."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Container
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer, Header
+from textual.worker import Worker, WorkerState
+
+from kernelskill.errors import UserError
+from kernelskill.events import (AgentDelta, AgentFinished, AgentStarted, BestImproved, CandidateEvaluated, Event,
+                                NodeSelected, RunError, RunFinished, RunStarted)
+from kernelskill.runs import RunState
+
+from ..launch import RunRequest, build_optimizer
+from ..model import RunView, failure_note, fmt_speedup
+from ..widgets.activity import ActivityLog
+from ..widgets.candidate_tree import CandidateTree
+from ..widgets.node_detail import NodeDetail
+from ..widgets.summary import RunSummary
+
+class RunScreen(Screen):
+    """The candidate tree, the selected node in tabs, the agents' activity, the run's head."""
+
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (150, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
+    BINDINGS = [Binding("p", "pause", "Pause"), Binding("r", "resume", "Resume"), Binding("s", "stop", "Stop"),
+                Binding("t", "next_tab", "Next tab"), Binding("h", "history", "History"),
+                Binding("escape", "back", "Back")]
+
+    @dataclass
+    class OptimizerEvent(Message):
+        """An event of the run, posted from the optimizer's thread."""
+        event: Event
+
+    @dataclass
+    class OptimizerReady(Message):
+        """The optimizer is built (the task loaded, the LLM client made) and about to run."""
+        optimizer: object
+
+    @dataclass
+    class RunEnded(Message):
+        """The worker returned; ``error`` is a UserError's message."""
+        error: str = ""
+
+    def __init__(self, view: RunView, request: RunRequest | None = None, events: list[Event] | None = None) -> None:
+        super().__init__()
+        self.view, self.request, self._replay = view, request, events or []
+        self.optimizer = None
+        self._latest: str | None = None
+
+    @classmethod
+    def live(cls, request: RunRequest) -> "RunScreen":
+        return cls(RunView(task=request.task.rstrip("/").rsplit("/", 1)[-1].removesuffix(".py")), request)
+
+    @classmethod
+    def stored(cls, state: RunState) -> "RunScreen":
+        """A stored run, read-only."""
+        return cls(RunView.stored(state), events=state.events)
+
+    # ---- layout ---------------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield RunSummary(id="summary")
+        with Container(id="run-body"):
+            yield CandidateTree(id="tree")
+            yield NodeDetail(id="detail")
+            yield ActivityLog(id="activity")
+        yield Footer(show_command_palette=False, compact=True)
+
+    def on_mount(self) -> None:
+        self.sub_title = "starting a run" if self.view.live else f"{self.view.run_id} · read-only"
+        self.query_one("#tree").border_title = "Candidates"
+        self.query_one("#activity").border_title = "Agent activity"
+        self.query_one(CandidateTree).focus()
+        if self._replay:
+            for ev in self._replay:
+                self._apply(ev, replay=True)
+            self.view.settle()
+            best = self.view.best or self.view.root
+            if best is not None:
+                self._sync_tree()
+                self.query_one(CandidateTree).select_id(best.id)
+        self._refresh_summary()
+        if self.request is not None:
+            self.set_interval(1.0, self._tick)
+            self._drive()
+
+    # ---- the live run -------------------------------------------------------------------------
+    @work(thread=True, exclusive=True, group="optimizer", exit_on_error=False)
+    def _drive(self) -> None:
+        """Build the optimizer and run it; its events come back as messages (post_message is thread-safe)."""
+        try:
+            opt = build_optimizer(self.request, self.app.config)
+            opt.bus.subscribe(lambda ev: self.post_message(self.OptimizerEvent(ev)))
+            self.post_message(self.OptimizerReady(opt))
+            opt.run()
+        except UserError as e:
+            self.post_message(self.RunEnded(error=str(e)))
+            return
+        self.post_message(self.RunEnded())
+
+    def on_run_screen_optimizer_ready(self, message: OptimizerReady) -> None:
+        self.optimizer = message.optimizer
+        self.view.phase = "paused" if self.optimizer.paused else "running"
+        self.view.current = "measuring the reference"
+        self.view.start_clock()
+        self._refresh_summary()
+
+    def on_run_screen_optimizer_event(self, message: OptimizerEvent) -> None:
+        self._apply(message.event)
+
+    def on_run_screen_run_ended(self, message: RunEnded) -> None:
+        if not message.error:
+            return
+        if self.view.phase == "error":
+            return                                  # the RunError event said it already
+        if not self.view.run_id:                    # nothing was stored: back to the form to fix it
+            self.app.notify(message.error, title="Run not started", severity="error", timeout=15)
+            if self.is_current:
+                self.dismiss()
+            return
+        self.view.phase, self.view.error = "error", message.error
+        self.notify(message.error, title="Run stopped", severity="error", timeout=15)
+        self._refresh_summary()
+        self.refresh_bindings()
+
+    @on(Worker.StateChanged)
+    def _worker_failed(self, event: Worker.StateChanged) -> None:
+        """A bug (not a user's mistake) in the run: say so; the store kept every event before it."""
+        if event.worker.group == "optimizer" and event.state == WorkerState.ERROR:
+            err = event.worker.error
+            self.view.phase, self.view.error = "error", f"{type(err).__name__}: {err}"
+            where = f"; the run is saved in {self.optimizer.path}" if self.optimizer is not None else ""
+            self.notify(f"{self.view.error}{where}", title="Run failed", severity="error", timeout=20)
+            self._refresh_summary()
+            self.refresh_bindings()
+
+    def _tick(self) -> None:
+        if self.view.active:
+            self._refresh_summary()
+
+    # ---- events → widgets ---------------------------------------------------------------------
+    def _apply(self, ev: Event, replay: bool = False) -> None:
+        activity = self.query_one(ActivityLog)
+        if isinstance(ev, AgentDelta):
+            activity.delta(ev.role, ev.text)
+            return
+        paused = self.view.phase == "paused"
+        self.view.apply(ev)
+        if paused and self.view.phase == "running":
+            self.view.phase = "paused"              # a resumed run's RunStarted does not undo a pause
+        if isinstance(ev, RunStarted):
+            self.sub_title = f"{ev.run_id} · {'live' if self.view.live else 'read-only'}"
+            activity.note(f"run {ev.run_id}: {ev.backend} on {ev.device}, policy {ev.policy}"
+                          + (" (resumed)" if ev.resumed else ""), "bold")
+        elif isinstance(ev, AgentStarted):
+            activity.started(ev.role, ev.node_id, ev.attempt)
+        elif isinstance(ev, AgentFinished):
+            activity.finished(ev.role, ev.ok, ev.text, ev.error)
+        elif isinstance(ev, NodeSelected):
+            activity.note(f"▶ attempt {ev.attempt}: {ev.action} {ev.node_id} ({ev.reason})", "bold")
+        elif isinstance(ev, CandidateEvaluated):
+            note = failure_note(ev.node)
+            sp = ev.node.get("speedup")
+            dup = ev.node.get("duplicate_of")
+            ok = f"{ev.node['id']} ok {fmt_speedup(sp)}" + (f" (same code as {dup}, not evaluated again)"
+                                                              if dup else "")
+            activity.note(f"■ {note or ok}", "red" if note else "green")
+            if note and not replay and ev.evaluated:
+                self.notify(note, title="Candidate failed", severity="warning", timeout=6)
+        elif isinstance(ev, BestImproved):
+            activity.note(f"★ new best {ev.node_id}: {fmt_speedup(ev.speedup)}", "bold yellow")
+        elif isinstance(ev, (RunFinished, RunError)):
+            activity.note(f"■ {self.view.current}" + (f": {self.view.error}" if self.view.error else ""), "bold")
+            note = self.view.finish_note()
+            if note and not replay:
+                self.notify(note[0], title="Run stopped" if note[1] == "error" else "Run finished", severity=note[1],
+                            timeout=15 if note[1] != "information" else 8)
+            self.refresh_bindings()
+        if replay:
+            return
+        if isinstance(ev, (CandidateEvaluated, BestImproved)) or ev.name == "BaselineMeasured":
+            self._sync_tree(follow=True)
+        self._refresh_summary()
+
+    def _sync_tree(self, follow: bool = False) -> None:
+        tree = self.query_one(CandidateTree)
+        added = tree.sync(self.view)
+        if follow and added:
+            # Follow the newest node unless the user moved away to look at another one.
+            if tree.current_id in (None, self._latest):
+                tree.select_id(added[-1])
+            self._latest = added[-1]
+        elif added:
+            self._latest = added[-1]
+
+    def _refresh_summary(self) -> None:
+        self.query_one(RunSummary).show(self.view)
+
+    @on(CandidateTree.NodeChosen)
+    def _show_node(self, event: CandidateTree.NodeChosen) -> None:
+        if event.node_id not in self.view.tree:
+            return
+        node = self.view.tree.get(event.node_id)
+        parent = self.view.tree.get(node.parent) if node.parent else None
+        self.query_one(NodeDetail).show(node, parent)
+
+    # ---- actions --------------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Run controls only on a live run (dimmed when they do not apply now); Back once it is over."""
+        if action in ("pause", "resume", "stop"):
+            if not self.view.live:
+                return False
+            if action == "pause":
+                return True if self.optimizer is not None and self.view.phase == "running" else None
+            if action == "resume":
+                return True if self.view.phase == "paused" else None
+            return True if self.view.active and self.view.phase != "stopping" else None
+        if action == "back":
+            return None if self.view.active else True
+        return True
+
+    def action_pause(self) -> None:
+        self.optimizer.pause()
+        self.view.pause_clock()
+        self.view.phase, self.view.current = "paused", "r resumes"
+        self._controls_changed("Paused: the attempt in flight finishes, then the run waits.")
+
+    def action_resume(self) -> None:
+        self.optimizer.resume()
+        self.view.resume_clock()
+        self.view.phase, self.view.current = "running", "resumed"
+        self._controls_changed("Resumed.")
+
+    def action_stop(self) -> None:
+        if self.optimizer is None:
+            self.notify("The run is still starting; stop it once it runs.", severity="warning")
+            return
+        self.optimizer.stop()
+        self.view.phase, self.view.current = "stopping", "after the attempt in flight"
+        self._controls_changed("Stopping after the attempt in flight; the run is saved.")
+
+    def _controls_changed(self, text: str) -> None:
+        self.notify(text, timeout=4)
+        self._refresh_summary()
+        self.refresh_bindings()
+
+    def action_next_tab(self) -> None:
+        self.query_one(NodeDetail).next_tab()
+
+    def action_history(self) -> None:
+        """Back to the History screen below this one, else a new one on top (a live run keeps going)."""
+        from .history import HistoryScreen
+        stack = self.app.screen_stack
+        below = [s for s in stack[:-1] if isinstance(s, HistoryScreen)]
+        if below and not any(isinstance(s, RunScreen) and s.view.active for s in stack[stack.index(below[-1]) + 1:]):
+            while self.app.screen is not below[-1]:
+                self.app.pop_screen()
+        else:
+            self.app.push_screen(HistoryScreen())
+
+    def action_back(self) -> None:
+        self.dismiss()
+
+    def on_unmount(self) -> None:
+        if self.optimizer is not None and self.view.active:
+            self.optimizer.stop()               # never leave a run working with no one watching

@@ -1,0 +1,146 @@
+"""One node in detail, in tabs: its code, the diff against its parent, its profile, its plan and skill."""
+from __future__ import annotations
+
+import difflib
+
+from rich.console import Group
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import ScrollableContainer, Vertical, VerticalScroll
+from textual.widgets import DataTable, Static, TabbedContent, TabPane, TextArea
+
+from kernelskill.trajectory import Node
+
+from ..model import STATUS_STYLE, fmt_ms, fmt_speedup, fmt_tokens, profile_of, skill_brief
+
+
+def diff_text(parent: Node | None, node: Node) -> Text:
+    """The unified diff parent → node, colored like ``git diff``."""
+    if parent is None:
+        return Text("The reference has no parent: its code is the task itself.", style="dim")
+    if not node.code:
+        return Text(f"No code: {node.message or 'the agents produced no candidate'}", style="yellow")
+    lines = difflib.unified_diff(parent.code.splitlines(), node.code.splitlines(), f"{parent.id}.py",
+                                 f"{node.id}.py", lineterm="", n=3)
+    out = Text(no_wrap=True, overflow="ignore")
+    for line in lines:
+        style = ("bold" if line.startswith(("+++", "---")) else "green" if line.startswith("+")
+                 else "red" if line.startswith("-") else "cyan" if line.startswith("@@") else "")
+        out.append(line + "\n", style=style)
+    return out if out.plain else Text(f"Same code as {parent.id}.", style="dim")
+
+
+def profile_text(node: Node) -> Text:
+    """Status, timing with the speedup interval, custom share, roofline and bottleneck."""
+    mark, style = STATUS_STYLE.get(node.status, ("?", ""))
+    out = Text.assemble((f"{mark} {node.status}", f"bold {style}"), f"  {node.message}\n")
+    prof = profile_of(node)
+    if not prof:
+        out.append("No profile: the candidate failed before timing.\n" if node.failed else "No profile.\n", style="dim")
+        return out
+    cand, base = prof.get("candidate") or {}, prof.get("baseline") or {}
+    out.append("time ", style="dim")
+    out.append(fmt_ms(cand.get("median_ms")), style="bold")
+    out.append(f" (IQR {fmt_ms(cand.get('iqr_ms'))}, n={cand.get('n', '?')}) vs eager "
+               f"{fmt_ms(base.get('median_ms'))}\n")
+    out.append("speedup ", style="dim")
+    out.append(fmt_speedup(prof.get("speedup"), prof.get("speedup_ci")) + " (95% interval)\n", style="bold")
+    share = prof.get("custom_share")
+    out.append("custom share ", style="dim")
+    out.append(f"{share:.0%}" if share is not None else "-")
+    threads = f" · {prof['threads']} threads" if prof.get("threads") else ""
+    out.append(f" · timer {prof.get('timer') or '-'}{threads}\n", style="dim")
+    roof = {k: v for k, v in (prof.get("roofline") or {}).items() if isinstance(v, (int, float, str))}
+    out.append("roofline ", style="dim")
+    out.append((", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(roof.items()))
+                if roof else "not measured") + "\n")
+    out.append("bottleneck ", style="dim")
+    out.append((prof.get("bottleneck") or "not classified") + "\n")
+    for note in prof.get("notes") or []:
+        out.append(f"note: {note}\n", style="dim")
+    return out
+
+
+def plan_text(node: Node) -> Group:
+    """The skill applied, the plan, the debugger's diagnosis and what the node cost."""
+    head = Text()
+    if node.parent is None:
+        head.append("The reference (root of the tree).\n", style="bold")
+    else:
+        head.append(f"{node.id}: {node.kind} of {node.parent}\n", style="bold")
+    title, summary = skill_brief(node.skill_id)
+    head.append("skill ", style="dim")
+    head.append(node.skill_id or "none", style="bold cyan")
+    if title:
+        head.append(f" — {title}")
+    head.append("\n")
+    if summary:
+        head.append(summary + "\n", style="italic")
+    if node.mechanism:
+        head.append("mechanism ", style="dim")
+        head.append(node.mechanism + (f" (differs: {node.differs})" if node.differs else "") + "\n")
+    parts: list = [head]
+    if node.plan:
+        parts.append(Text.assemble(("plan\n", "dim"), node.plan.strip() + "\n"))
+    if node.diagnosis:
+        parts.append(Text.assemble(("diagnosis\n", "dim"), node.diagnosis.strip() + "\n"))
+    cost = Text("cost ", style="dim")
+    cost.append(f"{fmt_tokens(node.tokens)} tokens · ${node.cost:.4f} · evaluation {node.eval_seconds:.1f} s\n")
+    for c in node.calls:
+        cost.append(f"  {c.role:<9} {c.model or '?'} · {c.prompt_tokens}+{c.completion_tokens} tokens"
+                    f"{' (estimated)' if c.estimated else ''} · {c.seconds:.1f} s\n", style="dim")
+    parts.append(cost)
+    return Group(*parts)
+
+
+class NodeDetail(Vertical):
+    """Tabs for the highlighted node; ``show(node, parent)`` fills them."""
+
+    TABS = ("tab-code", "tab-diff", "tab-profile", "tab-plan")
+
+    def compose(self) -> ComposeResult:
+        with TabbedContent(initial="tab-code", id="detail-tabs"):
+            with TabPane("Code", id="tab-code"):
+                yield TextArea("", language="python", read_only=True, show_line_numbers=True, soft_wrap=False,
+                               id="code")
+            with TabPane("Diff", id="tab-diff"):
+                with ScrollableContainer():
+                    yield Static("", id="diff")
+            with TabPane("Profile", id="tab-profile"):
+                with VerticalScroll():
+                    yield Static("", id="profile")
+                    yield DataTable(id="kernels", cursor_type="row", zebra_stripes=True, show_cursor=False)
+            with TabPane("Plan", id="tab-plan"):
+                with VerticalScroll():
+                    yield Static("", id="plan")
+
+    @property
+    def active(self) -> str:
+        return self.query_one(TabbedContent).active
+
+    @active.setter
+    def active(self, tab: str) -> None:
+        self.query_one(TabbedContent).active = tab
+
+    def next_tab(self) -> None:
+        i = self.TABS.index(self.active) if self.active in self.TABS else -1
+        self.active = self.TABS[(i + 1) % len(self.TABS)]
+
+    def on_mount(self) -> None:
+        table = self.query_one("#kernels", DataTable)
+        table.add_columns("share", "time", "calls", "kernel")
+
+    def show(self, node: Node, parent: Node | None) -> None:
+        code = self.query_one("#code", TextArea)
+        code.load_text(node.code or f"# no code: {node.message}")
+        self.query_one("#diff", Static).update(diff_text(parent, node))
+        self.query_one("#profile", Static).update(profile_text(node))
+        table = self.query_one("#kernels", DataTable)
+        table.clear()
+        kernels = sorted(profile_of(node).get("kernels") or [], key=lambda k: -k.get("share", 0))
+        for k in kernels[:30]:
+            name = Text(("* " if k.get("custom") else "  ") + str(k.get("name", "")),
+                        style="bold green" if k.get("custom") else "")
+            table.add_row(f"{k.get('share', 0):.1%}", fmt_ms(k.get("time_ms")), str(k.get("calls", "")), name)
+        table.display = bool(kernels)
+        self.query_one("#plan", Static).update(plan_text(node))
