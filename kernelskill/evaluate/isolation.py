@@ -99,7 +99,7 @@ def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
                     on_phase(phase)
                 if phase == "await":
                     go = decide(out_dir) if decide else True
-                    (out_dir / "decision").write_text("go" if go else "stop")
+                    _write_atomic(out_dir / "decision", "go" if go else "stop")
             limit = build_timeout if phase in ("setup", "build") else run_timeout
             # The phase file is written by untrusted code: the sum of both limits bounds it all.
             if (time.monotonic() - phase_started > limit
@@ -119,6 +119,13 @@ def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
     return WorkerOutcome(result=result, returncode=proc.returncode, phase=phase, timed_out=timed_out,
                          seconds=time.monotonic() - started,
                          log_tail=tail(log_path.read_text(errors="replace")), out_dir=out_dir)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """The worker polls these files: it must never see one half-written (empty)."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def _read_phase(out_dir: Path) -> str:

@@ -34,7 +34,10 @@ from kernelskill.task import Task, _Expr  # noqa: E402
 
 
 def set_phase(out: Path, phase: str) -> None:
-    (out / "phase").write_text(phase)
+    # Atomic: the parent polls this file and must never read it empty.
+    tmp = out / "phase.tmp"
+    tmp.write_text(phase)
+    os.replace(tmp, out / "phase")
 
 
 def flatten(out) -> tuple[list, str]:
