@@ -1,4 +1,4 @@
-"""``kernelskill skills …``: list, show, gate, search, stats and check the skill library.
+"""``kernelskill skills …``: list, show, gate, search, stats and validate the skill library.
 
 ``add_parser(subparsers)`` registers the command; every subcommand sets ``args.func``, which
 returns the exit code. UserError propagates to the main CLI (message, exit 2).
@@ -11,7 +11,9 @@ import json
 import sys
 from pathlib import Path
 
-from .skills import CATEGORIES, SkillBook, check_dir, shipped_dir, user_home
+from .errors import UserError
+from .skills import (CATEGORIES, SkillBook, check_dir, load_skill_file, shipped_dir,
+                     user_home)
 from .vocab import BACKENDS, BOTTLENECKS
 
 
@@ -94,13 +96,40 @@ def cmd_gate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _task_op_classes(spec: str) -> list[str]:
+    """Op classes of a task file/directory or a shipped example name (e.g. softmax_rows)."""
+    from .cli import resolve_task_path
+    from .errors import TaskError
+    from .task import Task
+    try:
+        return list(Task.load(resolve_task_path(spec)).summary()["op_classes"])
+    except TaskError as exc:
+        raise UserError(f"--task: {exc}") from None
+
+
 def cmd_search(args: argparse.Namespace) -> int:
-    """Keyword search over the skills."""
-    skills = SkillBook.load().search(" ".join(args.query), limit=args.limit)
+    """Ranked skills for a task, a bottleneck, a backend and/or a text query, best first."""
+    words = list(args.words or []) + ([args.query] if args.query else [])
+    query = " ".join(words) if words else None
+    if query is not None and not query.strip():
+        raise UserError("--query: empty text")
+    if args.task is None and args.bottleneck is None and query is None and args.backend is None:
+        raise UserError("skills search: give at least one of --task, --bottleneck, --query, "
+                        "--backend (e.g. --task softmax_rows --bottleneck memory-bound)")
+    ops = _task_op_classes(args.task) if args.task is not None else None
+    book = SkillBook.load()
+    skills = book.find(ops, args.bottleneck, query=query, backend=args.backend, arch=args.arch,
+                       limit=args.limit)
     if args.json:
-        _dump([s.to_dict() for s in skills])
+        _dump([s.to_dict() | {"rank": i, "stats": book.stats.get(s.id).to_dict()}
+               for i, s in enumerate(skills, 1)])
         return 0
-    _out(_table([[s.id, s.category, s.title] for s in skills], ["id", "category", "title"]))
+    if ops is not None:
+        _out(f"task {args.task}: op classes {', '.join(ops) or '(none)'}\n")
+    rows = [[str(i), s.id, s.category, ",".join(s.backends), s.title]
+            for i, s in enumerate(skills, 1)]
+    _out(_table(rows, ["#", "id", "category", "backends", "title"]))
+    _out(f"\n{len(skills)} skill(s)")
     return 0
 
 
@@ -125,22 +154,31 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_check(args: argparse.Namespace) -> int:
-    """Validate skill files; exit 1 with every error when any is invalid."""
-    dirs = [Path(args.dir)] if args.dir else [shipped_dir(), user_home() / "skills"]
+def cmd_validate(args: argparse.Namespace) -> int:
+    """Validate a skill directory or one skill file (default: shipped + user skills); exit 1
+    with one line per error (each naming the file and the key) when any is invalid."""
+    paths = [Path(args.path)] if args.path else [shipped_dir(), user_home() / "skills"]
     total, errors = 0, []
-    for d in dirs:
-        if not d.is_dir():
-            if args.dir:
-                errors.append(f"{d}: not a directory")
-            continue
-        skills, errs = check_dir(d)
-        total += len(skills)
-        errors += errs
+    for p in paths:
+        if p.is_dir():
+            skills, errs = check_dir(p)
+            total += len(skills)
+            errors += errs
+        elif p.is_file():
+            try:
+                load_skill_file(p)
+                total += 1
+            except UserError as exc:
+                errors.append(str(exc))
+        elif args.path:
+            errors.append(f"{p}: no such skill file or directory")
     for e in errors:
         sys.stderr.write(e + "\n")
     _out(f"{total} valid skill(s), {len(errors)} error(s)")
     return 1 if errors else 0
+
+
+cmd_check = cmd_validate   # the old name of the command
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -170,8 +208,22 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     q.add_argument("--json", action="store_true", help="print JSON")
     q.set_defaults(func=cmd_gate)
 
-    q = sub.add_parser("search", help="keyword search")
-    q.add_argument("query", nargs="+")
+    q = sub.add_parser("search", help="ranked skills for a task, bottleneck, backend or text",
+                       description="Skills ranked best first. --task and --bottleneck (and "
+                       "--backend, --arch) filter through the gate; --query keeps the skills "
+                       "that match the text, ordered by relevance, then by the gate's ranking.")
+    q.add_argument("words", nargs="*", metavar="WORDS",
+                   help="query words (same as --query; both may be given)")
+    q.add_argument("--task", metavar="T",
+                   help="a task file or directory, or a shipped example name (e.g. softmax_rows); "
+                   "its op classes select the skills")
+    q.add_argument("--bottleneck", metavar="B", choices=BOTTLENECKS,
+                   help=f"one of {', '.join(BOTTLENECKS)}")
+    q.add_argument("--query", metavar="TEXT", help="text to search in id, title, summary, when, "
+                   "guidance")
+    q.add_argument("--backend", metavar="X", choices=BACKENDS,
+                   help=f"one of {', '.join(BACKENDS)} (default: any)")
+    q.add_argument("--arch", help="target arch, e.g. sm_90 (default: do not filter)")
     q.add_argument("--limit", type=int)
     q.add_argument("--json", action="store_true", help="print JSON")
     q.set_defaults(func=cmd_search)
@@ -180,7 +232,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     q.add_argument("--json", action="store_true", help="print JSON")
     q.set_defaults(func=cmd_stats)
 
-    q = sub.add_parser("check", help="validate skill files (exit 1 if any is invalid)")
-    q.add_argument("dir", nargs="?", help="directory of *.toml skills (default: shipped + user)")
-    q.set_defaults(func=cmd_check)
+    q = sub.add_parser("validate", aliases=["check"],
+                       help="validate skill files (exit 1 if any is invalid)")
+    q.add_argument("path", nargs="?", metavar="PATH",
+                   help="a directory of *.toml skills or one skill file (default: shipped + user)")
+    q.set_defaults(func=cmd_validate)
     return p

@@ -8,10 +8,12 @@ skills are allowed (``SkillBook.gate``); recorded outcomes rank them.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import os
 import re
+import tempfile
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -355,20 +357,51 @@ class SkillBook:
         allowed.sort(key=lambda s: self.rank_key(s, feats))
         return allowed if limit is None else allowed[:max(limit, 0)]
 
-    def search(self, query: str, limit: int | None = None) -> list[Skill]:
-        """Keyword search over id, title, summary, when and guidance, best match first."""
+    def _text_scores(self, query: str) -> dict[str, tuple[int, int]]:
+        """Per matching skill: (query words matched, weighted hit count)."""
         words = [w for w in re.split(r"[^a-z0-9_+.-]+", query.lower()) if w]
-        scored = []
+        scores: dict[str, tuple[int, int]] = {}
         for s in self.skills.values():
             fields = ((s.id, 4), (s.title.lower(), 3), (s.summary.lower(), 2),
                       (s.when.lower(), 1), (s.guidance.lower(), 1))
             hits = [sum(w * text.count(word) for text, w in fields) for word in words]
             matched = sum(1 for h in hits if h)
             if matched:
-                scored.append((-matched, -sum(hits), s.id, s))
-        scored.sort(key=lambda t: t[:3])
-        found = [t[3] for t in scored]
+                scores[s.id] = (matched, sum(hits))
+        return scores
+
+    def search(self, query: str, limit: int | None = None) -> list[Skill]:
+        """Keyword search over id, title, summary, when and guidance, best match first."""
+        scores = self._text_scores(query)
+        found = [self.skills[sid] for sid in
+                 sorted(scores, key=lambda sid: (-scores[sid][0], -scores[sid][1], sid))]
         return found if limit is None else found[:limit]
+
+    def find(self, features: Iterable[str] | str | None = None, profile: Any = None,
+             query: str | None = None, backend: str | None = None, arch: str | None = None,
+             limit: int | None = None) -> list[Skill]:
+        """Combined search, best first (what ``kernelskill skills search`` prints).
+
+        ``features`` (op classes; None: any), ``profile`` (a bottleneck), ``backend`` (None: any)
+        and ``arch`` filter through :meth:`gate`; ``query`` keeps only skills that match the
+        text and orders them by text relevance first, then by the gate's ranking.
+        """
+        if backend is not None and backend not in BACKENDS:
+            raise UserError(f"backend {backend!r} is not one of {', '.join(BACKENDS)}")
+        feats = None if features is None else _features(features)
+        allowed: dict[str, Skill] = {}
+        for b in ([backend] if backend else BACKENDS):
+            for s in self.gate(OP_CLASSES if feats is None else feats, profile, backend=b,
+                               arch=arch):
+                allowed[s.id] = s
+        rank = {s.id: self.rank_key(s, feats or frozenset()) for s in allowed.values()}
+        if query is not None:
+            scores = self._text_scores(query)
+            found = sorted((s for s in allowed.values() if s.id in scores),
+                           key=lambda s: (-scores[s.id][0], -scores[s.id][1], rank[s.id]))
+        else:
+            found = sorted(allowed.values(), key=lambda s: rank[s.id])
+        return found if limit is None else found[:max(limit, 0)]
 
     def record(self, skill_id: str, op_class: str | None, outcome: str,
                speedup: float | None = None) -> SkillStats:
@@ -378,18 +411,40 @@ class SkillBook:
             raise UserError(f"op class {op_class!r} is not one of {', '.join(OP_CLASSES)}")
         return self.stats.record(skill_id, op_class, outcome, speedup)
 
-    def save_user_skill(self, skill: Skill | str, directory: Path | None = None) -> Path:
-        """Validate a skill (object or TOML text) and write it to the user store."""
+    def save_user_skill(self, skill: Skill | Mapping[str, Any] | str,
+                        directory: Path | str | None = None) -> Path:
+        """Validate a learned skill and write it to the user store; returns the file.
+
+        ``skill`` is a :class:`Skill`, a mapping of the TOML keys, or TOML text. It is checked
+        against the same schema as the files (UserError naming the key otherwise), written
+        atomically as ``<directory>/<id>.toml`` (default: ``$KERNELSKILL_HOME/skills``),
+        replacing a user skill with the same id, and added to this book with origin "user".
+        """
         if isinstance(skill, str):
             skill = parse_skill(skill, "<new skill>")
         else:
-            skill = _validate(tomllib.loads(skill.to_toml()), f"<skill {skill.id}>", None)
+            if isinstance(skill, Skill):
+                where = f"<skill {skill.id!r}>"
+                data = {k: v for k, v in dataclasses.asdict(skill).items()
+                        if k not in ("source", "origin")}
+            elif isinstance(skill, Mapping):
+                where, data = f"<skill {skill.get('id', '?')!r}>", dict(skill)
+            else:
+                raise UserError(f"cannot save a {type(skill).__name__} as a skill; pass a "
+                                "Skill, a mapping of skill keys or TOML text")
+            skill = _validate(data, where, None)
         directory = Path(directory) if directory else user_home() / "skills"
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / f"{skill.id}.toml"
-        tmp = path.with_suffix(".toml.tmp")
-        tmp.write_text(skill.to_toml(), encoding="utf-8")
-        os.replace(tmp, path)
+        fd, tmp = tempfile.mkstemp(prefix=f".{skill.id}-", suffix=".tmp", dir=directory)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(skill.to_toml())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
         skill.source, skill.origin = str(path), "user"
         self.skills[skill.id] = skill
         return path

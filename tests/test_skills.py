@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
+import subprocess
+import sys
 import threading
+import time
 import tomllib
 from pathlib import Path
 
@@ -157,6 +161,40 @@ def test_save_user_skill_validates_and_persists(home):
     assert SkillBook.load().get("my-skill").origin == "user"
     with pytest.raises(UserError, match="key 'backends'"):
         book.save_user_skill(VALID.replace('["cuda"]', '["fortran"]'))
+
+
+def test_save_user_skill_accepts_skill_and_mapping_and_rejects_bad_ones(home):
+    book = SkillBook.load()
+    learned = parse_skill(VALID)
+    learned.id, learned.title = "learned-skill", "Learned from a run"
+    path = book.save_user_skill(learned)
+    assert path == home / "skills" / "learned-skill.toml"
+    assert book.get("learned-skill").origin == "user"
+    fresh = SkillBook.load()
+    assert fresh.get("learned-skill") == learned and fresh.get("learned-skill").origin == "user"
+    data = tomllib.loads(VALID) | {"id": "from-dict", "priority": 3}
+    assert book.save_user_skill(data, directory=home / "elsewhere").name == "from-dict.toml"
+    assert check_dir(home / "elsewhere") == ([book.get("from-dict")], [])
+    bad = [
+        (dataclasses.replace(learned, id="bad-one", backends=["fortran"]),
+         "<skill 'bad-one'>: key 'backends': 'fortran' is not one of"),
+        (dataclasses.replace(learned, id="bad-two", steps=[]), "key 'steps': expected a non-empty"),
+        (dataclasses.replace(learned, id="bad-three", arch=None), "key 'arch'"),
+        (dataclasses.replace(learned, id="Bad Id"), "key 'id': 'Bad Id' must be lowercase"),
+        ({k: v for k, v in data.items() if k != "when"} | {"id": "bad-four"},
+         "missing required key 'when'"),
+        (data | {"id": "bad-five", "colour": "red"}, "unknown key 'colour'"),
+        (VALID.replace('category = "memory"', 'category = "magic"'), "key 'category': 'magic'"),
+    ]
+    for skill, message in bad:
+        with pytest.raises(UserError) as exc:
+            book.save_user_skill(skill)
+        assert message in str(exc.value)
+    with pytest.raises(UserError, match="cannot save a int"):
+        book.save_user_skill(42)
+    # Nothing invalid reached the store, and no temp file was left behind.
+    assert sorted(p.name for p in (home / "skills").iterdir()) == ["learned-skill.toml"]
+    assert ids(SkillBook.load(dirs=[home / "skills"])) == ["learned-skill"]
 
 
 def test_get_unknown_suggests_close_ids(book_shipped):
@@ -340,6 +378,45 @@ def test_concurrent_records_are_not_lost(home):
     assert SkillBook.load().stats.get("cuda-graphs").tried == 40
 
 
+_RECORDER = """
+import os, sys, time
+from pathlib import Path
+from kernelskill.skills import SkillBook
+go, n = Path(sys.argv[1]), int(sys.argv[2])
+book = SkillBook.load()
+Path(sys.argv[3]).touch()                  # ready
+deadline = time.monotonic() + 60
+while not go.exists() and time.monotonic() < deadline:
+    time.sleep(0.005)
+for i in range(n):
+    book.record("online-softmax", "softmax", "success" if i % 2 else "failure", speedup=1.5)
+"""
+
+
+def test_two_processes_recording_at_once_lose_nothing(home, tmp_path):
+    n = 40
+    go = tmp_path / "go"
+    env = os.environ | {"KERNELSKILL_HOME": str(home)}
+    procs, ready = [], []
+    for i in range(2):
+        ready.append(tmp_path / f"ready-{i}")
+        procs.append(subprocess.Popen([sys.executable, "-c", _RECORDER, str(go), str(n),
+                                       str(ready[-1])], env=env, cwd=REPO,
+                                      stderr=subprocess.PIPE, text=True))
+    deadline = time.monotonic() + 120
+    while not all(r.exists() for r in ready) and time.monotonic() < deadline:
+        if any(p.poll() is not None for p in procs):
+            break
+        time.sleep(0.01)
+    go.touch()                                  # both start recording at the same moment
+    for p in procs:
+        _, err = p.communicate(timeout=180)
+        assert p.returncode == 0, err
+    st = SkillBook.load().stats.get("online-softmax")
+    assert (st.tried, st.succeeded, st.failed) == (2 * n, n, n)
+    assert st.ops["softmax"] == {"tried": 2 * n, "succeeded": n}
+
+
 def test_corrupt_stats_file_is_a_user_error(home):
     write(home, "stats.toml", "skills = [")
     with pytest.raises(UserError, match="stats.toml"):
@@ -395,17 +472,100 @@ def test_cli_stats_and_search(capsys, home):
     assert rc == 0 and "smem-bank-conflict-padding" in out
 
 
-def test_cli_check(capsys, tmp_path):
-    rc, out, err = run_cli(["check"], capsys)
-    assert rc == 0 and err == ""
+def test_cli_list_json_has_skill_objects(capsys, book_shipped):
+    rc, out, _ = run_cli(["list", "--json"], capsys)
+    data = json.loads(out)
+    assert rc == 0 and [d["id"] for d in data] == ids(book_shipped)
+    for d in data:
+        assert {"id", "title", "category", "backends", "applies_to", "bottlenecks"} <= set(d)
+        assert isinstance(d["backends"], list) and isinstance(d["applies_to"], list)
+
+
+def test_cli_search_by_task_and_bottleneck(capsys, home):
+    rc, out, _ = run_cli(["search", "--task", "softmax_rows", "--bottleneck", "memory-bound",
+                          "--backend", "cuda", "--json"], capsys)
+    got = [d["id"] for d in json.loads(out)]
+    book = SkillBook.load()
+    assert rc == 0 and got == ids(book.gate(["softmax"], "memory-bound", backend="cuda"))
+    assert "online-softmax" in got and not set(got) & TENSOR_CORE_OR_GEMM
+    assert [d["rank"] for d in json.loads(out)] == list(range(1, len(got) + 1))
+    # A task directory works as well as an example name; recorded outcomes move a skill up.
+    book.record(got[-1], "softmax", "success", speedup=2.0)
+    rc, out, _ = run_cli(["search", "--task", str(REPO / "examples" / "softmax_rows"),
+                          "--bottleneck", "memory-bound", "--backend", "cuda"], capsys)
+    lines = out.splitlines()
+    assert "op classes softmax" in lines[0]
+    first = next(line for line in lines if line.startswith("1 "))
+    assert got[-1] in first
+    # Without --backend every backend's skills are candidates.
+    rc, out, _ = run_cli(["search", "--task", "softmax_rows", "--json"], capsys)
+    backends = {b for d in json.loads(out) for b in d["backends"]}
+    assert backends == set(BACKENDS)
+
+
+def test_cli_search_combines_task_with_query(capsys):
+    rc, out, _ = run_cli(["search", "--task", "matmul", "--query", "tensor cores",
+                          "--backend", "cuda", "--json"], capsys)
+    got = [d["id"] for d in json.loads(out)]
+    assert rc == 0 and got[0] in {"tensor-cores-wmma", "tf32-tensor-cores", "mma-sync-ldmatrix"}
+    book = SkillBook.load()
+    gated = set(ids(book.gate(["matmul"], None, backend="cuda")))
+    assert set(got) <= gated & set(ids(book.search("tensor cores")))
+    assert "online-softmax" not in got
+    rc, out, _ = run_cli(["search", "--query", "welford", "--backend", "triton", "--json"],
+                         capsys)
+    assert [d["id"] for d in json.loads(out)][0] == "welford-variance"
+    rc, out, _ = run_cli(["search", "--query", "warp shuffle", "--backend", "cpp", "--json"],
+                         capsys)
+    assert "warp-shuffle-reduction" not in [d["id"] for d in json.loads(out)]
+    rc, out, _ = run_cli(["search", "--bottleneck", "launch-bound", "--limit", "50"], capsys)
+    assert rc == 0 and "cuda-graphs" in out and "tensor-cores-wmma" not in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    ([], "give at least one of --task"),
+    (["--task", "no_such_example"], "no_such_example"),
+    (["--query", "  "], "--query: empty"),
+])
+def test_cli_search_usage_errors(capsys, argv, message):
+    with pytest.raises(UserError, match=message):
+        run_cli(["search", *argv], capsys)
+
+
+def test_cli_search_rejects_bad_choices(capsys):
+    for argv in (["--bottleneck", "slow"], ["--backend", "metal"]):
+        with pytest.raises(SystemExit):
+            run_cli(["search", *argv], capsys)
+
+
+@pytest.mark.parametrize("command", ["validate", "check"])
+def test_cli_validate_dir_and_file(capsys, tmp_path, command):
+    rc, out, err = run_cli([command], capsys)
+    assert rc == 0 and err == "" and "0 error(s)" in out
     good = tmp_path / "good"
     write(good, "my-skill.toml", VALID)
-    assert run_cli(["check", str(good)], capsys)[0] == 0
-    write(good, "bad.toml", VALID.replace("my-skill", "bad") + 'colour = "red"\n')
-    rc, out, err = run_cli(["check", str(good)], capsys)
+    assert run_cli([command, str(good)], capsys)[0] == 0
+    rc, out, _ = run_cli([command, str(good / "my-skill.toml")], capsys)
+    assert rc == 0 and "1 valid skill(s), 0 error(s)" in out
+    bad = write(good, "bad.toml", VALID.replace("my-skill", "bad") + 'colour = "red"\n')
+    rc, out, err = run_cli([command, str(good)], capsys)
     assert rc == 1 and "bad.toml: unknown key 'colour'" in err and "1 error" in out
-    rc, _, err = run_cli(["check", str(tmp_path / "missing")], capsys)
-    assert rc == 1 and "not a directory" in err
+    rc, out, err = run_cli([command, str(bad)], capsys)
+    assert rc == 1 and "bad.toml: unknown key 'colour'" in err and "0 valid" in out
+    wrong = write(tmp_path, "other.toml", VALID)
+    rc, _, err = run_cli([command, str(wrong)], capsys)
+    assert rc == 1 and "other.toml: key 'id': 'my-skill' does not match the file name" in err
+    rc, _, err = run_cli([command, str(tmp_path / "missing")], capsys)
+    assert rc == 1 and "missing: no such skill file or directory" in err
+
+
+def test_cli_through_main_entry_point(capsys):
+    from kernelskill.cli import main
+    assert main(["skills", "validate", str(shipped_dir() / "online-softmax.toml")]) == 0
+    assert main(["skills", "search", "--query", "bank conflict", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out.split("\n", 1)[1])[0]["id"] == \
+        "smem-bank-conflict-padding"
+    assert main(["skills", "search"]) == 2
 
 
 def test_docs_table_matches_shipped_skills(book_shipped):
