@@ -29,7 +29,8 @@ def _check(case, r):
         assert any(f.startswith(case.flag) for f in r.flags), (case.name, r.flags)
     if case.expect == "ok" and case.name == "honest":
         assert r.profile.speedup is not None and r.profile.custom_share > 0.5
-        assert not r.flags, r.flags
+        # A loaded machine can push the ratio past the review threshold; nothing else may show.
+        assert not [f for f in r.flags if not f.startswith("review:")], r.flags
     if case.name == "degenerate":
         assert r.verify.degenerate and r.profile.speedup is None
 
