@@ -47,10 +47,11 @@ class Options:
 def _resolve(task, candidate) -> tuple[Task | None, Candidate | None]:
     if task is not None and not isinstance(task, Task):
         task = Task.load(task)
-    if candidate is not None and not isinstance(candidate, Candidate):
-        p = Path(str(candidate))
-        candidate = Candidate.from_file(p) if len(str(candidate)) < 4096 and p.suffix == ".py" else \
-            Candidate.from_source(str(candidate))
+    # A Path is a file to read; a string is always source (never a path a caller could smuggle in).
+    if isinstance(candidate, Path):
+        candidate = Candidate.from_file(candidate)
+    elif candidate is not None and not isinstance(candidate, Candidate):
+        candidate = Candidate.from_source(str(candidate))
     return task, candidate
 
 
@@ -132,9 +133,10 @@ def _compile_result(cand: Candidate, result: dict | None, out: WorkerOutcome | N
     build = (result or {}).get("build") or {}
     diags = [Diagnostic.from_dict(d) for d in build.get("diagnostics", [])]
     status = (result or {}).get("status")
-    ok = status not in ("compile_error", None) or (status is None and out is not None and out.phase not in ("setup", "build"))
-    if status is None and out is not None and out.phase in ("setup", "build"):
-        ok = False
+    if status is None:      # no report: it compiled only if the worker got past the build phase
+        ok = out is not None and out.phase not in ("setup", "build")
+    else:
+        ok = status != "compile_error"
     return CompileResult(ok=ok, backend=cand.backend, seconds=round(build.get("seconds", 0.0), 3),
                          cache_hit=bool(build.get("cache_hit", False)) and bool(build.get("extensions")),
                          compile_only=bool(build.get("compile_only")), diagnostics=diags,
