@@ -66,6 +66,9 @@ def main() -> None:
         rows.append((f"{backend}: cold build (build step / whole call)", f"{cold.seconds:.2f}", wall))
         hot, wall = timed(lambda: compile(cand, device=dev))
         rows.append((f"{backend}: cached build (build step / whole call)", f"{hot.seconds:.3f}", wall))
+        v, wall = timed(lambda: evaluate(RELU_TASK, cand, opts=Options(device=dev, timing=None, profile=False)))
+        rows.append((f"{backend}: verify only (6 trials; in-worker trial time in the step column)",
+                     f"{v.verify.seconds:.3f}" if v.verify else v.status, wall))
         opts = Options(device=dev, timing=TimingConfig())
         res, wall = timed(lambda: evaluate(RELU_TASK, cand, opts=opts))
         rows.append((f"{backend}: whole eval, relu task 64×1000 ({res.status}, "
