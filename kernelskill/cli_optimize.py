@@ -10,10 +10,13 @@ import json
 import sys
 from typing import Any
 
+from .errors import UserError
+
 EPILOG = """examples:
-  kernelskill optimize examples/softmax_rows --preset small --device cpu --budget-attempts 10
+  kernelskill optimize examples/softmax_rows --preset small --device cpu --budget 10
   kernelskill optimize task.py --base-url http://localhost:8000/v1 --model qwen2.5-coder --json
-  kernelskill resume 20250101-120000-softmax_rows-1a2b --budget-attempts 40
+  kernelskill optimize task.py --base-url https://api.openai.com/v1 --model gpt-4.1 --api-key-env OPENAI_API_KEY
+  kernelskill resume 20250101-120000-softmax_rows-1a2b --budget 40
   kernelskill runs list; kernelskill runs show RUN
 
 The LLM endpoint comes from kernelskill.toml [llm] (or $KERNELSKILL_HOME/config.toml),
@@ -26,14 +29,16 @@ def _flags(args) -> dict[str, Any]:
             "budget.attempts": args.budget_attempts, "budget.tokens": args.budget_tokens,
             "budget.usd": args.budget_usd, "budget.minutes": args.budget_minutes,
             "search.policy": getattr(args, "policy", None), "search.seed": getattr(args, "seed", None),
-            "eval.device": getattr(args, "device", None), "runs_dir": args.runs_dir}
+            "eval.device": getattr(args, "device", None), "llm.api_key_env": getattr(args, "api_key_env", None),
+            "runs_dir": args.runs_dir}
 
 
 class Progress:
-    """One line per attempt on stderr."""
+    """The live display on stderr: one line per attempt, then a status line — attempts (of the
+    budget), best speedup, tokens, cost, seconds."""
 
-    def __init__(self, out=sys.stderr):
-        self.out, self.limit, self.best = out, None, None
+    def __init__(self, out=None):
+        self.out, self.limit, self.best = out, None, None        # None: sys.stderr at the time of writing
 
     def __call__(self, ev) -> None:
         name = ev.name
@@ -50,8 +55,8 @@ class Progress:
         elif name == "CandidateEvaluated":
             self._attempt(ev.node, ev.evaluated)
         elif name == "BudgetUpdate":
-            tok = f"{ev.tokens / 1000:.1f}k tok" if ev.tokens >= 1000 else f"{ev.tokens} tok"
-            self._line(f"      spent {tok} · ${ev.usd:.4f} · {ev.seconds:.0f} s")
+            self._line("      " + status_line(ev.attempts, ev.limits.get("attempts"), self.best, ev.tokens, ev.usd,
+                                              ev.seconds))
         elif name == "RunFinished":
             best = f"best {ev.best_node} at {ev.best_speedup:.2f}×" if ev.best_node else "no correct candidate"
             self._line(f"finished ({ev.reason}) after {ev.attempts} attempts: {best}")
@@ -70,14 +75,39 @@ class Progress:
                    f"{node.get('skill_id') or '-'}: {what}{best}{detail}")
 
     def _line(self, text: str) -> None:
-        print(text, file=self.out, flush=True)
+        print(text, file=self.out or sys.stderr, flush=True)
+
+
+def status_line(attempts: int, limit: int | None, best: tuple[str, float] | None, tokens: int, usd: float,
+                seconds: float) -> str:
+    """``attempts 3/30 · best 1.42× (n3) · 12.3k tok · $0.0123 · 41 s``."""
+    tok = f"{tokens / 1000:.1f}k tok" if tokens >= 1000 else f"{tokens} tok"
+    sp = f"best {best[1]:.2f}× ({best[0]})" if best else "best -"
+    total = f"/{limit}" if limit is not None else ""
+    return f"attempts {attempts}{total} · {sp} · {tok} · ${usd:.4f} · {seconds:.0f} s"
+
+
+def _json_line(**fields: Any) -> None:
+    """The machine-readable outcome: one JSON object on the last line of stdout."""
+    print(json.dumps(fields, default=str), flush=True)
 
 
 def _finish(opt, args) -> int:
-    opt.bus.subscribe(Progress())
-    outcome = opt.run()
+    progress = Progress()
+    best = opt.tree.best()                   # a resumed run shows its best so far from the start
+    progress.best = (best.id, best.speedup) if best else None
+    opt.bus.subscribe(progress)
+    try:
+        outcome = opt.run()
+    except UserError as e:
+        if args.json:
+            _json_line(run_dir=str(opt.path) if (opt.path / "run.toml").is_file() else None, status="error",
+                       error=str(e), attempts=opt.spend.attempts,
+                       best_speedup=opt.tree.best().speedup if opt.tree.best() else None)
+        raise
     if args.json:
-        print(json.dumps(outcome.to_dict(), indent=2))
+        d = outcome.to_dict()
+        _json_line(run_dir=d["path"], status=outcome.reason, **d)
     else:
         print(f"run {outcome.run_id}: {outcome.reason} after {outcome.attempts} attempts")
         if outcome.best_node:
@@ -88,21 +118,36 @@ def _finish(opt, args) -> int:
     return 0 if outcome.improved else 1
 
 
+def _setup_error(args, e: UserError, run_dir: str | None = None) -> None:
+    """With --json, a mistake found before the run starts still ends stdout with the JSON line."""
+    if getattr(args, "json", False):
+        _json_line(run_dir=run_dir, status="error", error=str(e), attempts=0, best_speedup=None)
+    raise e
+
+
 def cmd_optimize(args) -> int:
     from .cli import _load_task
     from .config import load_config
     from .optimizer import Optimizer
-    task = _load_task(args)
-    config = load_config(_flags(args))
-    return _finish(Optimizer(task, config=config), args)
+    try:
+        task = _load_task(args)
+        config = load_config(_flags(args))
+        opt = Optimizer(task, config=config)
+    except UserError as e:
+        _setup_error(args, e)
+    return _finish(opt, args)
 
 
 def cmd_resume(args) -> int:
     from .optimizer import Optimizer
     from .runs import find_run
-    path = find_run(args.run, _runs_dir(args))
-    flags = {k: v for k, v in _flags(args).items() if k != "runs_dir"}
-    return _finish(Optimizer.from_run(path, flags=flags), args)
+    try:
+        path = find_run(args.run, _runs_dir(args))
+        flags = {k: v for k, v in _flags(args).items() if k != "runs_dir"}
+        opt = Optimizer.from_run(path, flags=flags)
+    except UserError as e:
+        _setup_error(args, e)
+    return _finish(opt, args)
 
 
 def cmd_runs_list(args) -> int:
@@ -155,14 +200,19 @@ def _summary(state) -> dict[str, Any]:
 
 
 def _budget_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--budget-attempts", type=int, metavar="N", help="attempts at most (default 30)")
+    p.add_argument("--budget", "--budget-attempts", dest="budget_attempts", type=int, metavar="N",
+                   help="attempts at most (default 30)")
     p.add_argument("--budget-tokens", type=int, metavar="N", help="LLM tokens at most")
     p.add_argument("--budget-usd", type=float, metavar="X", help="LLM spend in USD at most (from [prices])")
     p.add_argument("--budget-minutes", type=float, metavar="M", help="wall time at most")
     p.add_argument("--model", help="LLM model (all roles unless [llm.roles.*] say otherwise)")
     p.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1")
-    p.add_argument("--runs-dir", help="where runs are stored (default runs/)")
-    p.add_argument("--json", action="store_true", help="print the outcome as one JSON object")
+    p.add_argument("--api-key-env", metavar="VAR",
+                   help="name of the environment variable that holds the API key (not the key itself)")
+    p.add_argument("--run-dir", "--runs-dir", dest="runs_dir", metavar="D",
+                   help="the directory runs are stored under: each run is D/<run id>/ (default runs/)")
+    p.add_argument("--json", action="store_true",
+                   help="end stdout with one JSON line: run_dir, status, attempts, best_speedup, …")
 
 
 def add_parser(sub) -> None:
@@ -188,12 +238,12 @@ def add_parser(sub) -> None:
     p = sub.add_parser("runs", help="list and show stored runs")
     rsub = p.add_subparsers(dest="runs_command", metavar="SUBCOMMAND")
     q = rsub.add_parser("list", help="every run under the runs directory")
-    q.add_argument("--runs-dir")
+    q.add_argument("--run-dir", "--runs-dir", dest="runs_dir", metavar="D")
     q.add_argument("--json", action="store_true")
     q.set_defaults(func=cmd_runs_list)
     q = rsub.add_parser("show", help="one run's report")
     q.add_argument("run")
-    q.add_argument("--runs-dir")
+    q.add_argument("--run-dir", "--runs-dir", dest="runs_dir", metavar="D")
     q.add_argument("--json", action="store_true")
     q.set_defaults(func=cmd_runs_show)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])

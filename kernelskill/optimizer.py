@@ -9,6 +9,7 @@ thread (the TUI); they take effect between attempts.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import random
 import threading
@@ -45,6 +46,16 @@ class Spend:
         if budget["minutes"] is not None and self.seconds >= budget["minutes"] * 60:
             return "minutes"
         return None
+
+
+@dataclass
+class Budget:
+    """The ``[budget]`` table as an object: limits on attempts, LLM tokens, USD and wall minutes
+    (None: no limit). ``kernelskill.optimize(task, budget=Budget(attempts=10, usd=2.0))``."""
+    attempts: int | None = 30
+    tokens: int | None = None
+    usd: float | None = None
+    minutes: float | None = None
 
 
 @dataclass
@@ -316,3 +327,46 @@ class Optimizer:
                         "task_name": t.name, "preset": t.preset, "overrides": {k: str(v) for k, v in t.overrides.items()},
                         "backend": self.backend, "device": self.device, "kernelskill": __version__},
                 "config": self.config.to_dict()}
+
+
+def optimize(task, *, llm=None, budget: "int | Budget | None" = None, config: Config | None = None,
+             runs_dir: Path | str | None = None, device: str | None = None, policy: str | None = None,
+             flags: dict | None = None, on_event: Callable[[Event], Any] | None = None, **kw) -> RunOutcome:
+    """Optimize ``task`` (a Task, or a task file/directory path) and return the run's outcome.
+
+    ``llm``: an object with ``complete`` (e.g. ``ScriptedLLM``); None uses the configured
+    OpenAI-compatible endpoint. ``budget``: an int (attempts) or a ``Budget``. ``flags`` are more
+    config settings ({dotted key: value}); ``config`` replaces the config files entirely.
+    ``on_event`` is subscribed to the event bus (progress displays). Further keywords go to
+    ``Optimizer`` (``skills``, ``evaluator``, ``eval_opts``).
+    """
+    from .config import flatten, nest
+    from .task import Task
+    if not isinstance(task, Task):
+        task = Task.load(task)
+    if isinstance(budget, bool) or not isinstance(budget, (int, Budget, type(None))):
+        raise UserError(f"budget: expected an int (attempts) or a Budget, got {budget!r}")
+    settings = {**(flags or {}), **{k: v for k, v in {"eval.device": device, "search.policy": policy,
+                                                       "runs_dir": str(runs_dir) if runs_dir else None}.items()
+                                     if v is not None}}
+    if isinstance(budget, int):
+        settings["budget.attempts"] = budget
+    if config is None:
+        config = load_config(settings)
+    else:                                   # a copy: the caller's Config is not changed
+        config = Config(copy.deepcopy(config.data), dict(config.sources))
+        for key, value in flatten(nest(settings), "optimize()").items():
+            parts = list(key) if isinstance(key, tuple) else key.split(".")
+            node = config.data
+            for part in parts[:-1]:
+                node = node.setdefault(part, {})
+            node[parts[-1]] = value
+    if isinstance(budget, Budget):          # every limit as given; None is no limit
+        for key, value in dataclasses.asdict(budget).items():
+            if value is not None:
+                flatten(nest({f"budget.{key}": value}), "optimize(budget=…)")     # validates
+            config.data["budget"][key] = value
+    opt = Optimizer(task, llm=llm, config=config, **kw)
+    if on_event is not None:
+        opt.bus.subscribe(on_event)
+    return opt.run()
