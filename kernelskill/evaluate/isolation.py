@@ -86,14 +86,14 @@ def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
                                 cwd=scratch, env=scrubbed_env(scratch, request.get("env")), stdin=subprocess.DEVNULL,
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         phase, phase_started, timed_out = "setup", started, False
+        phases = _PhaseLog(out_dir / "phases")
         while True:
             try:
                 proc.wait(timeout=0.05)
                 break
             except subprocess.TimeoutExpired:
                 pass
-            new_phase = _read_phase(out_dir)
-            if new_phase != phase:
+            for new_phase in phases.read_new():   # every phase, however short, in order
                 phase, phase_started = new_phase, time.monotonic()
                 if on_phase:
                     on_phase(phase)
@@ -108,7 +108,10 @@ def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
                 _kill_group(proc)
                 break
         _kill_group(proc)   # stray children of a finished worker go too
-    phase = _read_phase(out_dir) if not timed_out else phase
+    if not timed_out:
+        for phase in phases.read_new():
+            if on_phase:
+                on_phase(phase)
     result_path = out_dir / "result.json"
     result = None
     if result_path.exists() and not timed_out:
@@ -128,11 +131,22 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def _read_phase(out_dir: Path) -> str:
-    try:
-        return (out_dir / "phase").read_text().strip() or "setup"
-    except OSError:
-        return "setup"
+class _PhaseLog:
+    """The worker appends one line per phase; complete lines are read once, in order."""
+
+    def __init__(self, path: Path):
+        self.path, self.offset = path, 0
+
+    def read_new(self) -> list[str]:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except OSError:
+            return []
+        end = data.rfind(b"\n") + 1          # a line still being written waits for the next poll
+        self.offset += end
+        return [ln.strip() for ln in data[:end].decode(errors="replace").splitlines() if ln.strip()]
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -34,10 +34,9 @@ from kernelskill.task import Task, _Expr  # noqa: E402
 
 
 def set_phase(out: Path, phase: str) -> None:
-    # Atomic: the parent polls this file and must never read it empty.
-    tmp = out / "phase.tmp"
-    tmp.write_text(phase)
-    os.replace(tmp, out / "phase")
+    # One appended line per phase: the parent sees every phase, however short, in order.
+    with open(out / "phases", "a") as f:
+        f.write(phase + "\n")
 
 
 def flatten(out) -> tuple[list, str]:
