@@ -47,7 +47,7 @@ def _serve_http(log: Path, token: str | None, *extra: str):
     if token:
         env["KERNELSKILL_MCP_TOKEN"] = token
     cmd = kernelskill_command() + ["mcp", "--transport", "http", "--port", str(port), "--root", str(DATA),
-                                   "--device", "cpu", *extra]
+                                   "--device", "cpu", "--trials", "2", "--time-cap", "0.3", *extra]
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
     try:

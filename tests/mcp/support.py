@@ -43,3 +43,32 @@ def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 90.0) -> N
                 return
         time.sleep(0.2)
     raise RuntimeError(f"nothing listened on port {port} within {timeout:.0f} s")
+
+
+async def exercise_all_tools(client, task: str) -> None:
+    """Call every tool once with good arguments and check its structured result (any transport)."""
+    tools = {t.name for t in (await client.list_tools()).tools}
+    assert tools == {"compile", "verify", "profile", "evaluate", "lookup_skills", "list_tasks", "get_task",
+                     "record_attempt"}
+    calls = {
+        "compile": {"source": SOURCE},
+        "verify": {"task": task, "source": SOURCE, "trials": 2},
+        "evaluate": {"task": task, "source": SOURCE},
+        "profile": {"task": task, "source": SOURCE},
+        "lookup_skills": {"task": task, "backend": "cpp", "limit": 3},
+        "list_tasks": {},
+        "get_task": {"task": task},
+        "record_attempt": {"task": task, "source": SOURCE, "skill_id": "openmp-parallel-for", "outcome": "success"},
+    }
+    out = {}
+    for name, args in calls.items():
+        res = await client.call_tool(name, args)
+        assert not res.is_error, (name, res.content)
+        out[name] = res.structured_content
+    assert out["compile"]["ok"]
+    assert out["verify"]["status"] == "ok" and out["verify"]["correct"]
+    assert out["evaluate"]["status"] == "ok" and out["evaluate"]["speedup"] > 0
+    assert out["profile"]["status"] == "ok" and out["profile"]["result"]["profile"]["kernels"]
+    assert len(out["lookup_skills"]["skills"]) == 3
+    assert out["get_task"]["op_classes"] == ["elementwise"]
+    assert out["record_attempt"]["op_class"] == "elementwise"

@@ -16,17 +16,20 @@ from kernelskill.cli import main
 from kernelskill.mcp_server.server import main as mcp_main
 
 from helpers import DATA
-from support import ALLOWED_ORIGIN, kernelskill_command
+from support import ALLOWED_ORIGIN, exercise_all_tools, kernelskill_command
 
 pytestmark = pytest.mark.anyio
+FAST = ["--device", "cpu", "--trials", "2", "--time-cap", "0.3"]   # quick evaluations in tests
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
 
 
 async def test_stdio_session():
     cmd = kernelskill_command()
-    params = StdioServerParameters(command=cmd[0], args=cmd[1:] + ["mcp", "--root", str(DATA)], env=dict(os.environ))
+    params = StdioServerParameters(command=cmd[0], args=cmd[1:] + ["mcp", "--root", str(DATA), *FAST],
+                                   env=dict(os.environ))
     async with Client(params) as client:
+        await exercise_all_tools(client, str(DATA / "relu_task.py"))
         assert len((await client.list_tools()).tools) == 8
         info = await client.call_tool("get_task", {"task": "softmax_rows", "preset": "small"})
         assert not info.is_error and info.structured_content["op_classes"] == ["softmax"]
@@ -70,6 +73,7 @@ async def test_http_tool_calls_with_the_sdk_client(http_server):
         async with Client(streamable_http_client(http_server.url, http_client=http)) as client:
             tools = {t.name for t in (await client.list_tools()).tools}
             assert "evaluate" in tools and "lookup_skills" in tools
+            await exercise_all_tools(client, str(DATA / "relu_task.py"))
             skills = await client.call_tool("lookup_skills", {"task": "softmax_rows", "preset": "small", "limit": 2})
             assert not skills.is_error and len(skills.structured_content["skills"]) == 2
             bad = await client.call_tool("get_task", {"task": "/etc/passwd"})
