@@ -28,6 +28,7 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
     ("C = {}\nclass ModelNew:\n    def forward(self, x):\n        C.setdefault(1, x)\n        return x\n", "stateful-forward"),
     ("import torch\nx = torch.ones(1).half()\n", "downcast"),
     ("import gc\n", "introspection"),
+    ("import torch\nsetattr(torch, 'allclose', lambda *a: True)\n", "monkey-patch"),
     ("y = get_inputs()\n", "reference-call"),
 ])
 def test_each_trick_is_found(src, code):
@@ -57,3 +58,8 @@ def test_own_kernel_names_of_every_gpu_solution():
     assert own_kernel_names(src) == {"fused", "tiled_k", "tk", "tk2"}
     for p in list(EXAMPLES.glob("*/solutions/cuda_*.py")) + list(EXAMPLES.glob("*/solutions/triton_*.py")):
         assert own_kernel_names(p.read_text()), p
+
+
+def test_setattr_on_self_is_not_patching():
+    src = "class ModelNew:\n    def __init__(self):\n        setattr(self, 'w', 1)\n"
+    assert not check_source(src)

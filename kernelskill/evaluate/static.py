@@ -30,7 +30,7 @@ _CALLS = {
     "torch.cuda.set_stream": "stream", "torch.cuda.ExternalStream": "stream",
     "sys._getframe": "introspection", "torch.library.Library": "monkey-patch",
     "torch.library.impl": "monkey-patch", "torch.library.custom_op": "monkey-patch",
-    "setattr": "monkey-patch", "torch.backends.cudnn.flags": "monkey-patch",
+    "torch.backends.cudnn.flags": "monkey-patch",
     "torch.set_float32_matmul_precision": "monkey-patch", "torch.set_num_threads": "monkey-patch",
     "torch.set_default_dtype": "monkey-patch", "torch.manual_seed": "monkey-patch",
 }
@@ -99,6 +99,9 @@ def check_source(source: str, task_dtype: str = "float32") -> list[str]:
                 if key in _CALLS:
                     add(_CALLS[key], f"calls {key}", node)
                     break
+            if name == "setattr" and node.args and _resolve(_dotted(node.args[0]), aliases).split(".")[0] \
+                    in _PATCHABLE_ROOTS:
+                add("monkey-patch", f"setattr on {_dotted(node.args[0])} (patching a library)", node)
             if name == "open" or full.endswith(".open") and full.startswith(("io", "os", "codecs")):
                 add("file-io", "opens a file", node)
             if name.endswith((".write_text", ".write_bytes", ".read_text", ".read_bytes", ".unlink")):

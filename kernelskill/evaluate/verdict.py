@@ -4,6 +4,8 @@ Runs in the trusted parent only.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
 
@@ -13,6 +15,17 @@ from .correctness import verify_outputs
 from .timing import speedup_ci, stats
 
 SPEEDUP_REVIEW = 10.0
+
+
+@functools.lru_cache(maxsize=1)
+def _reference_outputs(path: str, mtime: float) -> list:
+    """The reference outputs of one task, read once: an optimizer evaluates many candidates of it."""
+    return torch.load(path, weights_only=True)
+
+
+def reference_outputs(ref_dir) -> list:
+    p = ref_dir / "outputs.pt"
+    return _reference_outputs(str(p), p.stat().st_mtime)
 
 
 def trial_seeds(seed: int, dists: list[str]) -> list[int]:
@@ -35,7 +48,7 @@ def verify_run(out_dir, task, ref_dir, meta) -> tuple:
     import json
     atol, rtol = task.tolerance
     dists = meta["distributions"]
-    ref_outs = torch.load(ref_dir / "outputs.pt", weights_only=True)
+    ref_outs = reference_outputs(ref_dir)
     res = json.loads((out_dir / "checks.json").read_text())
     try:
         cand = torch.load(out_dir / "cand_outputs.pt", weights_only=True)
@@ -77,7 +90,7 @@ def judge_outputs(result, task, out, ref_dir, meta, flags, res, started, finish,
     if meta.get("degenerate"):
         flags.append(f"degenerate-task: {meta['degenerate']}; a speedup on it means nothing")
     if res.get("timing") and verify.correct:
-        ref_outs = torch.load(ref_dir / "outputs.pt", weights_only=True)
+        ref_outs = reference_outputs(ref_dir)
         result.profile = _profile(res, result, task, out, ref_outs, dists, atol, rtol, flags, meta)
     cheat_flags = [f for f in flags if static.is_cheat(f) or f.split(":")[0] in
                    ("tensor-subclass", "backend-flag", "replay", "timer-mismatch", "output-type")]

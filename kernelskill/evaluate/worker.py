@@ -124,7 +124,9 @@ def mode_reference(req: dict, out: Path) -> dict:
     _save(trials, out / "inputs.pt")
     _save(outputs, out / "outputs.pt")
     _save({k: v.detach().cpu() for k, v in model.state_dict().items()}, out / "state.pt")
-    return {"status": "ok", "seed": req["seed"], "distributions": dists, "structure": structure, "degenerate": degenerate,
+    out_bytes = sum(o.numel() * o.element_size() for o in outputs[0] if isinstance(o, torch.Tensor))
+    return {"status": "ok", "seed": req["seed"], "distributions": dists, "output_bytes": out_bytes,
+            "structure": structure, "degenerate": degenerate,
             "parameter_names": [n for n, _ in model.named_parameters()]}
 
 
