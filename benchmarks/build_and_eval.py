@@ -71,6 +71,9 @@ def main() -> None:
                      f"{v.verify.seconds:.3f}" if v.verify else v.status, wall))
         opts = Options(device=dev, timing=TimingConfig())
         res, wall = timed(lambda: evaluate(RELU_TASK, cand, opts=opts))
+        if res.profile and res.profile.first_call_ms is not None:
+            rows.append((f"{backend}: first call of the candidate (Triton compiles here; cached on later runs)",
+                         f"{res.profile.first_call_ms / 1e3:.3f}", res.profile.first_call_ms / 1e3))
         rows.append((f"{backend}: whole eval, relu task 64×1000 ({res.status}, "
                      f"{res.profile.speedup:.2f}× vs eager)" if res.profile else f"{backend}: eval {res.status}",
                      "-", wall))

@@ -148,6 +148,7 @@ class ProfileResult(JsonMixin):
     kernels: list[KernelStat] = field(default_factory=list)
     custom_share: float | None = None
     threads: int | None = None
+    first_call_ms: float | None = None           # the candidate's first call (Triton compiles here)
     timer: str = ""
     roofline: dict = field(default_factory=dict)
     bottleneck: str | None = None

@@ -65,3 +65,9 @@ def test_task_show(capsys):
 def test_console_script_help():
     out = subprocess.run([sys.executable, "-m", "kernelskill.cli", "eval", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "--preset" in out.stdout and "Exit codes" in out.stdout
+
+
+def test_first_call_is_reported(cand_file, capsys):
+    assert main(["eval", str(RELU_TASK), cand_file("return ext.relu2(x)"), "--json", "--time-cap", "0.2"]) == 0
+    prof = json.loads(capsys.readouterr().out)["profile"]
+    assert prof["first_call_ms"] > 0 and prof["first_call_ms"] >= prof["candidate"]["min_ms"] * 0.01

@@ -111,7 +111,7 @@ def _profile(res, result, task, out, ref_outs, dists, atol, rtol, flags, meta) -
     cand_ms, base_ms = times["candidate"]["ms"], times["eager"]["ms"]
     device = result.env.device
     prof = ProfileResult(device=device, candidate=stats(cand_ms), baseline=stats(base_ms),
-                         threads=res["timing"].get("threads"),
+                         threads=res["timing"].get("threads"), first_call_ms=res["timing"].get("first_call_ms"),
                          timer="cuda-events+host" if device.startswith("cuda") else "perf_counter")
     sp, ci = speedup_ci(base_ms, cand_ms)
     prof.speedup, prof.speedup_ci = sp, ci

@@ -211,8 +211,11 @@ def mode_run(req: dict, out: Path) -> dict:
         for i, xs in enumerate(device_trials):
             clones = [x.clone() if isinstance(x, torch.Tensor) else x for x in xs]
             guards.poison(device, req.get("poison_bytes", 0))
+            t_call = _clock()
             result = model(*clones)
             _sync(device)
+            if i == 0:     # the first call: Triton kernels compile here
+                first_call_ms = (_clock() - t_call) * 1e3
             flat, structure = flatten(result)
             checks.append(guards.output_checks(flat, structure, xs, clones, model, _Tensor, _equal, _isnan))
             outputs.append(_cpu([o if isinstance(o, _Tensor) else torch.tensor(float("nan")) for o in flat]))
@@ -228,7 +231,8 @@ def mode_run(req: dict, out: Path) -> dict:
         timed = time_pair({"eager": ref_model, "candidate": model}, sets, device, cfg)
         last = {idx: _cpu(flatten(o)[0]) for idx, o in timed["last_outputs"]["candidate"].items()}
         _save(last, out / "timed_outputs.pt")
-        res["timing"] = {"times": timed["times"], "reps": timed["reps"], "threads": torch.get_num_threads()}
+        res["timing"] = {"times": timed["times"], "reps": timed["reps"], "threads": torch.get_num_threads(),
+                         "first_call_ms": first_call_ms}
         if req.get("profile"):
             res["kernels"] = guards.kernel_breakdown(model, sets[0], device, Path(req["candidate_path"]).read_text())
         res["flags_after"] = guards.flag_changes(before, guards.backend_flags())
