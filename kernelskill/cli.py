@@ -60,7 +60,8 @@ def cmd_eval(args) -> int:
     task = _load_task(args)
     cand = Candidate.from_file(args.candidate)
     timing = None if args.no_timing else TimingConfig(time_cap_s=args.time_cap)
-    opts = Options(device=args.device, trials=args.trials, timing=timing, profile=not args.no_timing)
+    opts = Options(device=args.device, trials=args.trials, timing=timing, profile=not args.no_timing,
+                   baseline=args.baseline, ncu=args.ncu)
     progress = None if args.json else (lambda phase: print(f"  … {phase}", file=sys.stderr, flush=True))
     result = evaluate(task, cand, opts=opts, on_phase=progress)
     if args.json:
@@ -68,6 +69,33 @@ def cmd_eval(args) -> int:
     else:
         print_eval(result)
     return 0 if result.ok else 1
+
+
+def cmd_profile(args) -> int:
+    """Breakdown, roofline and bottleneck of the reference (no CANDIDATE) or of a candidate."""
+    from .candidate import Candidate
+    from .evaluate.api import Options, profile
+    from .evaluate.timing import TimingConfig
+    from .report import print_profile
+    task = _load_task(args)
+    cand = Candidate.from_file(args.candidate) if args.candidate else None
+    opts = Options(device=args.device, trials=args.trials, timing=TimingConfig(time_cap_s=args.time_cap),
+                   baseline=args.baseline, ncu=args.ncu)
+    progress = None if args.json else (lambda phase: print(f"  … {phase}", file=sys.stderr, flush=True))
+    result = profile(task, cand, opts=opts, on_phase=progress)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        print_profile(result, reference=cand is None)
+    return 0 if result.ok or (cand is None and result.profile is not None) else 1
+
+
+def _measure_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--baseline", choices=("eager", "compile", "both"), default="eager",
+                   help="baselines timed with the candidate: eager always; compile/both add torch.compile "
+                   "(compiled once per task and environment, then cached)")
+    p.add_argument("--ncu", action="store_true", help="Nsight Compute metrics of the candidate's kernels "
+                   "(throughputs, occupancy, stall reasons; GPU only, and only where counters are readable)")
 
 
 def cmd_demo(args) -> int:
@@ -121,8 +149,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trials", type=int, default=5, help="correctness trials with fresh seeds (default 5)")
     p.add_argument("--no-timing", action="store_true", help="verify only")
     p.add_argument("--time-cap", type=float, default=10.0, help="seconds of timing per model at most (default 10)")
+    _measure_args(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("profile", help="kernel breakdown, roofline and bottleneck of a task or a candidate",
+                       description="Time and profile the task's reference (no CANDIDATE) or a candidate: the "
+                       "kernels that ran, FLOPs and compulsory bytes against this device's measured ceilings "
+                       "(roofline floor and achieved fraction), and the bottleneck class.",
+                       epilog="examples:\n  kernelskill profile examples/softmax_rows --preset small\n"
+                       "  kernelskill profile examples/gemm_bias_relu examples/gemm_bias_relu/solutions/"
+                       "cuda_gemm_bias_relu.py --ncu\n\nCeilings (copy bandwidth, matmul FLOP rate per dtype, "
+                       "per-launch overhead) are measured once per device and cached under "
+                       "$KERNELSKILL_CACHE/ceilings.", formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("task", help="task file or directory, or the name of a shipped example")
+    p.add_argument("candidate", nargs="?", help="Python file defining ModelNew (default: the reference itself)")
+    p.add_argument("--device", default="auto", help="cpu, cuda or cuda:N (default: cuda when a GPU is present)")
+    _task_args(p)
+    p.add_argument("--trials", type=int, default=5, help="correctness trials before timing (default 5)")
+    p.add_argument("--time-cap", type=float, default=10.0, help="seconds of timing per model at most (default 10)")
+    _measure_args(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_profile)
 
     p = sub.add_parser("demo", help="evaluate a shipped example solution on this machine's device")
     p.add_argument("--json", action="store_true")

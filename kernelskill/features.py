@@ -82,8 +82,10 @@ def classify(funcs) -> list[str]:
     return sorted(classes)
 
 
-def trace(task, meta: bool = True) -> dict[str, Any]:
-    """Run the reference once (on meta tensors when possible) and record ops, FLOPs and bytes."""
+def trace(task, meta: bool = True, fallback: bool = True) -> dict[str, Any]:
+    """Run the reference once (on meta tensors when possible) and record ops, FLOPs and bytes.
+
+    ``fallback``: when an op has no meta kernel, run it for real on the CPU (small sizes only)."""
     from torch.utils.flop_counter import FlopCounterMode
     mod = task.module()
     device = torch.device("meta") if meta else torch.device("cpu")
@@ -100,7 +102,7 @@ def trace(task, meta: bool = True) -> dict[str, Any]:
         with torch.no_grad(), counter, recorder:
             out = model(*inputs)
     except (NotImplementedError, RuntimeError):
-        if meta:
+        if meta and fallback:
             return trace(task, meta=False)
         raise
     outs = out if isinstance(out, (list, tuple)) else [out]

@@ -42,10 +42,14 @@ def print_eval(r: EvalResult, out=print) -> None:
         sp = f"{p.speedup:.2f}×{ci}" if p.speedup is not None else "withheld"
         out(f"  time: candidate {_ms(p.candidate.median_ms)} (IQR {_ms(p.candidate.iqr_ms)}, n={p.candidate.n}) · "
             f"eager {_ms(p.baseline.median_ms)} · speedup {sp}")
+        if p.compile_baseline and p.speedup_vs_compile:
+            ci = f" [{p.speedup_vs_compile_ci[0]:.2f}–{p.speedup_vs_compile_ci[1]:.2f}]" if p.speedup_vs_compile_ci else ""
+            out(f"  torch.compile {_ms(p.compile_baseline.median_ms)} · speedup vs compile {p.speedup_vs_compile:.2f}×{ci}")
         if p.custom_share is not None:
             out(f"  custom share {p.custom_share:.0%} · timer {p.timer}" + (f" · {p.threads} threads" if p.threads else ""))
         for k in p.kernels[:6]:
             out(f"    {k.share:6.1%}  {_ms(k.time_ms):>10}  {'*' if k.custom else ' '} {k.name[:90]}")
+        _print_roofline(p, out)
     for f in r.flags:
         out(f"  flag {f}")
     if r.log_tail and r.status in ("crashed", "timeout", "runtime_error"):
@@ -68,3 +72,50 @@ def print_task(info: dict, out=print) -> None:
     out(f"  op classes: {', '.join(info['op_classes']) or '-'}  (aten: {', '.join(info['aten_ops'][:12])})")
     out(f"  FLOPs {info['flops']:.3g} · compulsory bytes {info['bytes']:.3g} · tolerance atol "
         f"{info['tolerance']['atol']:g} rtol {info['tolerance']['rtol']:g}")
+
+
+def _print_roofline(p, out=print) -> None:
+    roof = p.roofline
+    if roof:
+        out(f"  roofline: {roof['flops']:.3g} FLOP, {roof['bytes']:.3g} B (intensity {roof['intensity']:.3g} FLOP/B, "
+            f"ridge {roof['ridge']:.3g}) · floor {_ms(roof['floor_ms'])} · achieved {roof['fraction']:.1%} of the floor's "
+            f"pace ({roof['achieved_gbs']:.1f} GB/s, {roof['achieved_tflops'] * 1e3:.1f} GFLOP/s)"
+            + (f" · eager {roof['eager_fraction']:.1%}" if "eager_fraction" in roof else ""))
+        out(f"  ceilings: {roof['bandwidth_gbs']:.0f} GB/s, {roof['peak_tflops']:.1f} TFLOP/s, "
+            f"launch {roof.get('launch_us', 0):.1f} µs — {roof['ceilings']}")
+    if p.bottleneck:
+        extra = f" ({roof['launches']} launches per call" + (f", device busy {roof['busy']:.0%}" if "busy" in roof else "") \
+            + ")" if roof.get("launches") is not None else ""
+        out(f"  bottleneck: {p.bottleneck}{extra}")
+    n = p.ncu
+    if n:
+        parts = [f"{label} {n[key]:.0f}%" for key, label in (("sm_pct", "SM"), ("memory_pct", "memory"), ("dram_pct", "DRAM"),
+                 ("achieved_occupancy_pct", "occupancy")) if key in n]
+        out(f"  ncu ({n.get('launches', 0)} kernels): " + ", ".join(parts))
+        if n.get("top_stalls"):
+            out("    stalls: " + ", ".join(f"{r} {v:.0%}" for r, v in n["top_stalls"].items()))
+    for note in p.notes:
+        out(f"  note: {note}")
+
+
+def print_profile(r: EvalResult, reference: bool = False, out=print) -> None:
+    """``kernelskill profile``: where the time goes and what bounds it."""
+    p = r.profile
+    who = "reference (PyTorch eager)" if reference else f"candidate {r.candidate_hash[:8]}"
+    if p is None or p.candidate is None:
+        print_eval(r, out=out)
+        return
+    out(f"profile of {who} · task {r.task} · device {r.env.gpu or r.env.device}")
+    out(f"  time {_ms(p.candidate.median_ms)} (IQR {_ms(p.candidate.iqr_ms)}, n={p.candidate.n}, {p.timer})"
+        + ("" if reference else f" · eager {_ms(p.baseline.median_ms)} · speedup {p.speedup:.2f}×" if p.speedup else ""))
+    if p.compile_baseline:
+        out(f"  torch.compile {_ms(p.compile_baseline.median_ms)}"
+            + (f" (the reference is {p.speedup_vs_compile:.2f}× of it)" if reference and p.speedup_vs_compile else
+               f" · speedup vs compile {p.speedup_vs_compile:.2f}×" if p.speedup_vs_compile else ""))
+    out(f"  kernels per call ({'all library' if reference else f'custom share {p.custom_share:.0%}' if p.custom_share is not None else '?'}):")
+    for k in p.kernels[:12]:
+        out(f"    {k.share:6.1%}  {_ms(k.time_ms):>10}  ×{k.calls:<3} {'*' if k.custom else ' '} {k.name[:90]}")
+    _print_roofline(p, out)
+    for f in r.flags:
+        if not (reference and f.startswith("no-custom-kernel")):
+            out(f"  flag {f}")

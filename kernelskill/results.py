@@ -145,13 +145,15 @@ class ProfileResult(JsonMixin):
     speedup: float | None = None                 # baseline median / candidate median
     speedup_ci: list[float] = field(default_factory=list)   # [low, high], 95 %
     speedup_vs_compile: float | None = None
+    speedup_vs_compile_ci: list[float] = field(default_factory=list)
     kernels: list[KernelStat] = field(default_factory=list)
     custom_share: float | None = None
     threads: int | None = None
     first_call_ms: float | None = None           # the candidate's first call (Triton compiles here)
     timer: str = ""
-    roofline: dict = field(default_factory=dict)
-    bottleneck: str | None = None
+    roofline: dict = field(default_factory=dict)   # flops, bytes, floor_ms, fraction, eager_fraction, …
+    bottleneck: str | None = None                  # memory-bound | compute-bound | launch-bound | latency-bound
+    ncu: dict = field(default_factory=dict)        # Nsight Compute metrics (--ncu): totals and per kernel
     notes: list[str] = field(default_factory=list)
 
 

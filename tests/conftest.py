@@ -18,7 +18,7 @@ HAS_CUDA = bool(torch.version.cuda) and torch.cuda.is_available()
 def pytest_collection_modifyitems(config, items):
     skip = pytest.mark.skip(reason="needs a CUDA GPU (run on the GPU machine: pytest -m gpu)")
     for item in items:
-        if "gpu" in item.keywords and not HAS_CUDA:
+        if ("gpu" in item.keywords or "gpu_suite" in item.keywords) and not HAS_CUDA:
             item.add_marker(skip)
 
 

@@ -1,7 +1,8 @@
 """The example suite: every task loads, every solution gets its expected verdict on its backend.
 
 C++ solutions run here at the `small` preset; CUDA and Triton ones on the GPU machine
-(`pytest -m gpu`). Running every C++ build is `slow` (about 30 s each on two cores); the default
+(`pytest -m gpu_suite`, ~40 builds and evaluations: kept out of the quicker `pytest -m gpu`; `kernelskill bench
+examples --include-wrong` gives the same verdicts with parallel builds). Running every C++ build is `slow` (about 30 s each on two cores); the default
 run keeps a representative pair.
 """
 from __future__ import annotations
@@ -67,7 +68,7 @@ def _task_of(path: Path) -> Path:
     return path.parent.parent if path.parent.name == "solutions" else path.parent.parent.parent
 
 
-@pytest.mark.gpu
+@pytest.mark.gpu_suite
 @pytest.mark.parametrize("path", [pytest.param(p, id=str(p.relative_to(EXAMPLES)))
                                   for p in solutions("cuda") + solutions("triton")])
 def test_gpu_solution_verdict(path):

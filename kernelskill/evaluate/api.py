@@ -26,7 +26,8 @@ from .build import cache_root
 from .isolation import WorkerOutcome, run_worker
 from .timing import TimingConfig
 
-PROTOCOL = "v2"   # bump when the reference cache's contents change
+PROTOCOL = "v3"   # bump when the reference cache's contents change
+BASELINES = ("eager", "compile", "both")
 
 
 @dataclasses.dataclass
@@ -37,6 +38,8 @@ class Options:
     seed: int = 42
     timing: TimingConfig | None = dataclasses.field(default_factory=TimingConfig)
     profile: bool = True
+    baseline: str = "eager"          # eager | compile | both: which baselines are timed with the candidate
+    ncu: bool = False                # Nsight Compute metrics of the candidate's kernels (GPU only)
     build_timeout: float = 900.0
     run_timeout: float = 300.0
     threads: int | None = None
@@ -74,8 +77,11 @@ def _request(mode: str, task: Task | None, cand: Candidate | None, device: str, 
     req = {"mode": mode, "device": device, "seed": opts.seed, "trials": opts.trials,
            "threads": opts.threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()),
            "cache_root": str(cache_root())}
-    # OpenMP in C++ candidates gets the same pinned thread count as torch.
-    req["env"] = {"OMP_NUM_THREADS": str(req["threads"])}
+    # OpenMP in C++ candidates gets the same pinned thread count as torch; torch.compile's
+    # artifacts persist per environment (Inductor keys them by graph, torch and hardware).
+    req["env"] = {"OMP_NUM_THREADS": str(req["threads"]),
+                  "TORCHINDUCTOR_CACHE_DIR": str(cache_root() / "inductor")}
+    req["baseline"] = opts.baseline
     if task is not None:
         req["task"] = {"path": str(task.path), "preset": task.preset,
                        "overrides": {k: ({"expr": str(v)} if isinstance(v, _Expr) else v) for k, v in task.overrides.items()}}
@@ -197,13 +203,42 @@ def evaluate(task, candidate, *, opts: Options | None = None, on_phase: Callable
         v, cheats = verified["v"]
         return v is not None and v.correct and not cheats and not any(static.is_cheat(f) for f in flags)
 
+    if opts.baseline not in BASELINES:
+        raise UserError(f"baseline {opts.baseline!r}: expected one of {', '.join(BASELINES)}")
     out = run_worker(req, build_timeout=opts.build_timeout, run_timeout=opts.run_timeout, keep=base,
                      on_phase=on_phase, decide=decide)
     try:
-        return _judge(result, task, cand, out, ref_dir, meta, flags, started, verified.get("v"))
+        timed = bool((out.result or {}).get("timing")) and req["profile"]
+        roof = ceilings(device, (out.result or {}).get("env") or {}, opts) if timed else {}
+        result = _judge(result, task, cand, out, ref_dir, meta, flags, started, verified.get("v"), roof)
     finally:
         if opts.keep_dir is None:
             shutil.rmtree(base, ignore_errors=True)
+    if opts.ncu and result.ok and result.profile is not None:
+        if on_phase:
+            on_phase("ncu")
+        from .ncu import run_ncu
+        run_ncu(result, task, cand, device, ref_dir, opts)
+        result.seconds = round(time.perf_counter() - started, 3)
+    return result
+
+
+def ceilings(device: str, worker_env: dict, opts: Options, refresh: bool = False) -> dict:
+    """This device's measured ceilings: from the cache, or measured once (in a worker) and cached."""
+    from . import roofline
+    name = worker_env.get("gpu") if device.startswith("cuda") else _env(device).cpu
+    threads = worker_env.get("threads") if not device.startswith("cuda") else None
+    key = roofline.cache_key(name or "unknown", device, threads, torch.__version__)
+    if not refresh and (hit := roofline.cached(cache_root(), key)):
+        return hit
+    base = _workdir(opts)
+    out = run_worker(_request("ceilings", None, None, device, dataclasses.replace(opts, threads=threads), base),
+                     build_timeout=opts.build_timeout, run_timeout=opts.run_timeout, keep=base)
+    shutil.rmtree(base, ignore_errors=True)
+    if not out.result or out.result.get("status") != "ok":
+        return {}
+    roofline.store(cache_root(), key, out.result["ceilings"])
+    return out.result["ceilings"]
 
 
 def verify(task, candidate, **kw) -> EvalResult:
@@ -227,7 +262,7 @@ def _finish(result: EvalResult, status: str, message: str, flags: list[str], sta
 
 
 def _judge(result: EvalResult, task: Task, cand: Candidate, out: WorkerOutcome, ref_dir: Path, meta: dict,
-           flags: list[str], started: float, verified=None) -> EvalResult:
+           flags: list[str], started: float, verified=None, roof: dict | None = None) -> EvalResult:
     res = out.result or {}
     result.compile = _compile_result(cand, res, out)
     if res.get("env"):
@@ -253,7 +288,7 @@ def _judge(result: EvalResult, task: Task, cand: Candidate, out: WorkerOutcome, 
         result.log_tail = res.get("traceback", out.log_tail)
         where = f" (candidate line {res['line']}: {res.get('source_line', '').strip()})" if res.get("line") else ""
         return _finish(result, "runtime_error", res.get("error", "runtime error") + where, flags, started)
-    return judge_outputs(result, task, out, ref_dir, meta, flags, res, started, _finish, verified)
+    return judge_outputs(result, task, out, ref_dir, meta, flags, res, started, _finish, verified, roof)
 
 
 def _env(device: str) -> Env:

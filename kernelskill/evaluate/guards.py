@@ -180,7 +180,9 @@ def kernel_breakdown(model, inputs: list, device: str, source: str, calls: int =
 def _gpu_breakdown(events, own: set[str], calls: int) -> dict:
     rows: dict[str, list] = {}
     for ev in events:
-        if ev.device_type == torch.autograd.DeviceType.CUDA:
+        # Device-side copies of our own record_function ranges (gpu_user_annotation) are not kernels.
+        if ev.device_type == torch.autograd.DeviceType.CUDA and not ev.name.startswith("kernelskill::") \
+                and not getattr(ev, "is_user_annotation", False):
             r = rows.setdefault(ev.name, [0, 0.0])
             r[0] += 1
             r[1] += ev.device_time_total / 1e3 if hasattr(ev, "device_time_total") else ev.cuda_time_total / 1e3

@@ -67,11 +67,13 @@ class WorkerOutcome:
 
 
 def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
-               keep: Path | None = None, on_phase=None, decide=None) -> WorkerOutcome:
+               keep: Path | None = None, on_phase=None, decide=None,
+               launcher: list[str] | None = None) -> WorkerOutcome:
     """Run ``python -m kernelskill.evaluate.worker`` on ``request``; never raises for its failures.
 
     When the worker reaches the ``await`` phase (its outputs are written), ``decide(out_dir)``
-    says whether it goes on to timing: an incorrect candidate is never timed.
+    says whether it goes on to timing: an incorrect candidate is never timed. ``launcher`` is a
+    command the worker runs under (Nsight Compute: ``["ncu", …]``).
     """
     base = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="kernelskill-"))
     scratch, out_dir = base / "scratch", base / "out"
@@ -82,7 +84,8 @@ def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
     log_path = out_dir / "worker.log"
     started = time.monotonic()
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "kernelskill.evaluate.worker", str(out_dir / "request.json")],
+        proc = subprocess.Popen([*(launcher or []), sys.executable, "-m", "kernelskill.evaluate.worker",
+                                 str(out_dir / "request.json")],
                                 cwd=scratch, env=scrubbed_env(scratch, request.get("env")), stdin=subprocess.DEVNULL,
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         phase, phase_started, timed_out = "setup", started, False

@@ -17,7 +17,7 @@ from ..results import TimingStats
 @dataclass
 class TimingConfig:
     warmup: int = 3
-    min_reps: int = 10
+    min_reps: int = 30            # fewer left the spread of repeated medians above 1 % on an H200
     max_reps: int = 200
     time_cap_s: float = 10.0      # per timed model, excluding warm-up
     target_rel_ci: float = 0.01   # stop when the median's 95 % interval is within ±1 %

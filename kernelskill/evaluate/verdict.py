@@ -79,7 +79,7 @@ def verify_run(out_dir, task, ref_dir, meta) -> tuple:
     return verify, cheats
 
 
-def judge_outputs(result, task, out, ref_dir, meta, flags, res, started, finish, verified=None):
+def judge_outputs(result, task, out, ref_dir, meta, flags, res, started, finish, verified=None, ceilings=None):
     atol, rtol = task.tolerance
     dists = meta["distributions"]
     verify, cheats = verified or verify_run(out.out_dir, task, ref_dir, meta)
@@ -92,6 +92,7 @@ def judge_outputs(result, task, out, ref_dir, meta, flags, res, started, finish,
     if res.get("timing") and verify.correct:
         ref_outs = reference_outputs(ref_dir)
         result.profile = _profile(res, result, task, out, ref_outs, dists, atol, rtol, flags, meta)
+        _roofline(result.profile, task, meta, ceilings or {}, flags)
     cheat_flags = [f for f in flags if static.is_cheat(f) or f.split(":")[0] in
                    ("tensor-subclass", "backend-flag", "replay", "timer-mismatch", "output-type")]
     if cheat_flags:
@@ -115,6 +116,15 @@ def _profile(res, result, task, out, ref_outs, dists, atol, rtol, flags, meta) -
                          timer="cuda-events+host" if device.startswith("cuda") else "perf_counter")
     sp, ci = speedup_ci(base_ms, cand_ms)
     prof.speedup, prof.speedup_ci = sp, ci
+    info = res["timing"].get("compile")
+    if "compile" in times:
+        prof.compile_baseline = stats(times["compile"]["ms"])
+        prof.speedup_vs_compile, prof.speedup_vs_compile_ci = speedup_ci(times["compile"]["ms"], cand_ms)
+        prof.notes.append(f"torch.compile baseline: compiled in {info['seconds']:.1f} s (cached per environment)"
+                          + ("" if info.get("agrees_with_eager") else
+                             "; its outputs differ from eager beyond 1e-2 (Inductor numerics)"))
+    elif info:
+        prof.notes.append(f"torch.compile baseline failed: {info.get('error', '?')}")
     # Outputs of the timed calls, re-checked: a result computed once and replayed fails here.
     task_idx = [i for i, d in enumerate(dists) if d == "task"]
     try:
@@ -156,3 +166,29 @@ def _profile(res, result, task, out, ref_outs, dists, atol, rtol, flags, meta) -
     elif sp > SPEEDUP_REVIEW:
         flags.append(f"review: speedup {sp:.1f}× is above {SPEEDUP_REVIEW:g}×; check it before trusting it")
     return prof
+
+
+def _roofline(prof: ProfileResult, task, meta: dict, ceilings: dict, flags: list[str]) -> None:
+    """Roofline record, bottleneck class and the floor check of a timed candidate."""
+    from . import roofline
+    gpu = prof.device.startswith("cuda")
+    if not ceilings:
+        prof.notes.append("roofline: no ceilings measured for this device")
+        return
+    if meta.get("flops") is None:
+        prof.notes.append(meta.get("work_note") or "roofline: the task's FLOPs and bytes are unknown")
+        return
+    launches = sum(k.calls for k in prof.kernels) if prof.kernels else None
+    busy = sum(k.time_ms for k in prof.kernels) if (gpu and prof.kernels) else None
+    args = (meta["flops"], meta["bytes"], ceilings, task.dtype, task.allow_tf32)
+    prof.roofline, prof.bottleneck = roofline.analyse(*args, prof.candidate.median_ms, launches=launches,
+                                                      busy_ms=busy, gpu=gpu)
+    eager, _ = roofline.analyse(*args, prof.baseline.median_ms, gpu=gpu)
+    if eager:
+        prof.roofline["eager_fraction"] = eager["fraction"]
+    floor = prof.roofline.get("floor_ms")
+    # On a GPU the L2 is flushed before each timed call, so the floor binds; CPU caches can hold a
+    # small task's whole working set, so there it is information, not a bound.
+    if gpu and floor and prof.candidate.median_ms < 0.95 * floor:
+        flags.append(f"review: {prof.candidate.median_ms:.4f} ms is below the roofline floor {floor:.4f} ms "
+                     f"(compulsory bytes at the measured bandwidth); check it before trusting it")

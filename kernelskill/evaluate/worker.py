@@ -127,7 +127,17 @@ def mode_reference(req: dict, out: Path) -> dict:
     out_bytes = sum(o.numel() * o.element_size() for o in outputs[0] if isinstance(o, torch.Tensor))
     return {"status": "ok", "seed": req["seed"], "distributions": dists, "output_bytes": out_bytes,
             "structure": structure, "degenerate": degenerate,
-            "parameter_names": [n for n, _ in model.named_parameters()]}
+            "parameter_names": [n for n, _ in model.named_parameters()], **_work(task)}
+
+
+def _work(task: Task) -> dict:
+    """FLOPs and compulsory bytes of one forward, traced on meta tensors (nothing computed)."""
+    from kernelskill.features import trace
+    try:
+        t = trace(task, fallback=False)
+    except Exception as e:  # noqa: BLE001 — an op without a meta kernel: no roofline, not a failure
+        return {"flops": None, "bytes": None, "work_note": f"FLOPs not traced: {type(e).__name__}: {e}"[:300]}
+    return {"flops": t["flops"], "bytes": t["bytes"]}
 
 
 # ---- candidate ------------------------------------------------------------------------------
@@ -193,6 +203,7 @@ def mode_run(req: dict, out: Path) -> dict:
     ref_model = task.build_model(mod, init=init)
     ref_model.load_state_dict(state)
     ref_model = ref_model.to(device)
+    compiled_ref, compile_info = _compile_baseline(req, ref_model, _to(trials[0], device), device)
     before = guards.backend_flags()
 
     compiled = mode_compile(req, out)
@@ -228,15 +239,74 @@ def mode_run(req: dict, out: Path) -> dict:
         set_phase(out, "time")
         sets = [xs for xs, d in zip(device_trials, dists) if d == "task"]
         cfg = TimingConfig(**req["timing"])
-        timed = time_pair({"eager": ref_model, "candidate": model}, sets, device, cfg)
+        models = {"eager": ref_model, "candidate": model}
+        if compiled_ref is not None:
+            models["compile"] = compiled_ref
+        timed = time_pair(models, sets, device, cfg)
         last = {idx: _cpu(flatten(o)[0]) for idx, o in timed["last_outputs"]["candidate"].items()}
         _save(last, out / "timed_outputs.pt")
         res["timing"] = {"times": timed["times"], "reps": timed["reps"], "threads": torch.get_num_threads(),
-                         "first_call_ms": first_call_ms}
+                         "first_call_ms": first_call_ms, "compile": compile_info}
         if req.get("profile"):
             res["kernels"] = guards.kernel_breakdown(model, sets[0], device, Path(req["candidate_path"]).read_text())
         res["flags_after"] = guards.flag_changes(before, guards.backend_flags())
     return res
+
+
+def _compile_baseline(req: dict, ref_model, xs: list, device: str):
+    """torch.compile of the reference, compiled (first call) before any candidate code loads.
+
+    Inductor's artifacts persist in the cache directory the parent names (TORCHINDUCTOR_CACHE_DIR),
+    so a task is compiled once per environment. A failure is a note, never the candidate's fault.
+    """
+    if req.get("baseline", "eager") not in ("compile", "both") or not req.get("timing"):
+        return None, None
+    t0 = _clock()
+    try:
+        compiled = torch.compile(ref_model)
+        with torch.no_grad():
+            got, _ = flatten(compiled(*xs))
+            want, _ = flatten(ref_model(*xs))
+        _sync(device)
+    except Exception as e:  # noqa: BLE001
+        return None, {"ok": False, "error": f"{type(e).__name__}: {e}"[:500]}
+    agree = all(isinstance(g, torch.Tensor) and g.shape == w.shape and
+                bool(torch.allclose(g.float(), w.float(), atol=1e-2, rtol=1e-2)) for g, w in zip(got, want))
+    return compiled, {"ok": True, "seconds": round(_clock() - t0, 3), "agrees_with_eager": agree}
+
+
+def mode_ceilings(req: dict, out: Path) -> dict:
+    from kernelskill.evaluate import roofline
+    device = _setup(req)
+    return {"status": "ok", "ceilings": roofline.measure(device)}
+
+
+def mode_ncu(req: dict, out: Path) -> dict:
+    """Run the candidate once between cudaProfilerStart/Stop, under ``ncu --profile-from-start off``."""
+    device = _setup(req)
+    ref_dir = Path(req["ref_dir"])
+    task = _load_task(req)
+    mod = task.module()
+    init = task.init_inputs(mod)
+    xs = _to(torch.load(ref_dir / "inputs.pt", weights_only=True)[0], device)
+    state = torch.load(ref_dir / "state.pt", weights_only=True)
+    compiled = mode_compile(req, out)
+    if compiled["status"] != "ok":
+        return compiled
+    set_phase(out, "run")
+    torch.manual_seed(req["seed"])
+    model = compiled.pop("module").ModelNew(*init)
+    guards.align_weights(model, state)
+    model = model.to(device)
+    with torch.no_grad():
+        for _ in range(2):               # JIT compiles, autotuning and lazy loads stay outside
+            model(*xs)
+        torch.cuda.synchronize()
+        torch.cuda.cudart().cudaProfilerStart()
+        model(*xs)
+        torch.cuda.synchronize()
+        torch.cuda.cudart().cudaProfilerStop()
+    return {"status": "ok", "build": compiled["build"]}
 
 
 def worker_env(device: str) -> dict:
@@ -266,7 +336,8 @@ def _await_decision(out: Path, req: dict) -> bool:
     return False
 
 
-MODES = {"reference": mode_reference, "compile": mode_compile, "run": mode_run}
+MODES = {"reference": mode_reference, "compile": mode_compile, "run": mode_run, "ceilings": mode_ceilings,
+         "ncu": mode_ncu}
 
 
 def main(argv: list[str]) -> int:

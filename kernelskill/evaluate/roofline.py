@@ -1,0 +1,203 @@
+"""Roofline: measured ceilings per device, the floor a task cannot beat, and a bottleneck class.
+
+Ceilings are measured once per device (in a worker, so the parent never initialises CUDA) and
+cached under ``$KERNELSKILL_CACHE/ceilings``: device-to-device copy bandwidth (read + write), the
+matmul FLOP rate per dtype (fp32 without TF32, TF32, bf16, fp16 on a GPU), and the per-launch
+overhead of an eager op.
+
+    floor      = max(FLOPs / peak(dtype), compulsory bytes / bandwidth)
+    fraction   = floor / measured time          (1.0 = on the roof)
+
+The bottleneck class, from the roofline position and launch counts (``classify``):
+  launch-bound   launches × per-launch overhead is at least half the time, or (GPU) the device is
+                 busy less than half of it with at least 2 launches per call
+  latency-bound  neither roof nor launches explain the time: under 10 % of the floor's pace
+  memory-bound   arithmetic intensity below the ridge point (FLOPs per byte at which both roofs meet)
+  compute-bound  at or above the ridge
+With Nsight Compute metrics, measured DRAM and SM throughput (≥ 60 % of peak) decide between
+memory- and compute-bound instead of the compulsory-traffic estimate.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import time
+from pathlib import Path
+
+LAUNCH_BOUND_SHARE = 0.5
+LATENCY_FRACTION = 0.10
+NCU_SATURATED = 60.0      # % of peak at which Nsight Compute calls a unit saturated
+CEILINGS_VERSION = 1
+
+
+# ---- measuring (runs inside a worker) --------------------------------------------------------
+def _time_ms(fn, device: str, reps: int) -> float:
+    """Median ms of ``fn`` after a warm-up; CUDA events on a GPU, perf_counter on the CPU."""
+    import torch
+    cuda = device.startswith("cuda")
+    fn()
+    if cuda:
+        torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        if cuda:
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn()
+            b.record()
+            torch.cuda.synchronize()
+            times.append(a.elapsed_time(b))
+        else:
+            t = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t) * 1e3)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def measure(device: str) -> dict:
+    """Measure this device's ceilings (seconds on a GPU, a few seconds on a CPU)."""
+    import torch
+    cuda = device.startswith("cuda")
+    dev = torch.device(device)
+    out: dict = {"version": CEILINGS_VERSION, "device": device, "measured_at": time.strftime("%Y-%m-%d %H:%M:%S")}
+    if cuda:
+        props = torch.cuda.get_device_properties(dev)
+        out["name"] = props.name
+        n_copy, n_mm = (1 << 28), 8192           # 1 GiB of fp32; 8192³ matmuls
+    else:
+        import platform
+        out["name"] = platform.processor() or platform.machine()
+        out["threads"] = torch.get_num_threads()
+        n_copy, n_mm = (1 << 26), 1024           # 256 MiB; 1024³ (2 GFLOP)
+    x = torch.empty(n_copy, dtype=torch.float32, device=dev).fill_(1.0)
+    y = torch.empty_like(x)
+    ms = _time_ms(lambda: y.copy_(x), device, 10 if cuda else 5)
+    out["bandwidth"] = 2 * x.numel() * 4 / (ms / 1e3)          # bytes/s, read + write
+    del x, y
+    dtypes = {"float32": torch.float32}
+    if cuda:
+        dtypes.update(bfloat16=torch.bfloat16, float16=torch.float16)
+    peaks = {}
+    old = torch.backends.cuda.matmul.allow_tf32
+    try:
+        for name, dt in dtypes.items():
+            a = torch.randn(n_mm, n_mm, device=dev).to(dt)
+            b = torch.randn(n_mm, n_mm, device=dev).to(dt)
+            c = torch.empty(n_mm, n_mm, device=dev, dtype=dt)
+            torch.backends.cuda.matmul.allow_tf32 = False
+            ms = _time_ms(lambda: torch.mm(a, b, out=c), device, 10 if cuda else 3)
+            peaks[name] = 2 * n_mm ** 3 / (ms / 1e3)
+            if cuda and name == "float32":
+                torch.backends.cuda.matmul.allow_tf32 = True
+                ms = _time_ms(lambda: torch.mm(a, b, out=c), device, 10)
+                peaks["tf32"] = 2 * n_mm ** 3 / (ms / 1e3)
+            del a, b, c
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = old
+    out["peak_flops"] = peaks
+    # Per-launch overhead: many back-to-back tiny ops, timed on the host clock.
+    t = torch.zeros(1, device=dev)
+    for _ in range(50):
+        t.add_(1.0)
+    if cuda:
+        torch.cuda.synchronize()
+    reps = 2000
+    start = time.perf_counter()
+    for _ in range(reps):
+        t.add_(1.0)
+    if cuda:
+        torch.cuda.synchronize()
+    out["launch_us"] = (time.perf_counter() - start) / reps * 1e6
+    return out
+
+
+# ---- the cache (parent side) -----------------------------------------------------------------
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-")[:80] or "device"
+
+
+def cache_key(name: str, device: str, threads: int | None, torch_version: str) -> str:
+    kind = "cuda" if device.startswith("cuda") else f"cpu-{threads or 0}t"
+    return f"{_slug(name)}-{kind}-torch{_slug(torch_version)}"
+
+
+def cached(root: Path, key: str) -> dict | None:
+    path = root / "ceilings" / f"{key}.json"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if data.get("version") == CEILINGS_VERSION else None
+
+
+def store(root: Path, key: str, data: dict) -> Path:
+    d = root / "ceilings"
+    d.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=d, suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f, indent=2)
+    os.replace(tmp, d / f"{key}.json")
+    return d / f"{key}.json"
+
+
+# ---- the model -------------------------------------------------------------------------------
+def peak_for(ceilings: dict, dtype: str, allow_tf32: bool = False) -> float:
+    peaks = ceilings.get("peak_flops") or {}
+    if dtype == "float32" and allow_tf32 and "tf32" in peaks:
+        return peaks["tf32"]
+    return peaks.get(dtype) or peaks.get("float32") or 0.0
+
+
+def floor_ms(flops: int | None, nbytes: int | None, ceilings: dict, dtype: str, allow_tf32: bool = False) -> float | None:
+    """The roofline floor in ms: the time the compulsory work needs at the measured ceilings."""
+    if not ceilings or flops is None or nbytes is None:
+        return None
+    peak, bw = peak_for(ceilings, dtype, allow_tf32), ceilings.get("bandwidth") or 0.0
+    if peak <= 0 or bw <= 0:
+        return None
+    return max(flops / peak, nbytes / bw) * 1e3
+
+
+def analyse(flops: int | None, nbytes: int | None, ceilings: dict, dtype: str, allow_tf32: bool, measured_ms: float,
+            launches: int | None = None, busy_ms: float | None = None, gpu: bool = True,
+            ncu: dict | None = None) -> tuple[dict, str | None]:
+    """The roofline record of one measured model, and its bottleneck class."""
+    if not ceilings or flops is None or nbytes is None or measured_ms <= 0:
+        return {}, None
+    peak, bw = peak_for(ceilings, dtype, allow_tf32), ceilings["bandwidth"]
+    floor = floor_ms(flops, nbytes, ceilings, dtype, allow_tf32)
+    intensity = flops / nbytes if nbytes else float("inf")
+    ridge = peak / bw
+    roof = {"flops": int(flops), "bytes": int(nbytes), "intensity": round(intensity, 3), "ridge": round(ridge, 3),
+            "peak_tflops": round(peak / 1e12, 3), "bandwidth_gbs": round(bw / 1e9, 1),
+            "floor_ms": floor, "fraction": round(floor / measured_ms, 4),
+            "achieved_gbs": round(nbytes / (measured_ms / 1e3) / 1e9, 2),
+            "achieved_tflops": round(flops / (measured_ms / 1e3) / 1e12, 4),
+            "roof": "memory" if intensity < ridge else "compute",
+            "ceilings": f"{ceilings.get('name', '?')} (measured {ceilings.get('measured_at', '?')})"}
+    if launches is not None:
+        roof["launches"] = int(launches)
+        roof["launch_us"] = round(ceilings.get("launch_us", 0.0), 2)
+    if busy_ms is not None:
+        roof["busy"] = round(min(busy_ms / measured_ms, 1.0), 3)
+    return roof, classify(roof, measured_ms, gpu=gpu, ncu=ncu)
+
+
+def classify(roof: dict, measured_ms: float, *, gpu: bool = True, ncu: dict | None = None) -> str:
+    """memory-bound | compute-bound | launch-bound | latency-bound (rules in the module docstring)."""
+    launches = roof.get("launches") or 0
+    launch_ms = launches * roof.get("launch_us", 0.0) / 1e3
+    if launch_ms >= LAUNCH_BOUND_SHARE * measured_ms:
+        return "launch-bound"
+    if gpu and launches >= 2 and roof.get("busy") is not None and roof["busy"] < LAUNCH_BOUND_SHARE:
+        return "launch-bound"
+    if ncu:
+        dram, sm = ncu.get("dram_pct"), ncu.get("sm_pct")
+        if dram is not None and sm is not None and max(dram, sm) >= NCU_SATURATED:
+            return "memory-bound" if dram >= sm else "compute-bound"
+    if roof["fraction"] < LATENCY_FRACTION:
+        return "latency-bound"
+    return "memory-bound" if roof["roof"] == "memory" else "compute-bound"

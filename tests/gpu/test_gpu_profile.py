@@ -1,0 +1,58 @@
+"""Profiling on a real GPU: measured ceilings, roofline and bottleneck, the torch.compile
+baseline, and Nsight Compute metrics of the candidate's own kernel.
+
+Run on the GPU machine: python3 -m pytest -m gpu -q
+"""
+from __future__ import annotations
+
+import pytest
+
+from kernelskill import Candidate
+from kernelskill.evaluate import evaluate
+from kernelskill.evaluate.api import Options
+from kernelskill.evaluate.ncu import ncu_binary
+from kernelskill.evaluate.timing import TimingConfig
+from kernelskill.vocab import BOTTLENECKS
+
+from gpu.test_gpu_backends import CUDA
+from helpers import RELU_TASK
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture
+def gpu():
+    return Options(device="cuda", timing=TimingConfig(warmup=2, min_reps=10, max_reps=50, time_cap_s=1.0),
+                   build_timeout=600, run_timeout=300)
+
+
+def test_roofline_and_bottleneck_of_a_cuda_kernel(gpu):
+    r = evaluate(RELU_TASK, Candidate.from_source(CUDA), opts=gpu)
+    assert r.ok, r.message
+    roof = r.profile.roofline
+    assert roof["bytes"] == 512000 and roof["bandwidth_gbs"] > 500, roof      # HBM, measured
+    assert roof["peak_tflops"] > 10
+    assert 0 < roof["fraction"] <= 1.05 and 0 < roof["eager_fraction"] <= 1.05
+    assert roof["launches"] == 1 and 0 < roof["busy"] <= 1
+    assert r.profile.bottleneck in BOTTLENECKS
+    assert not any(f.startswith("review:") for f in r.flags), r.flags
+
+
+def test_torch_compile_baseline_on_the_gpu(gpu):
+    r = evaluate(RELU_TASK, Candidate.from_source(CUDA), opts=gpu, baseline="both")
+    assert r.ok, r.message
+    assert r.profile.compile_baseline is not None and r.profile.speedup_vs_compile > 0
+
+
+@pytest.mark.skipif(ncu_binary() is None, reason="ncu not installed")
+def test_nsight_compute_metrics_of_the_candidates_kernel(gpu):
+    r = evaluate(RELU_TASK, Candidate.from_source(CUDA), opts=gpu, ncu=True)
+    assert r.ok, r.message
+    n = r.profile.ncu
+    print("ncu:", n, r.profile.notes)
+    assert n, r.profile.notes
+    assert n["launches"] == 1 and "relu2_kernel" in n["kernels"][0]["name"]
+    for key in ("sm_pct", "dram_pct", "achieved_occupancy_pct"):
+        assert 0 <= n[key] <= 100, (key, n)
+    assert n["duration_ms"] > 0 and n.get("top_stalls")
+    assert r.profile.bottleneck in BOTTLENECKS

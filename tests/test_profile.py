@@ -1,0 +1,179 @@
+"""Profiling for the agents: measured ceilings, roofline floor and fraction, bottleneck classes,
+the torch.compile baseline, Nsight Compute parsing, and `kernelskill profile`."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kernelskill import Candidate
+from kernelskill.cli import main
+from kernelskill.evaluate import evaluate
+from kernelskill.evaluate import ncu, roofline
+from kernelskill.evaluate.build import cache_root
+from kernelskill.evaluate.verdict import _roofline
+from kernelskill.results import KernelStat, ProfileResult, TimingStats
+from kernelskill.task import Task
+from kernelskill.vocab import BOTTLENECKS
+
+from helpers import RELU_TASK, toolkit_candidate
+
+GOOD = toolkit_candidate("return ext.relu2(x)")
+H100ISH = {"name": "GPU", "bandwidth": 3.0e12, "peak_flops": {"float32": 50e12, "tf32": 400e12, "bfloat16": 800e12},
+           "launch_us": 5.0, "measured_at": "now"}
+
+
+# ---- the model, with hand-computed numbers ----------------------------------------------------
+def test_floor_is_the_slower_of_the_two_roofs():
+    # 3 GB at 3 TB/s = 1 ms; 10 GFLOP at 50 TFLOP/s = 0.2 ms → memory roof, 1 ms.
+    assert roofline.floor_ms(10e9, 3e9, H100ISH, "float32") == pytest.approx(1.0)
+    # 100 TFLOP·ms-scale: 1e12 FLOP at 50 TFLOP/s = 20 ms; with TF32 allowed 2.5 ms.
+    assert roofline.floor_ms(1e12, 3e6, H100ISH, "float32") == pytest.approx(20.0)
+    assert roofline.floor_ms(1e12, 3e6, H100ISH, "float32", allow_tf32=True) == pytest.approx(2.5)
+    assert roofline.floor_ms(1e12, 3e6, H100ISH, "bfloat16") == pytest.approx(1.25)
+    assert roofline.floor_ms(None, 3e6, H100ISH, "float32") is None
+
+
+def test_analyse_reports_fraction_intensity_and_achieved_rates():
+    roof, cls = roofline.analyse(0, 3e9, H100ISH, "float32", False, measured_ms=2.0, launches=1, busy_ms=1.9)
+    assert roof["floor_ms"] == pytest.approx(1.0) and roof["fraction"] == pytest.approx(0.5)
+    assert roof["achieved_gbs"] == pytest.approx(1500.0) and roof["roof"] == "memory"
+    assert roof["ridge"] == pytest.approx(50e12 / 3e12, rel=1e-3)
+    assert cls == "memory-bound"
+
+
+@pytest.mark.parametrize("kw, expected", [
+    # 1 GFLOP per 1 MB: far right of the ridge, at 40 % of the floor's pace.
+    (dict(flops=1e11, nbytes=1e6, measured_ms=5.0, launches=1, busy_ms=4.9), "compute-bound"),
+    # Bytes-heavy, at 80 % of the floor.
+    (dict(flops=1e6, nbytes=3e9, measured_ms=1.25, launches=1, busy_ms=1.2), "memory-bound"),
+    # 40 launches × 5 µs = 0.2 ms of a 0.25 ms call: launch overhead dominates.
+    (dict(flops=1e6, nbytes=3e6, measured_ms=0.25, launches=40, busy_ms=0.05), "launch-bound"),
+    # Few launches but the device idles most of the call (host work between kernels).
+    (dict(flops=1e6, nbytes=3e8, measured_ms=2.0, launches=3, busy_ms=0.4), "launch-bound"),
+    # One kernel, busy the whole time, at 1 % of the floor's pace: neither roof nor launches explain it.
+    (dict(flops=1e6, nbytes=3e8, measured_ms=10.0, launches=1, busy_ms=10.0), "latency-bound"),
+])
+def test_bottleneck_classes(kw, expected):
+    _, cls = roofline.analyse(kw["flops"], kw["nbytes"], H100ISH, "float32", False, kw["measured_ms"],
+                              launches=kw["launches"], busy_ms=kw["busy_ms"])
+    assert cls == expected
+    assert cls in BOTTLENECKS
+
+
+def test_nsight_throughputs_override_the_compulsory_traffic_estimate():
+    roof, cls = roofline.analyse(1e6, 3e8, H100ISH, "float32", False, 10.0, launches=1, busy_ms=10.0)
+    assert cls == "latency-bound"        # 1 % of the floor's pace by compulsory bytes …
+    # … but the DRAM is saturated: the kernel moves far more than the compulsory bytes.
+    assert roofline.classify(roof, 10.0, ncu={"dram_pct": 88.0, "sm_pct": 20.0}) == "memory-bound"
+    assert roofline.classify(roof, 10.0, ncu={"dram_pct": 10.0, "sm_pct": 91.0}) == "compute-bound"
+    assert roofline.classify(roof, 10.0, ncu={"dram_pct": 10.0, "sm_pct": 20.0}) == "latency-bound"
+
+
+def _prof(median_ms: float, device: str = "cuda") -> ProfileResult:
+    t = TimingStats(median_ms=median_ms, iqr_ms=0.0, n=10)
+    return ProfileResult(device=device, candidate=t, baseline=TimingStats(median_ms=5.0, iqr_ms=0.0, n=10),
+                         kernels=[KernelStat("k", 1, median_ms, 1.0, True)])
+
+
+def test_a_candidate_faster_than_the_floor_is_flagged_for_review_on_the_gpu():
+    task = Task.load(RELU_TASK)
+    meta = {"flops": 0, "bytes": 3e9}          # floor 1 ms at 3 TB/s
+    flags: list[str] = []
+    _roofline(_prof(0.5), task, meta, H100ISH, flags)
+    assert any(f.startswith("review:") and "below the roofline floor" in f for f in flags)
+    flags = []
+    _roofline(_prof(1.1), task, meta, H100ISH, flags)
+    assert flags == []
+    # CPU caches can hold the working set: the floor is reported, never a flag.
+    prof = _prof(0.5, device="cpu")
+    _roofline(prof, task, meta, H100ISH, flags)
+    assert flags == [] and prof.roofline["fraction"] == pytest.approx(2.0)
+
+
+def test_missing_ceilings_or_work_become_notes():
+    task = Task.load(RELU_TASK)
+    prof = _prof(1.0)
+    _roofline(prof, task, {"flops": 0, "bytes": 10}, {}, [])
+    assert prof.roofline == {} and "no ceilings" in prof.notes[-1]
+    prof = _prof(1.0)
+    _roofline(prof, task, {"flops": None, "bytes": None, "work_note": "FLOPs not traced: X"}, H100ISH, [])
+    assert prof.roofline == {} and prof.notes[-1] == "FLOPs not traced: X"
+
+
+# ---- Nsight Compute output ---------------------------------------------------------------------
+NCU_CSV = '''==PROF== Connected to process 123
+"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","gpu__time_duration.sum","sm__throughput.avg.pct_of_peak_sustained_elapsed","gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed","gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed","sm__warps_active.avg.pct_of_peak_sustained_active","sm__maximum_warps_per_active_cycle_pct","launch__registers_per_thread","smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio","smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio","smsp__average_warps_issue_stalled_long_scoreboard_pred_on_per_issue_active.ratio"
+"","","","","","","","usecond","%","%","%","%","%","register/thread","inst","inst","inst"
+"0","123","python3","host","relu2_kernel(const float *, float *, long)","1","7","30.00","10.5","85.0","84.0","80.0","100","16","3.0","1.0","9.0"
+"1","123","python3","host","void at::native::vectorized_elementwise_kernel<4>","1","7","10.00","50.0","40.0","30.0","60.0","100","20","1.0","1.0","9.0"
+'''
+
+
+def test_ncu_csv_is_parsed_per_kernel_and_weighted_by_duration():
+    kernels = ncu.parse(NCU_CSV)
+    assert [k["name"].split("(")[0] for k in kernels] == ["relu2_kernel", "void at::native::vectorized_elementwise_kernel<4>"]
+    k = kernels[0]
+    assert k["duration_ms"] == pytest.approx(0.03) and k["dram_pct"] == 84.0 and k["sm_pct"] == 10.5
+    assert k["registers_per_thread"] == 16
+    assert k["stalls"] == {"long_scoreboard": 0.75, "barrier": 0.25}      # the _pred_on variant is skipped
+    s = ncu.summarize(kernels)
+    assert s["launches"] == 2 and s["duration_ms"] == pytest.approx(0.04)
+    assert s["dram_pct"] == pytest.approx((30 * 84 + 10 * 30) / 40, abs=0.01)
+    assert list(s["top_stalls"])[0] == "long_scoreboard"
+    assert ncu.parse("==ERROR== ERR_NVGPUCTRPERM - no permission") == []
+
+
+def test_ncu_on_the_cpu_is_a_note_not_a_failure(fast):
+    r = evaluate(RELU_TASK, Candidate.from_source(GOOD), opts=fast, ncu=True)
+    assert r.ok, r.message
+    assert r.profile.ncu == {}
+    assert any(n.startswith("ncu:") and "CUDA devices only" in n for n in r.profile.notes)
+
+
+# ---- the whole path on the CPU -----------------------------------------------------------------
+def test_eval_reports_roofline_and_bottleneck_from_measured_ceilings(fast):
+    r = evaluate(RELU_TASK, Candidate.from_source(GOOD), opts=fast)
+    assert r.ok, r.message
+    roof = r.profile.roofline
+    # relu(x)*2 on 64×1000 fp32: no FLOPs counted by the flop counter, 2 × 256 000 compulsory bytes.
+    assert roof["flops"] == 0 and roof["bytes"] == 2 * 64 * 1000 * 4
+    assert roof["roof"] == "memory" and roof["floor_ms"] > 0
+    assert roof["fraction"] == pytest.approx(roof["floor_ms"] / r.profile.candidate.median_ms, rel=1e-3)
+    assert roof["eager_fraction"] == pytest.approx(roof["floor_ms"] / r.profile.baseline.median_ms, rel=1e-2)
+    assert r.profile.bottleneck in BOTTLENECKS
+    stored = list((cache_root() / "ceilings").glob("*cpu*.json"))
+    assert stored, "ceilings are cached per device"
+    data = json.loads(stored[0].read_text())
+    assert data["bandwidth"] > 1e8 and data["peak_flops"]["float32"] > 1e8 and data["launch_us"] > 0
+
+
+def test_torch_compile_baseline_is_timed_interleaved(fast):
+    r = evaluate(RELU_TASK, Candidate.from_source(GOOD), opts=fast, baseline="both", run_timeout=300)
+    assert r.ok, r.message
+    p = r.profile
+    assert p.compile_baseline is not None and p.compile_baseline.n == p.candidate.n
+    assert p.speedup_vs_compile == pytest.approx(p.compile_baseline.median_ms / p.candidate.median_ms, rel=0.2)
+    assert len(p.speedup_vs_compile_ci) == 2
+    assert any("torch.compile baseline: compiled in" in n for n in p.notes)
+    assert evaluate(RELU_TASK, Candidate.from_source(GOOD), opts=fast).profile.compile_baseline is None
+
+
+def test_profile_cli_for_the_reference_and_for_a_candidate(capsys, tmp_path):
+    assert main(["profile", str(RELU_TASK), "--device", "cpu", "--time-cap", "0.3", "--trials", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "profile of reference (PyTorch eager)" in out and "roofline:" in out and "bottleneck:" in out
+    assert "no-custom-kernel" not in out
+    cand = tmp_path / "cand.py"
+    cand.write_text(GOOD)
+    assert main(["profile", str(RELU_TASK), str(cand), "--device", "cpu", "--time-cap", "0.3", "--trials", "1",
+                 "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["status"] == "ok" and data["profile"]["bottleneck"] in BOTTLENECKS
+    assert data["profile"]["roofline"]["bytes"] == 512000 and data["profile"]["custom_share"] > 0
+
+
+def test_baseline_flag_is_validated():
+    with pytest.raises(SystemExit) as e:
+        main(["eval", str(RELU_TASK), str(RELU_TASK), "--baseline", "jit"])
+    assert e.value.code == 2
