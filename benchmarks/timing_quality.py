@@ -93,6 +93,7 @@ def main() -> None:
     print(f"whole evaluate() of {e['task']} ({e['solution']}): first {e['first_s']:.1f} s (reference outputs "
           f"computed), then {e['warm_s']:.1f} s with the build and reference cached ({e['status']}, "
           f"{e['speedup']:.2f}× vs eager)" if e["speedup"] else f"whole evaluate(): {e}")
+    print("  warm evaluation by phase (s): " + ", ".join(f"{k} {v}" for k, v in e["phases_s"].items()))
     from kernelskill.evaluate.api import Options, ceilings
     c = ceilings(args.device, {"gpu": machine} if gpu else {"threads": torch.get_num_threads()}, Options())
     out["ceilings"] = c
@@ -113,13 +114,17 @@ def whole_evaluate(device: str) -> dict:
     task = Task.load(task_dir, preset=None if gpu else "small")
     cand = Candidate.from_file(sol)
     compile(cand, device=device)
-    times, r = [], None
+    times, r, phases = [], None, []
     for _ in range(2):
-        t = time.perf_counter()
-        r = evaluate(task, cand, opts=Options(device=device))
-        times.append(time.perf_counter() - t)
+        phases = [("start", time.perf_counter())]
+        r = evaluate(task, cand, opts=Options(device=device), on_phase=lambda p: phases.append((p, time.perf_counter())))
+        phases.append(("end", time.perf_counter()))
+        times.append(phases[-1][1] - phases[0][1])
+    # Where the warm evaluation's time goes: each phase until the next one began (await = the
+    # parent's verification of the outputs).
+    split = {a: round(t2 - t1, 2) for (a, t1), (_, t2) in zip(phases, phases[1:])}
     return {"task": task.name, "solution": sol.name, "first_s": times[0], "warm_s": times[1], "status": r.status,
-            "speedup": r.speedup}
+            "speedup": r.speedup, "phases_s": split}
 
 
 if __name__ == "__main__":

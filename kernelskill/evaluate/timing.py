@@ -20,6 +20,8 @@ class TimingConfig:
     min_reps: int = 30            # fewer left the spread of repeated medians above 1 % on an H200
     max_reps: int = 200
     time_cap_s: float = 10.0      # per timed model, excluding warm-up
+    warmup_s: float = 0.1         # and warm up at least this long (GPU clocks settle; caches fill)
+    rotate: int = 3               # input sets the timed calls rotate through (each re-checked after)
     target_rel_ci: float = 0.01   # stop when the median's 95 % interval is within ±1 %
     flush_l2: bool = True
 
@@ -50,10 +52,15 @@ def time_pair(models: dict, input_sets: list[list], device: str, cfg: TimingConf
         flush = torch.empty(int(l2 * 2) // 4, dtype=torch.float32, device=device)
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     with torch.no_grad():
-        for name in names:                      # warm-up: compilation, autotuning, module loads
-            for i in range(cfg.warmup):
+        # Warm-up: compilation, autotuning, module loads, and clocks that settle under load.
+        start, i = time.perf_counter(), 0
+        while i < cfg.warmup or time.perf_counter() - start < cfg.warmup_s:
+            for name in names:
                 models[name](*input_sets[i % len(input_sets)])
-        sync()
+            sync()
+            i += 1
+            if i >= 1000:
+                break
         times = {n: {"ms": [], "host_ms": []} for n in names}
         last = {n: {} for n in names}
         spent = {n: 0.0 for n in names}

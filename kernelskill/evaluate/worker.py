@@ -237,7 +237,7 @@ def mode_run(req: dict, out: Path) -> dict:
     (out / "checks.json").write_text(json.dumps(res, default=str))
     if req.get("timing") and _await_decision(out, req):
         set_phase(out, "time")
-        sets = [xs for xs, d in zip(device_trials, dists) if d == "task"]
+        sets = [xs for xs, d in zip(device_trials, dists) if d == "task"][:max(1, cfg_rotate(req))]
         cfg = TimingConfig(**req["timing"])
         models = {"eager": ref_model, "candidate": model}
         if compiled_ref is not None:
@@ -251,6 +251,10 @@ def mode_run(req: dict, out: Path) -> dict:
             res["kernels"] = guards.kernel_breakdown(model, sets[0], device, Path(req["candidate_path"]).read_text())
         res["flags_after"] = guards.flag_changes(before, guards.backend_flags())
     return res
+
+
+def cfg_rotate(req: dict) -> int:
+    return int((req.get("timing") or {}).get("rotate", 3))
 
 
 def _compile_baseline(req: dict, ref_model, xs: list, device: str):
