@@ -123,6 +123,7 @@ def whole_evaluate(device: str) -> dict:
     # Where the warm evaluation's time goes: each phase until the next one began (await = the
     # parent's verification of the outputs).
     split = {a: round(t2 - t1, 2) for (a, t1), (_, t2) in zip(phases, phases[1:])}
+    split.update({f"time: {k}": v for k, v in (r.profile.cost_s if r.profile else {}).items()})
     return {"task": task.name, "solution": sol.name, "first_s": times[0], "warm_s": times[1], "status": r.status,
             "speedup": r.speedup, "phases_s": split}
 

@@ -194,7 +194,11 @@ def build_parser() -> argparse.ArgumentParser:
     import importlib
     import importlib.util
     for name in COMMAND_MODULES:
-        if importlib.util.find_spec(name) is not None:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except ModuleNotFoundError:      # its parent package is absent (a source tree without the front ends)
+            found = False
+        if found:
             importlib.import_module(name).add_parser(sub)
     return parser
 

@@ -32,7 +32,7 @@ DEFAULTS: dict[str, Any] = {
     "budget": {"attempts": 30, "tokens": None, "usd": None, "minutes": None},
     "search": {"policy": "stark", "epsilon": 0.3, "root_children": 5, "close_after": 3, "max_repairs": 3,
                "seed": None, "line_ratio": 1.3, "line_gain": 0.3, "context_nodes": 5},
-    "eval": {"device": "auto", "trials": 5, "time_cap_s": 10.0, "warmup": 3, "min_reps": 10,
+    "eval": {"device": "auto", "trials": 5, "time_cap_s": 10.0, "warmup": 3, "min_reps": 30,
              "max_reps": 200, "build_timeout_s": 900.0, "run_timeout_s": 300.0},
     "agents": {"backend": "auto", "skills_limit": 6, "prompts_dir": None},
     "runs_dir": "runs",

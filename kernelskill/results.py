@@ -154,6 +154,7 @@ class ProfileResult(JsonMixin):
     roofline: dict = field(default_factory=dict)   # flops, bytes, floor_ms, fraction, eager_fraction, …
     bottleneck: str | None = None                  # memory-bound | compute-bound | launch-bound | latency-bound
     ncu: dict = field(default_factory=dict)        # Nsight Compute metrics (--ncu): totals and per kernel
+    cost_s: dict = field(default_factory=dict)     # the worker's seconds: timing, saving outputs, profiling
     notes: list[str] = field(default_factory=list)
 
 

@@ -48,7 +48,7 @@ def time_pair(models: dict, input_sets: list[list], device: str, cfg: TimingConf
     names = list(models)
     flush = None
     if cuda and cfg.flush_l2:
-        l2 = torch.cuda.get_device_properties(0).L2_cache_size or (50 << 20)
+        l2 = torch.cuda.get_device_properties(torch.device(device)).L2_cache_size or (50 << 20)
         flush = torch.empty(int(l2 * 2) // 4, dtype=torch.float32, device=device)
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     with torch.no_grad():
@@ -70,12 +70,14 @@ def time_pair(models: dict, input_sets: list[list], device: str, cfg: TimingConf
             idx = rep % len(input_sets)
             for name in order:
                 args = input_sets[idx]
-                if flush is not None:
-                    flush.zero_()
                 sync()
                 if cuda:
                     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                     h0 = time.perf_counter()
+                    # The flush is queued ahead of the start event: while the GPU clears L2 the host
+                    # launches the call, so the events don't count the GPU idling for the launch.
+                    if flush is not None:
+                        flush.zero_()
                     start.record()
                     out = models[name](*args)
                     end.record()

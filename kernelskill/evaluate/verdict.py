@@ -113,6 +113,7 @@ def _profile(res, result, task, out, ref_outs, dists, atol, rtol, flags, meta) -
     device = result.env.device
     prof = ProfileResult(device=device, candidate=stats(cand_ms), baseline=stats(base_ms),
                          threads=res["timing"].get("threads"), first_call_ms=res["timing"].get("first_call_ms"),
+                         cost_s=res["timing"].get("cost_s") or {},
                          timer="cuda-events+host" if device.startswith("cuda") else "perf_counter")
     sp, ci = speedup_ci(base_ms, cand_ms)
     prof.speedup, prof.speedup_ci = sp, ci

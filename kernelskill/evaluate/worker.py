@@ -242,13 +242,19 @@ def mode_run(req: dict, out: Path) -> dict:
         models = {"eager": ref_model, "candidate": model}
         if compiled_ref is not None:
             models["compile"] = compiled_ref
+        t1 = _clock()
         timed = time_pair(models, sets, device, cfg)
+        t2 = _clock()
         last = {idx: _cpu(flatten(o)[0]) for idx, o in timed["last_outputs"]["candidate"].items()}
         _save(last, out / "timed_outputs.pt")
+        t3 = _clock()
         res["timing"] = {"times": timed["times"], "reps": timed["reps"], "threads": torch.get_num_threads(),
                          "first_call_ms": first_call_ms, "compile": compile_info}
         if req.get("profile"):
             res["kernels"] = guards.kernel_breakdown(model, sets[0], device, Path(req["candidate_path"]).read_text())
+        # Where the worker's time went (the cost figures in docs/evaluator.md).
+        res["timing"]["cost_s"] = {"timing": round(t2 - t1, 3), "save_timed_outputs": round(t3 - t2, 3),
+                                   "profile": round(_clock() - t3, 3)}
         res["flags_after"] = guards.flag_changes(before, guards.backend_flags())
     return res
 
