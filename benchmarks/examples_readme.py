@@ -1,75 +1,81 @@
-"""Write examples/README.md: per task what it computes, its roofline floor on the H100, and the
-measured speedups (trusted evaluator where it ran; the authoring harness otherwise, marked).
+"""Write examples/README.md: per task what it computes, its roofline floor on the H100, eager's
+time and roofline fraction on the GPU, and the best verified speedup — all measured.
 
     python benchmarks/examples_readme.py
 
-Reads benchmarks/results/: examples_cuda_h200_partial.log (evaluator, H200),
-examples_h200_authoring_harness.json, examples_cpu.json (evaluator, this CPU, small preset).
+Reads benchmarks/results/: bench_examples_cuda_h200.json (`kernelskill bench examples
+--include-wrong --device cuda`, its report.json), timing_quality_h200.json (the GPU's measured
+ceilings) and examples_cpu.json (C++ solutions under the evaluator on this CPU, small preset).
 """
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 from kernelskill import Task
+from kernelskill.evaluate.roofline import floor_ms
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 # Ceilings measured on one H100 80GB HBM3 (shared/EVALUATION.md): copy ≈ 3.0 TB/s (read + write),
 # fp32 matmul without TF32 ≈ 51.6 TFLOP/s.
-H100_BW, H100_FLOPS = 3.0e12, 51.6e12
-
-
-def gpu_rows() -> dict:
-    rows: dict[str, list] = {}
-    log = RESULTS / "examples_cuda_h200_partial.log"
-    for line in log.read_text().splitlines() if log.exists() else []:
-        m = re.match(r"(\S+)\s+(\S+\.py)\s+(\w+)\s+([\d.]+)x", line)
-        if m:
-            rows.setdefault(m[1], []).append((m[2], m[3], float(m[4])))
-    return rows
+H100 = {"bandwidth": 3.0e12, "peak_flops": {"float32": 51.6e12}}
 
 
 def main() -> None:
-    gpu = gpu_rows()
-    harness = json.loads((RESULTS / "examples_h200_authoring_harness.json").read_text())["best"]
-    cpu_path = RESULTS / "examples_cpu.json"
+    bench = json.loads((RESULTS / "bench_examples_cuda_h200.json").read_text())
+    gpu = {t["task"]: t for t in bench["tasks"]}
+    ceil = json.loads((RESULTS / "timing_quality_h200.json").read_text())["ceilings"]
     cpu: dict[str, list] = {}
-    if cpu_path.exists():
-        for r in json.loads(cpu_path.read_text())["rows"]:
-            if r["expected"] == "ok":
-                cpu.setdefault(r["task"], []).append(r)
+    for r in json.loads((RESULTS / "examples_cpu.json").read_text())["rows"]:
+        if r["expected"] == "ok":
+            cpu.setdefault(r["task"], []).append(r)
+    s, v = bench["summary"], bench["summary"]["verdicts"]
     lines = ["# Examples", "",
              "24 tasks in KernelBench format, each `reference.py` + `task.toml` (a `small` preset runs in",
              "seconds on a CPU; default sizes fill an H100) with hand-written solutions under `solutions/`",
              "(`cuda_*.py`, `cpp_*.py`, `triton_*.py`) and wrong ones under `solutions/wrong/` (first line",
              "`# expect: <verdict>`), which feed the evaluator's tests.", "",
-             "Roofline floor: max(FLOPs / 51.6 TFLOP/s, compulsory bytes / 3.0 TB/s), the H100 ceilings of",
-             "shared/EVALUATION.md, at default sizes. *Evaluator* columns are `kernelskill eval` verdicts and",
-             "speedups (median, interleaved with eager, 95 % CI in benchmarks/results); the GPU ones ran on an",
-             "**H200** (no H100 was lent this session) and stopped after 10 of 33 GPU solutions when the",
-             "session's GPU time ran out. *Authoring harness* figures were measured on the H200 while the",
-             "solutions were written, with the authors' own scripts, not the trusted evaluator. C++ figures:",
-             "this 2-core CPU, `small` preset, 2 threads, shared with other builds (noisy).", "",
-             "Regenerate: `python benchmarks/examples_table.py --device cuda --json …` on a GPU,",
-             "`python benchmarks/examples_table.py --device cpu --preset small --json benchmarks/results/examples_cpu.json`",
-             "here, then `python benchmarks/examples_readme.py`.", "",
-             "| task | level | what it computes | H100 floor (ms) | evaluator, H200: best verified | authoring harness, H200 | evaluator, C++ on CPU (small) |",
-             "|---|---|---|---|---|---|---|"]
+             f"GPU columns: `kernelskill bench examples --include-wrong --device cuda` on an **NVIDIA H200**",
+             f"(no H100 was lent), {bench['finished'][:10]}, torch {bench['machine']['torch']}: every",
+             "solution through the trusted evaluator (5 seeded trials + a second input distribution, timing",
+             "interleaved with eager, 95 % bootstrap interval). "
+             f"{v['as_expected']}/{v['solutions']} verdicts as expected; "
+             f"{v['honest_rejected']} of {v['honest']} honest solutions rejected (false positives); "
+             f"n {s['n']} · correct {s['correct_rate']:.0%} · fast_1 {s['fast_1']:.0%} · fast_1.5 "
+             f"{s['fast_1_5']:.0%} · fast_2 {s['fast_2']:.0%} · geomean {s['geomean_speedup']:.2f}×.", "",
+             "Floors: max(FLOPs / peak, compulsory bytes / bandwidth) at default sizes, FLOPs from",
+             "`torch.utils.flop_counter` (matmul/conv work only). H100: the ceilings of",
+             f"shared/EVALUATION.md (3.0 TB/s, 51.6 TFLOP/s fp32). H200: measured by the evaluator",
+             f"({ceil['bandwidth'] / 1e9:.0f} GB/s copy, {ceil['peak_flops']['float32'] / 1e12:.1f} TFLOP/s fp32, "
+             f"{ceil['peak_flops']['tf32'] / 1e12:.0f} TF32). Eager's fraction = H200 floor / eager time.",
+             "C++ column: the evaluator on this 2-core CPU, `small` preset (noisy, shared machine).", "",
+             "Regenerate: the bench above on a GPU (copy its `report.json` to",
+             "`benchmarks/results/bench_examples_cuda_h200.json`), `python benchmarks/examples_table.py",
+             "--device cpu --preset small --json benchmarks/results/examples_cpu.json` here, then",
+             "`python benchmarks/examples_readme.py`.", "",
+             "| task | level | what it computes | H100 floor (ms) | eager, H200 (ms) | eager's roofline fraction, H200 "
+             "| best verified speedup, H200 [95 % CI] | C++ on CPU (small) |",
+             "|---|---|---|---|---|---|---|---|"]
     for d in sorted(p for p in (ROOT / "examples").iterdir() if (p / "task.toml").exists()):
         task = Task.load(d)
         info = task.summary()
-        floor = max(info["flops"] / H100_FLOPS, info["bytes"] / H100_BW) * 1e3
-        g = [r for r in gpu.get(task.name, []) if r[1] == "ok"]
-        gbest = max(g, key=lambda r: r[2]) if g else None
-        gtxt = f"{gbest[2]:.2f}× ({gbest[0].removesuffix('.py')})" if gbest else "not run"
-        h = harness.get(task.name)
-        htxt = f"{h[1]:.2f}× ({h[0]})" if h else "-"
+        h100 = floor_ms(info["flops"], info["bytes"], H100, "float32")
+        g = gpu.get(task.name) or {}
+        best = next((x for x in g.get("solutions", []) if x["solution"] == g.get("solution")), None)
+        eager = g.get("eager_ms")
+        frac = floor_ms(info["flops"], info["bytes"], ceil, task.dtype, task.allow_tf32) / eager if eager else None
+        if best and best["status"] == "ok":
+            ci = best.get("ci") or [None, None]
+            gtxt = f"{best['speedup']:.2f}× [{ci[0]:.2f}–{ci[1]:.2f}] ({Path(best['solution']).stem})"
+        else:
+            gtxt = g.get("status", "not run")
         c = [r for r in cpu.get(task.name, []) if r["status"] == "ok" and r["speedup"]]
         cbest = max(c, key=lambda r: r["speedup"]) if c else None
         ctxt = f"{cbest['speedup']:.2f}× ({Path(cbest['solution']).stem})" if cbest else "-"
-        lines.append(f"| {task.name} | {task.level} | {task.description} | {floor:.3f} | {gtxt} | {htxt} | {ctxt} |")
+        lines.append(f"| {task.name} | {task.level} | {task.description} | {h100:.3f} | "
+                     f"{eager:.3f} | {frac:.0%} | {gtxt} | {ctxt} |" if eager else
+                     f"| {task.name} | {task.level} | {task.description} | {h100:.3f} | - | - | {gtxt} | {ctxt} |")
     (ROOT / "examples" / "README.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

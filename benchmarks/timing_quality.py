@@ -40,13 +40,17 @@ def kernels(device: str) -> dict:
     }
 
 
-def measure(fn, sets, device: str, cfg: TimingConfig, pair: bool = False) -> tuple[float, float, int]:
-    """(median ms, wall s, reps) of one evaluator-protocol measurement."""
+def measure(fn, sets, device: str, cfg: TimingConfig, pair: bool = False, ratio: bool = False):
+    """(median ms, wall s, reps) of one evaluator-protocol measurement; with ``ratio``, the ratio of
+    the kernel's median to an interleaved twin's (what a speedup measures)."""
     import numpy as np
-    models = {"k": fn, "twin": (lambda *a: fn(*a))} if pair else {"k": fn}
+    models = {"k": fn, "twin": (lambda *a: fn(*a))} if pair or ratio else {"k": fn}
     t = time.perf_counter()
     res = time_pair(models, sets, device, cfg)
-    return float(np.median(res["times"]["k"]["ms"])), time.perf_counter() - t, res["reps"]
+    med = float(np.median(res["times"]["k"]["ms"]))
+    if ratio:
+        return med / float(np.median(res["times"]["twin"]["ms"]))
+    return med, time.perf_counter() - t, res["reps"]
 
 
 def main() -> None:
@@ -54,6 +58,7 @@ def main() -> None:
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--json")
+    ap.add_argument("--only-timer", action="store_true", help="precision and agreement only")
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     cfg = TimingConfig()
@@ -70,17 +75,24 @@ def main() -> None:
             meds = [m for m, _, _ in runs]
             med = sorted(meds)[len(meds) // 2]
             spread = (max(meds) - min(meds)) / med
+            ratios = [measure(fn, sets, args.device, cfg, ratio=True) for _ in range(args.repeats)]
             db = None
             if gpu:
                 import triton.testing
                 db = triton.testing.do_bench(lambda: fn(*sets[0]), return_mode="median")
-        row = {"kernel": name, "median_ms": med, "spread": spread, "do_bench_ms": db,
+        row = {"kernel": name, "median_ms": med, "spread": spread, "medians": meds, "ratios": ratios,
+               "ratio_spread": max(ratios) - min(ratios), "do_bench_ms": db,
                "difference": (med - db) / db if db else None,
                "wall_s": sum(w for _, w, _ in runs) / len(runs), "reps": [r for _, _, r in runs]}
         out["kernels"].append(row)
         diff = f"{row['difference']:+.1%}" if db else "-"
-        print(f"| {name} | {med:.4f} | {spread:.2%} | {f'{db:.4f}' if db else '-'} | {diff} | "
+        print(f"| {name} | {med:.4f} | {spread:.2%} | {row['ratio_spread']:.2%} ({min(ratios):.3f}–{max(ratios):.3f}) | "
+              f"{f'{db:.4f}' if db else '-'} | {diff} | "
               f"{row['wall_s']:.2f} | {min(row['reps'])}–{max(row['reps'])} |", flush=True)
+    if args.only_timer:
+        if args.json:
+            Path(args.json).write_text(json.dumps(out, indent=2, default=str))
+        return
     # The ~1 ms kernel, paired as in an evaluation (candidate and eager interleaved).
     name, (fn, sets) = list(kernels(args.device).items())[-1]
     with torch.no_grad():
