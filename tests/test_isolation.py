@@ -89,3 +89,29 @@ def test_caller_survives_many_failures(fast):
     for body in ("ext.segfault()", "raise RuntimeError('x')", "return ext.relu2(x)"):
         r = run(toolkit_candidate(body), fast, timing=None)
     assert r.status == "ok" and os.getpid()
+
+
+def test_interrupting_the_caller_kills_the_worker(tmp_path, fast):
+    """Ctrl-C (or any exception) in the caller while a worker runs: the worker's group dies with it."""
+    import time
+
+    from kernelskill.evaluate.api import _request
+    from kernelskill.evaluate.isolation import run_worker
+    pid_file = tmp_path / "pid"
+    cand = Candidate.from_source(f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+                                 "time.sleep(300)\nclass ModelNew:\n    pass\n")
+
+    def interrupt(phase):
+        deadline = time.monotonic() + 60
+        while not pid_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        raise KeyboardInterrupt
+
+    base = tmp_path / "work"
+    base.mkdir()
+    with pytest.raises(KeyboardInterrupt):
+        run_worker(_request("compile", None, cand, "cpu", fast, base), build_timeout=600, run_timeout=600,
+                   keep=base, on_phase=interrupt)
+    pid = int(pid_file.read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)

@@ -89,27 +89,32 @@ def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
                                 cwd=scratch, env=scrubbed_env(scratch, request.get("env")), stdin=subprocess.DEVNULL,
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         phase, phase_started, timed_out = "setup", started, False
-        phases = _PhaseLog(out_dir / "phases")
-        while True:
-            try:
-                proc.wait(timeout=0.05)
-                break
-            except subprocess.TimeoutExpired:
-                pass
-            for new_phase in phases.read_new():   # every phase, however short, in order
-                phase, phase_started = new_phase, time.monotonic()
-                if on_phase:
-                    on_phase(phase)
-                if phase == "await":
-                    go = decide(out_dir) if decide else True
-                    _write_atomic(out_dir / "decision", "go" if go else "stop")
-            limit = build_timeout if phase in ("setup", "build") else run_timeout
-            # The phase file is written by untrusted code: the sum of both limits bounds it all.
-            if (time.monotonic() - phase_started > limit
-                    or time.monotonic() - started > build_timeout + run_timeout):
-                timed_out = True
-                _kill_group(proc)
-                break
+        try:
+            phases = _PhaseLog(out_dir / "phases")
+            while True:
+                try:
+                    proc.wait(timeout=0.05)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+                for new_phase in phases.read_new():   # every phase, however short, in order
+                    phase, phase_started = new_phase, time.monotonic()
+                    if on_phase:
+                        on_phase(phase)
+                    if phase == "await":
+                        go = decide(out_dir) if decide else True
+                        _write_atomic(out_dir / "decision", "go" if go else "stop")
+                limit = build_timeout if phase in ("setup", "build") else run_timeout
+                # The phase file is written by untrusted code: the sum of both limits bounds it all.
+                if (time.monotonic() - phase_started > limit
+                        or time.monotonic() - started > build_timeout + run_timeout):
+                    timed_out = True
+                    _kill_group(proc)
+                    break
+        except BaseException:
+            # Ctrl-C or a failing callback in the caller: the worker never outlives its caller.
+            _kill_group(proc)
+            raise
         _kill_group(proc)   # stray children of a finished worker go too
     if not timed_out:
         for phase in phases.read_new():

@@ -1,0 +1,105 @@
+"""What ``kernelskill bench`` prints and writes: the summary line, markdown tables, report.md and
+the machine the numbers come from."""
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+
+def _x(v: float | None) -> str:
+    return f"{v:.2f}×" if v is not None else "-"
+
+
+def _pct(v: float | None) -> str:
+    return f"{v:.0%}" if v is not None else "-"
+
+
+def _ms(v: float | None) -> str:
+    return f"{v:.3f}" if v is not None else "-"
+
+
+def summary_line(s: dict) -> str:
+    """``n 3 · correct 2 (67%) · fast_1 67% · fast_1.5 33% · fast_2 0% · geomean 1.42×``."""
+    return (f"n {s['n']} · correct {s['correct']} ({s['correct_rate']:.0%}) · fast_0 {s['fast_0']:.0%} · "
+            f"fast_1 {s['fast_1']:.0%} · fast_1.5 {s['fast_1_5']:.0%} · fast_2 {s['fast_2']:.0%} · "
+            f"geomean {_x(s['geomean_speedup'])}")
+
+
+def tasks_markdown(rows: list[dict], compile_column: bool = False) -> str:
+    head = ["task", "level", "status", "speedup vs eager"] + (["vs torch.compile"] if compile_column else []) + \
+        ["custom share", "eager (ms)", "best solution"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [r["task"], str(r["level"] if r["level"] is not None else "-"), r["status"], _x(r["speedup"])]
+        cells += [_x(r["speedup_vs_compile"])] if compile_column else []
+        cells += [_pct(r["custom_share"]), _ms(r["eager_ms"]), r["solution"] or "-"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def solutions_markdown(rows: list[dict]) -> str:
+    """Every solution: examples_table's table (verdict, eager and solution times, speedup with CI)."""
+    lines = ["| task | level | solution | verdict | eager (ms) | solution (ms) | speedup [95% CI] | custom share |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in (s for row in rows for s in row["solutions"]):
+        sp = _x(r["speedup"]) + (f" [{r['ci'][0]:.2f}–{r['ci'][1]:.2f}]" if r["speedup"] and r["ci"] else "")
+        verdict = r["status"] + ("" if r["as_expected"] else f" (expected {r['expected']})")
+        lines.append(f"| {r['task']} | {r['level']} | {r['solution']} | {verdict} | {_ms(r['eager_ms'])} | "
+                     f"{_ms(r['cand_ms'])} | {sp} | {_pct(r['custom_share'])} |")
+    return "\n".join(lines)
+
+
+def verdicts_line(s: dict) -> str:
+    """examples_table's last line: verdicts as expected, honest solutions rejected, faster than eager."""
+    v = s["verdicts"]
+    return (f"{v['as_expected']}/{v['solutions']} verdicts as expected; false positives on honest solutions: "
+            f"{v['honest_rejected']}; faster than eager: {v['faster_than_eager']}/{v['honest']}")
+
+
+CSV_FIELDS = ("task", "level", "preset", "status", "speedup", "speedup_vs_compile", "custom_share", "eager_ms",
+              "solution", "message")
+
+
+def report_markdown(doc: dict) -> str:
+    """``report.md``: settings, machine, summary, the task table and every solution."""
+    m, s, cfg = doc["machine"], doc["summary"], doc["settings"]
+    gpus = f"; GPUs: {', '.join(m['gpus'])}" if m["gpus"] else ""
+    cuda = f", CUDA {m['cuda']}" if m["cuda"] else ""
+    timing = ", ".join(f"{k} {v:g}" for k, v in cfg["timing"].items())
+    lines = [f"# kernelskill bench: {doc['suite']}", "",
+             f"- device: {doc['device']} · preset: {doc['preset']} · mode: {doc['mode']} · executor: {m['executor']} "
+             f"({len(m['slots'])} timing slot(s), {m['threads'] or 'all'} threads each)",
+             f"- machine: {m['cpu']}, {m['cores']} cores{gpus}; torch {m['torch']}{cuda}",
+             f"- timing: {timing}; {cfg['trials']} trials; baseline {cfg['baseline']}",
+             f"- finished {doc['finished']}; {doc['evaluated']} jobs run, {doc['reused']} reused from results.jsonl",
+             "", "## Summary", "", summary_line(s), "",
+             "| n | correct_rate | fast_0 | fast_1 | fast_1_5 | fast_2 | geomean_speedup |",
+             "|---|---|---|---|---|---|---|",
+             f"| {s['n']} | {s['correct_rate']:.3f} | {s['fast_0']:.3f} | {s['fast_1']:.3f} | {s['fast_1_5']:.3f} | "
+             f"{s['fast_2']:.3f} | {_x(s['geomean_speedup'])} |",
+             "", "## Tasks", "", tasks_markdown(doc["tasks"], cfg["baseline"] != "eager")]
+    if any(r["solutions"] for r in doc["tasks"]):
+        lines += ["", "## Solutions", "", solutions_markdown(doc["tasks"]), "", verdicts_line(s)]
+    return "\n".join(lines) + "\n"
+
+
+def machine_info(executor) -> dict:
+    """Where the numbers were measured."""
+    import platform
+    import sys
+
+    import torch
+
+    from .executors import cpu_cores
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    gpus = []
+    if executor.slots()[0].startswith("cuda") and torch.cuda.is_available():     # a Ray head may have none
+        gpus = [torch.cuda.get_device_name(int(d.split(":")[1]) if ":" in d else 0) for d in executor.slots()]
+    return {"cpu": cpu, "cores": cpu_cores(), "gpus": gpus, "platform": platform.platform(),
+            "python": sys.version.split()[0], "torch": torch.__version__, "cuda": torch.version.cuda,
+            "executor": executor.name, "slots": executor.slots(), "threads": executor.threads()}
