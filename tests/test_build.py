@@ -122,3 +122,20 @@ def test_cuda_compile_only_check_without_cuda_torch():
     assert d.origin == "cuda" and d.file == "candidate"
     assert d.line == CUDA.splitlines().index(next(l for l in CUDA.splitlines() if "BROKEN" in l)) + 1
     assert "BROKEN" in d.source_line or "BROKEN" in d.message
+
+
+def test_precompiled_header_is_made_by_one_build_at_a_time(tmp_path):
+    """Parallel builds of one flag set (a pool or bench) never make the same header twice: while
+    one holds the flag set's lock, the others build without the header and do not wait."""
+    import fcntl
+
+    from kernelskill.evaluate.build import precompiled_header
+    assert precompiled_header(tmp_path, ["-O2"], []) is None          # first cold build: counted
+    (d,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    assert (d / "seen").read_text() == "1"
+    with open(d / "lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        assert precompiled_header(tmp_path, ["-O2"], []) is None      # busy: skipped, not counted
+        assert (d / "seen").read_text() == "1"
+    assert precompiled_header(tmp_path, ["-O2"], []) is None
+    assert (d / "seen").read_text() == "2"

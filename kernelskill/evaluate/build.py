@@ -203,6 +203,21 @@ def precompiled_header(root: Path, cflags, include_paths) -> Path | None:
     # Building one costs about two plain builds: only for flag sets seen before (an optimizer
     # run or a suite builds many extensions with the same flags; a one-off build does not).
     d.mkdir(parents=True, exist_ok=True)
+    import fcntl
+    with open(d / "lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            # Another build (a parallel bench or pool) is counting or making this very header:
+            # build without it rather than make the same header twice or wait a minute for it.
+            return None
+        return _make_pch(d, gch, inc, cmd_flags, cxx)
+
+
+def _make_pch(d: Path, gch: Path, inc: list[str], cmd_flags: list[str], cxx: str) -> Path | None:
+    """Count this flag set's cold builds; make the header on the PCH_AFTER-th (under the lock)."""
+    if gch.exists():
+        return d
     seen = d / "seen"
     count = int(seen.read_text() or 0) + 1 if seen.exists() else 1
     seen.write_text(str(count))
