@@ -84,7 +84,7 @@ def _print_roofline(p, out=print) -> None:
         out(f"  ceilings: {roof['bandwidth_gbs']:.0f} GB/s, {roof['peak_tflops']:.1f} TFLOP/s, "
             f"launch {roof.get('launch_us', 0):.1f} µs — {roof['ceilings']}")
     if p.bottleneck:
-        extra = f" ({roof['launches']} launches per call" + (f", device busy {roof['busy']:.0%}" if "busy" in roof else "") \
+        extra = f" ({roof['launches']} launch{'es' if roof['launches'] != 1 else ''} per call" + (f", device busy {roof['busy']:.0%}" if "busy" in roof else "") \
             + ")" if roof.get("launches") is not None else ""
         out(f"  bottleneck: {p.bottleneck}{extra}")
     n = p.ncu

@@ -25,7 +25,19 @@ def _speed(r: EvalResult) -> str:
     if not (p and p.candidate and p.baseline):
         return ""
     sp = f"{p.speedup:.2f}× vs eager" if p.speedup is not None else "speedup withheld"
-    return f"; candidate {p.candidate.median_ms:.4g} ms, eager {p.baseline.median_ms:.4g} ms, {sp}"
+    return f"; candidate {p.candidate.median_ms:.4g} ms, eager {p.baseline.median_ms:.4g} ms, {sp}" + _roof(p)
+
+
+def _roof(p) -> str:
+    """The roofline position and bottleneck class, when the evaluator measured them."""
+    if not p.roofline:
+        return ""
+    return (f"; {p.roofline['fraction']:.0%} of the roofline floor's pace ({p.roofline['floor_ms']:.4g} ms)"
+            + (f", {p.bottleneck}" if p.bottleneck else ""))
+
+
+def _lookup(p) -> str:
+    return f"lookup_skills(task, bottleneck='{p.bottleneck}')" if p and p.bottleneck else "lookup_skills(task, bottleneck=...)"
 
 
 def evaluation(r: EvalResult, timed: bool = True) -> tuple[str, str]:
@@ -39,7 +51,7 @@ def evaluation(r: EvalResult, timed: bool = True) -> tuple[str, str]:
     p = r.profile
     if p and p.speedup is not None and p.speedup < 1.0:
         return summary, ("Correct but slower than PyTorch eager: read result.profile.kernels for where the "
-                         "time goes, then lookup_skills(task, bottleneck=...) for a better strategy.")
+                         f"time goes and result.profile.roofline, then {_lookup(p)} for a better strategy.")
     return summary, ("Correct and timed. Read result.profile.kernels (share of time per kernel, * = yours) "
                      "to find the next bottleneck, call lookup_skills for it, and record_attempt(...) with "
                      "the skill you applied so its statistics improve.")
@@ -65,6 +77,6 @@ def reference_profile(r: EvalResult) -> tuple[str, str]:
         return evaluation(r)
     top = ", ".join(f"{k.name} {k.share:.0%}" for k in p.kernels[:3]) or "no kernel breakdown"
     where = r.env.gpu or r.env.device
-    return (f"reference: eager median {p.baseline.median_ms:.4g} ms on {where}; time goes to {top}",
-            "This is the time to beat. Call lookup_skills(task=...) for strategies that fit the dominant ops, "
-            "write ModelNew, then evaluate it.")
+    return (f"reference: eager median {p.baseline.median_ms:.4g} ms on {where}; time goes to {top}" + _roof(p),
+            f"This is the time to beat. Call {_lookup(p)} for strategies that fit the dominant ops and the "
+            "bottleneck, write ModelNew, then evaluate it.")

@@ -8,6 +8,8 @@ import anyio
 import pytest
 from mcp import Client
 
+from kernelskill.vocab import BOTTLENECKS
+
 from helpers import DATA, toolkit_candidate
 
 from support import SOURCE
@@ -153,6 +155,10 @@ async def test_profile_of_the_reference(server):
         data = (await client.call_tool("profile", {"task": RELU})).structured_content
     assert data["status"] == "ok" and data["summary"].startswith("reference: eager median")
     assert data["result"]["profile"]["baseline"]["median_ms"] > 0 and "lookup_skills" in data["next_step"]
+    # the roofline and bottleneck class reach the agent, and the next step names that bottleneck
+    bottleneck = data["result"]["profile"]["bottleneck"]
+    assert bottleneck in BOTTLENECKS and data["result"]["profile"]["roofline"]["bytes"] == 512000
+    assert "roofline floor" in data["summary"] and f"bottleneck='{bottleneck}'" in data["next_step"]
 
 
 async def test_resources(server):
