@@ -36,7 +36,7 @@ def main() -> None:
              "seconds on a CPU; default sizes fill an H100) with hand-written solutions under `solutions/`",
              "(`cuda_*.py`, `cpp_*.py`, `triton_*.py`) and wrong ones under `solutions/wrong/` (first line",
              "`# expect: <verdict>`), which feed the evaluator's tests.", "",
-             f"GPU columns: `kernelskill bench examples --include-wrong --device cuda` on an **NVIDIA H200**",
+             "GPU columns: `kernelskill bench examples --include-wrong --device cuda` on an **NVIDIA H200**",
              f"(no H100 was lent), {bench['finished'][:10]}, torch {bench['machine']['torch']}: every",
              "solution through the trusted evaluator (5 seeded trials + a second input distribution, timing",
              "interleaved with eager, 95 % bootstrap interval). "
@@ -46,7 +46,7 @@ def main() -> None:
              f"{s['fast_1_5']:.0%} · fast_2 {s['fast_2']:.0%} · geomean {s['geomean_speedup']:.2f}×.", "",
              "Floors: max(FLOPs / peak, compulsory bytes / bandwidth) at default sizes, FLOPs from",
              "`torch.utils.flop_counter` (matmul/conv work only). H100: the ceilings of",
-             f"shared/EVALUATION.md (3.0 TB/s, 51.6 TFLOP/s fp32). H200: measured by the evaluator",
+             "shared/EVALUATION.md (3.0 TB/s, 51.6 TFLOP/s fp32). H200: measured by the evaluator",
              f"({ceil['bandwidth'] / 1e9:.0f} GB/s copy, {ceil['peak_flops']['float32'] / 1e12:.1f} TFLOP/s fp32, "
              f"{ceil['peak_flops']['tf32'] / 1e12:.0f} TF32). Eager's fraction = H200 floor / eager time.",
              "C++ column: the evaluator on this 2-core CPU, `small` preset (noisy, shared machine).", "",

@@ -34,7 +34,7 @@ from helpers import RELU_TASK, toolkit_candidate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "optimizer"))
 from chat_server import ChatServer  # noqa: E402
-from scenario import EVAL_FLAGS, Scenario  # noqa: E402
+from scenario import Scenario, project_toml  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = toolkit_candidate("return ext.relu2(x)")
@@ -409,23 +409,6 @@ def test_pool_builds_everything_first_then_shares_the_jobs_between_its_slots():
 
 
 # ---- --optimize against a real chat-completions server ---------------------------------------------------
-PROJECT = """
-[llm]
-base_url = "{url}"
-model = "planner-model"
-retry_base_s = 0.01
-[llm.roles.coder]
-model = "coder-model"
-[llm.roles.debugger]
-model = "debugger-model"
-[search]
-epsilon = 0.0
-seed = 3
-[agents]
-skills_limit = 50
-[eval]
-{eval}
-"""
 
 
 def test_optimize_each_task_and_report_its_best_verified_speedup(tmp_path, monkeypatch):
@@ -440,8 +423,7 @@ def test_optimize_each_task_and_report_its_best_verified_speedup(tmp_path, monke
     assert code == 2 and "127.0.0.1:9" in err                 # an unreachable endpoint fails before any run
     script = Scenario()                                       # coder: a tail bug; debugger: the fix
     with ChatServer(script.from_request) as server:
-        ev = "\n".join(f"{k.split('.')[1]} = {json.dumps(v)}" for k, v in EVAL_FLAGS.items())
-        (tmp_path / "kernelskill.toml").write_text(PROJECT.format(url=server.url, eval=ev))
+        (tmp_path / "kernelskill.toml").write_text(project_toml(server.url, search="seed = 3\n"))
         code, stdout, stderr = bench(str(refs), "--optimize", "--budget", "2", "--device", "cpu", "--executor",
                                      "local", "--json")
         doc = last_json(stdout)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 import traceback
-from pathlib import Path
 
 import torch
 

@@ -57,6 +57,21 @@ def _time_ms(fn, device: str, reps: int) -> float:
     return times[len(times) // 2]
 
 
+def _copy_ms(n: int, dev, device: str, reps: int) -> float:
+    import torch
+    x = torch.empty(n, dtype=torch.float32, device=dev).fill_(1.0)
+    y = torch.empty_like(x)
+    return _time_ms(lambda: y.copy_(x), device, reps)
+
+
+def _matmul_ms(n: int, dt, dev, device: str, reps: int) -> float:
+    import torch
+    a = torch.randn(n, n, device=dev).to(dt)
+    b = torch.randn(n, n, device=dev).to(dt)
+    c = torch.empty(n, n, device=dev, dtype=dt)
+    return _time_ms(lambda: torch.mm(a, b, out=c), device, reps)
+
+
 def measure(device: str) -> dict:
     """Measure this device's ceilings (seconds on a GPU, a few seconds on a CPU)."""
     import torch
@@ -72,11 +87,8 @@ def measure(device: str) -> dict:
         out["name"] = platform.processor() or platform.machine()
         out["threads"] = torch.get_num_threads()
         n_copy, n_mm = (1 << 26), 1024           # 256 MiB; 1024³ (2 GFLOP)
-    x = torch.empty(n_copy, dtype=torch.float32, device=dev).fill_(1.0)
-    y = torch.empty_like(x)
-    ms = _time_ms(lambda: y.copy_(x), device, 10 if cuda else 5)
-    out["bandwidth"] = 2 * x.numel() * 4 / (ms / 1e3)          # bytes/s, read + write
-    del x, y
+    ms = _copy_ms(n_copy, dev, device, 10 if cuda else 5)
+    out["bandwidth"] = 2 * n_copy * 4 / (ms / 1e3)            # bytes/s, read + write
     dtypes = {"float32": torch.float32}
     if cuda:
         dtypes.update(bfloat16=torch.bfloat16, float16=torch.float16)
@@ -84,17 +96,11 @@ def measure(device: str) -> dict:
     old = torch.backends.cuda.matmul.allow_tf32
     try:
         for name, dt in dtypes.items():
-            a = torch.randn(n_mm, n_mm, device=dev).to(dt)
-            b = torch.randn(n_mm, n_mm, device=dev).to(dt)
-            c = torch.empty(n_mm, n_mm, device=dev, dtype=dt)
             torch.backends.cuda.matmul.allow_tf32 = False
-            ms = _time_ms(lambda: torch.mm(a, b, out=c), device, 10 if cuda else 3)
-            peaks[name] = 2 * n_mm ** 3 / (ms / 1e3)
+            peaks[name] = 2 * n_mm ** 3 / (_matmul_ms(n_mm, dt, dev, device, 10 if cuda else 3) / 1e3)
             if cuda and name == "float32":
                 torch.backends.cuda.matmul.allow_tf32 = True
-                ms = _time_ms(lambda: torch.mm(a, b, out=c), device, 10)
-                peaks["tf32"] = 2 * n_mm ** 3 / (ms / 1e3)
-            del a, b, c
+                peaks["tf32"] = 2 * n_mm ** 3 / (_matmul_ms(n_mm, dt, dev, device, 10) / 1e3)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = old
     out["peak_flops"] = peaks

@@ -31,8 +31,8 @@ BROKEN = CUDA.replace("y[i] = x[i] > 0.f ? 2.f * x[i] : 0.f;", "y[i] = x[i] > 0.
 
 def test_optimize_on_cuda_through_the_http_chat_server(tmp_path, monkeypatch, capsys):
     from chat_server import ChatServer
-    from scenario import ROLE_MODELS, allowed_skills, coder_reply, debugger_reply, planner_reply
-    from test_opt_e2e import PROJECT, last_json
+    from scenario import ROLE_MODELS, allowed_skills, coder_reply, debugger_reply, planner_reply, project_toml
+    from test_opt_e2e import last_json
 
     from kernelskill.cli import main
     from kernelskill.runs import load_run
@@ -54,8 +54,8 @@ def test_optimize_on_cuda_through_the_http_chat_server(tmp_path, monkeypatch, ca
         monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(tmp_path)
     with ChatServer(reply) as server:
-        ev = "trials = 3\nwarmup = 2\nmin_reps = 30\nmax_reps = 100\ntime_cap_s = 1.0"
-        (tmp_path / "kernelskill.toml").write_text(PROJECT.format(url=server.url, eval=ev))
+        ev = {"eval.trials": 3, "eval.warmup": 2, "eval.min_reps": 30, "eval.max_reps": 100, "eval.time_cap_s": 1.0}
+        (tmp_path / "kernelskill.toml").write_text(project_toml(server.url, ev))
         code = main(["optimize", str(RELU_TASK), "--budget", "3", "--device", "cuda", "--policy", "stark",
                      "--run-dir", str(tmp_path / "runs"), "--seed", "3", "--json"])
     out = last_json(capsys.readouterr().out)

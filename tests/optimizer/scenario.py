@@ -72,3 +72,12 @@ class Scenario:
 
     def prompts(self, role: str) -> list[str]:
         return [m[-1]["content"] for r, m in self.seen if r == role]
+
+
+def project_toml(url: str, eval_flags: dict | None = None, search: str = "", agents: bool = True) -> str:
+    """A project's kernelskill.toml pointing every role at the test server (per-role model names)."""
+    ev = "\n".join(f"{k.split('.')[1]} = {json.dumps(v)}" for k, v in (eval_flags or EVAL_FLAGS).items())
+    return (f'[llm]\nbase_url = "{url}"\nmodel = "planner-model"\nretry_base_s = 0.01\n'
+            '[llm.roles.coder]\nmodel = "coder-model"\n[llm.roles.debugger]\nmodel = "debugger-model"\n'
+            f"[search]\nepsilon = 0.0\n{search}" + ("[agents]\nskills_limit = 50\n" if agents else "")
+            + f"[eval]\n{ev}\n")

@@ -10,22 +10,8 @@ import pytest
 from kernelskill.cli import main
 
 from chat_server import ChatServer
-from scenario import EVAL_FLAGS, RELU_TASK, Scenario
+from scenario import RELU_TASK, Scenario, project_toml
 
-PROJECT = """
-[llm]
-base_url = "{url}"
-model = "planner-model"
-retry_base_s = 0.01
-[llm.roles.coder]
-model = "coder-model"
-[llm.roles.debugger]
-model = "debugger-model"
-[search]
-epsilon = 0.0
-[eval]
-{eval}
-"""
 
 
 @pytest.fixture
@@ -35,8 +21,7 @@ def project(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
 
     def write(url: str) -> None:
-        ev = "\n".join(f"{k.split('.')[1]} = {json.dumps(v)}" for k, v in EVAL_FLAGS.items())
-        (tmp_path / "kernelskill.toml").write_text(PROJECT.format(url=url, eval=ev))
+        (tmp_path / "kernelskill.toml").write_text(project_toml(url, agents=False))
     return write
 
 

@@ -20,26 +20,10 @@ from kernelskill.cli import main
 from kernelskill.runs import load_run, read_events
 
 from chat_server import ChatServer
-from scenario import (BUGGY, EVAL_FLAGS, GOOD, RELU_TASK, ROLE_MODELS, Scenario, allowed_skills, coder_reply,
+from scenario import (BUGGY, GOOD, RELU_TASK, project_toml, ROLE_MODELS, Scenario, allowed_skills, coder_reply,
                       debugger_reply, planner_reply)
 from helpers import toolkit_candidate
 
-PROJECT = """
-[llm]
-base_url = "{url}"
-model = "planner-model"
-retry_base_s = 0.01
-[llm.roles.coder]
-model = "coder-model"
-[llm.roles.debugger]
-model = "debugger-model"
-[search]
-epsilon = 0.0
-[agents]
-skills_limit = 50
-[eval]
-{eval}
-"""
 
 # A C++ syntax error (the missing ';' after `auto y = ...`): the build fails, gcc reports the line.
 BROKEN = '''import torch
@@ -72,8 +56,7 @@ def project(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
 
     def write(url: str) -> None:
-        ev = "\n".join(f"{k.split('.')[1]} = {json.dumps(v)}" for k, v in EVAL_FLAGS.items())
-        (tmp_path / "kernelskill.toml").write_text(PROJECT.format(url=url, eval=ev))
+        (tmp_path / "kernelskill.toml").write_text(project_toml(url))
     return write
 
 
