@@ -52,8 +52,13 @@ def profile_text(node: Node) -> Text:
     out.append(f" · timer {prof.get('timer') or '-'}{threads}\n", style="dim")
     roof = {k: v for k, v in (prof.get("roofline") or {}).items() if isinstance(v, (int, float, str))}
     out.append("roofline ", style="dim")
-    out.append((", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(roof.items()))
-                if roof else "not measured") + "\n")
+    if {"floor_ms", "fraction", "achieved_gbs", "roof"} <= roof.keys():
+        eager = f" (eager {roof['eager_fraction']:.0%})" if "eager_fraction" in roof else ""
+        out.append(f"floor {fmt_ms(roof['floor_ms'])} · {roof['fraction']:.0%} of its pace{eager} · "
+                   f"{roof['achieved_gbs']:.0f} GB/s · {roof['roof']} roof\n")
+    else:
+        out.append((", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(roof.items()))
+                    if roof else "not measured") + "\n")
     out.append("bottleneck ", style="dim")
     out.append((prof.get("bottleneck") or "not classified") + "\n")
     for note in prof.get("notes") or []:
