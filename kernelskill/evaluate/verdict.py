@@ -19,8 +19,10 @@ SPEEDUP_REVIEW = 10.0
 
 @functools.lru_cache(maxsize=1)
 def _reference_outputs(path: str, mtime: float) -> list:
-    """The reference outputs of one task, read once: an optimizer evaluates many candidates of it."""
-    return torch.load(path, weights_only=True)
+    """The reference outputs of one task, read once: an optimizer evaluates many candidates of it.
+
+    Memory-mapped: a task's six trials can hold gigabytes, and the comparison reads each once."""
+    return torch.load(path, weights_only=True, mmap=True)
 
 
 def reference_outputs(ref_dir) -> list:
@@ -51,6 +53,7 @@ def verify_run(out_dir, task, ref_dir, meta) -> tuple:
     ref_outs = reference_outputs(ref_dir)
     res = json.loads((out_dir / "checks.json").read_text())
     try:
+        # Read in full, not mapped: the worker is still alive while this is judged.
         cand = torch.load(out_dir / "cand_outputs.pt", weights_only=True)
     except Exception as e:  # noqa: BLE001 — anything but plain tensors fails to load
         return None, [f"output-type: the outputs are not plain tensors ({type(e).__name__})"]
@@ -129,7 +132,8 @@ def _profile(res, result, task, out, ref_outs, dists, atol, rtol, flags, meta) -
     # Outputs of the timed calls, re-checked: a result computed once and replayed fails here.
     task_idx = [i for i, d in enumerate(dists) if d == "task"]
     try:
-        timed = torch.load(out.out_dir / "timed_outputs.pt", weights_only=True)
+        # Mapped: the worker's process group is gone by now, nothing can change the file.
+        timed = torch.load(out.out_dir / "timed_outputs.pt", weights_only=True, mmap=True)
     except Exception:  # noqa: BLE001
         timed = None
         flags.append("replay: the outputs of the timed calls are not plain tensors")
