@@ -62,13 +62,21 @@ def cmd_eval(args) -> int:
     timing = None if args.no_timing else TimingConfig(time_cap_s=args.time_cap)
     opts = Options(device=args.device, trials=args.trials, timing=timing, profile=not args.no_timing,
                    baseline=args.baseline, ncu=args.ncu)
-    progress = None if args.json else (lambda phase: print(f"  … {phase}", file=sys.stderr, flush=True))
-    result = evaluate(task, cand, opts=opts, on_phase=progress)
+    result = evaluate(task, cand, opts=opts, on_phase=_progress(args))
+    _emit(result, args, print_eval)
+    return 0 if result.ok else 1
+
+
+def _progress(args):
+    """Phase lines on stderr for a person; nothing when stdout carries JSON."""
+    return None if args.json else (lambda phase: print(f"  … {phase}", file=sys.stderr, flush=True))
+
+
+def _emit(result, args, printer) -> None:
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     else:
-        print_eval(result)
-    return 0 if result.ok else 1
+        printer(result)
 
 
 def cmd_profile(args) -> int:
@@ -81,12 +89,8 @@ def cmd_profile(args) -> int:
     cand = Candidate.from_file(args.candidate) if args.candidate else None
     opts = Options(device=args.device, trials=args.trials, timing=TimingConfig(time_cap_s=args.time_cap),
                    baseline=args.baseline, ncu=args.ncu)
-    progress = None if args.json else (lambda phase: print(f"  … {phase}", file=sys.stderr, flush=True))
-    result = profile(task, cand, opts=opts, on_phase=progress)
-    if args.json:
-        print(json.dumps(result.to_dict(), indent=2))
-    else:
-        print_profile(result, reference=cand is None)
+    result = profile(task, cand, opts=opts, on_phase=_progress(args))
+    _emit(result, args, lambda r: print_profile(r, reference=cand is None))
     return 0 if result.ok or (cand is None and result.profile is not None) else 1
 
 
@@ -114,10 +118,7 @@ def cmd_compile(args) -> int:
     from .evaluate.api import compile
     from .report import print_compile
     res = compile(Candidate.from_file(args.candidate), device=args.device)
-    if args.json:
-        print(json.dumps(res.to_dict(), indent=2))
-    else:
-        print_compile(res)
+    _emit(res, args, print_compile)
     return 0 if res.ok else 1
 
 

@@ -9,16 +9,14 @@ child, not the server.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from kernelskill.errors import TaskError
-from kernelskill.evaluate.isolation import scrubbed_env
+from kernelskill.evaluate.isolation import kill_group, scrubbed_env
 
 from .roots import ResolvedTask
 
@@ -56,11 +54,11 @@ def describe_isolated(path: Path, preset: str | None, scratch_root: Path, timeou
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        _kill(proc)
+        kill_group(proc)
         raise TaskError(f"{path}: loading the task took longer than {timeout:.0f} s (does get_inputs() or "
                         f"the module loop forever, or are its sizes too big? try a smaller preset)") from None
     finally:
-        _kill(proc)
+        kill_group(proc)
         shutil.rmtree(scratch, ignore_errors=True)
     text = out.decode(errors="replace")
     if _MARK not in text:
@@ -73,13 +71,3 @@ def describe_isolated(path: Path, preset: str | None, scratch_root: Path, timeou
         raise TaskError(reply["error"])
     return reply["info"]
 
-
-def _kill(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        pass

@@ -109,13 +109,13 @@ def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
                 if (time.monotonic() - phase_started > limit
                         or time.monotonic() - started > build_timeout + run_timeout):
                     timed_out = True
-                    _kill_group(proc)
+                    kill_group(proc)
                     break
         except BaseException:
             # Ctrl-C or a failing callback in the caller: the worker never outlives its caller.
-            _kill_group(proc)
+            kill_group(proc)
             raise
-        _kill_group(proc)   # stray children of a finished worker go too
+        kill_group(proc)   # stray children of a finished worker go too
     if not timed_out:
         for phase in phases.read_new():
             if on_phase:
@@ -157,7 +157,8 @@ class _PhaseLog:
         return [ln.strip() for ln in data[:end].decode(errors="replace").splitlines() if ln.strip()]
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the process group ``proc`` leads (started with start_new_session) and reap it."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

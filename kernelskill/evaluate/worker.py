@@ -190,15 +190,29 @@ def mode_compile(req: dict, out: Path) -> dict:
     return {"status": "ok", "build": _buildlog(log), "module": module}
 
 
-def mode_run(req: dict, out: Path) -> dict:
-    device = _setup(req)
+def _reference_data(req: dict):
+    """The task, its module and constructor arguments, the cached trial inputs and weights."""
     ref_dir = Path(req["ref_dir"])
     task = _load_task(req)
     mod = task.module()
     init = task.init_inputs(mod)
     trials = torch.load(ref_dir / "inputs.pt", weights_only=True)
-    dists = json.loads((ref_dir / "meta.json").read_text())["distributions"]
     state = torch.load(ref_dir / "state.pt", weights_only=True)
+    return task, mod, init, trials, state
+
+
+def _candidate_model(module, init: list, state: dict, req: dict, device: str):
+    """ModelNew built under the reference's seed, weights aligned; (model, alignment report)."""
+    torch.manual_seed(req["seed"])
+    model = module.ModelNew(*init)
+    aligned = guards.align_weights(model, state)
+    return model.to(device), aligned
+
+
+def mode_run(req: dict, out: Path) -> dict:
+    device = _setup(req)
+    task, mod, init, trials, state = _reference_data(req)
+    dists = json.loads((Path(req["ref_dir"]) / "meta.json").read_text())["distributions"]
     torch.manual_seed(req["seed"])
     ref_model = task.build_model(mod, init=init)
     ref_model.load_state_dict(state)
@@ -212,10 +226,7 @@ def mode_run(req: dict, out: Path) -> dict:
     module = compiled.pop("module")
     set_phase(out, "run")
     t0 = _clock()
-    torch.manual_seed(req["seed"])
-    model = module.ModelNew(*init)
-    aligned = guards.align_weights(model, state)
-    model = model.to(device)
+    model, aligned = _candidate_model(module, init, state, req, device)
     device_trials = [_to(xs, device) for xs in trials]
     outputs, checks = [], []
     with torch.no_grad():
@@ -294,20 +305,13 @@ def mode_ceilings(req: dict, out: Path) -> dict:
 def mode_ncu(req: dict, out: Path) -> dict:
     """Run the candidate once between cudaProfilerStart/Stop, under ``ncu --profile-from-start off``."""
     device = _setup(req)
-    ref_dir = Path(req["ref_dir"])
-    task = _load_task(req)
-    mod = task.module()
-    init = task.init_inputs(mod)
-    xs = _to(torch.load(ref_dir / "inputs.pt", weights_only=True)[0], device)
-    state = torch.load(ref_dir / "state.pt", weights_only=True)
+    _, _, init, trials, state = _reference_data(req)
+    xs = _to(trials[0], device)
     compiled = mode_compile(req, out)
     if compiled["status"] != "ok":
         return compiled
     set_phase(out, "run")
-    torch.manual_seed(req["seed"])
-    model = compiled.pop("module").ModelNew(*init)
-    guards.align_weights(model, state)
-    model = model.to(device)
+    model, _ = _candidate_model(compiled.pop("module"), init, state, req, device)
     with torch.no_grad():
         for _ in range(2):               # JIT compiles, autotuning and lazy loads stay outside
             model(*xs)
