@@ -2,7 +2,7 @@
 number of workers, on the shipped solutions for this device (C++ at the `small` preset on a CPU).
 
     python benchmarks/bench_throughput.py [--device cpu|cuda] [--runs local:1,pool:1,pool:2,ray:2] [--cold]
-    python benchmarks/bench_throughput.py --device cuda --runs local:1,pool:1,ray:1 --cold     # a GPU machine
+    python benchmarks/bench_throughput.py --device cuda --runs local:1,pool:1,ray:1 [--tasks a,b]    # a GPU machine
 
 Each configuration runs the whole suite with a fresh results file (nothing reused) at the bench's
 default settings (5 trials, 3 s timing cap per model). A first pass fills the build and reference
@@ -28,11 +28,17 @@ from kernelskill.executors import cpu_cores, make_executor
 from kernelskill.suite import EXAMPLES_DIR, discover
 
 
-def measure(device: str, name: str, workers: int, note: str) -> dict:
+def measure(device: str, name: str, workers: int, note: str, tasks: list[str] | None = None) -> dict:
     """One pass over the suite with ``workers`` on executor ``name``; jobs, seconds, candidates/min."""
     executor = make_executor(name, device, workers=None if name == "local" else workers)
     threads = executor.threads() or (None if device.startswith("cuda") else cpu_cores())
-    plans = plan(discover(EXAMPLES_DIR), BenchSettings(device=device, threads=threads))
+    found = discover(EXAMPLES_DIR)
+    if tasks:
+        missing = set(tasks) - {t.id for t in found}
+        if missing:
+            sys.exit(f"--tasks: no example named {', '.join(sorted(missing))}")
+        found = [t for t in found if t.id in tasks]
+    plans = plan(found, BenchSettings(device=device, threads=threads))
     store = ResultStore(Path(tempfile.mkdtemp(prefix="bench-throughput-")) / "results.jsonl")
     started = time.perf_counter()
     records, _ = run(plans, executor, store, fresh=True)
@@ -53,7 +59,9 @@ def main() -> None:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--runs", default="local:1,pool:1,pool:2,ray:2", help="executor:workers, comma-separated")
     ap.add_argument("--cold", action="store_true", help="also local:1 and pool:1 from an empty build cache")
+    ap.add_argument("--tasks", help="only these examples (comma-separated names), to fit a GPU session")
     args = ap.parse_args()
+    tasks = args.tasks.split(",") if args.tasks else None
     device = resolve_device(args.device)
     runs = [(r.split(":")[0], int(r.split(":")[1])) for r in args.runs.split(",")]
     rows = []
@@ -61,16 +69,17 @@ def main() -> None:
         warm_cache = os.environ.get("KERNELSKILL_CACHE")
         for name, workers in (("local", 1), ("pool", 1)):
             os.environ["KERNELSKILL_CACHE"] = tempfile.mkdtemp(prefix="kernelskill-cold-cache-")
-            rows.append(measure(device, name, workers, "cold builds"))
+            rows.append(measure(device, name, workers, "cold builds", tasks))
         if warm_cache:
             os.environ["KERNELSKILL_CACHE"] = warm_cache
         else:
             os.environ.pop("KERNELSKILL_CACHE")
-    measure(device, "pool", 2 if device == "cpu" else 1, "warm-up pass")      # fills builds and references
-    rows += [measure(device, name, workers, "warm") for name, workers in runs]
+    measure(device, "pool", 2 if device == "cpu" else 1, "warm-up pass", tasks)      # fills builds and references
+    rows += [measure(device, name, workers, "warm", tasks) for name, workers in runs]
     m = machine_info(make_executor("local", device))
     where = ", ".join(m["gpus"]) if m["gpus"] else f"{m['cpu']}, {m['cores']} cores"
     print(f"\nmachine: {where}; torch {m['torch']}; device {device}; preset small on a CPU; "
+          f"{'tasks ' + ', '.join(tasks) if tasks else 'every example'}; "
           f"5 trials, 3 s timing cap per model\n")
     print("| executor | workers | threads per evaluation | build cache | candidates | ok | seconds "
           "| candidates / minute |")

@@ -37,8 +37,9 @@ from .roots import ResolvedTask, Roots
 Progress = Callable[[float, float, str], None]
 PHASES = {"setup": (2, "starting the isolated worker"), "build": (3, "building the candidate's extensions"),
           "run": (4, "running the correctness trials"), "await": (5, "comparing outputs with the reference"),
-          "time": (6, "timing candidate and reference"), "done": (7, "finished")}
-STEPS = 7
+          "time": (6, "timing candidate and reference"), "profile": (7, "profiling the candidate's kernels"),
+          "done": (8, "finished")}
+STEPS = 8
 MAX_TRIALS = 50
 
 

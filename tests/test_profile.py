@@ -148,6 +148,36 @@ def test_eval_reports_roofline_and_bottleneck_from_measured_ceilings(fast):
     assert data["bandwidth"] > 1e8 and data["peak_flops"]["float32"] > 1e8 and data["launch_us"] > 0
 
 
+STALE = toolkit_candidate(
+    "_N[0] += 1\nif _N[0] > 20:\n    return _LAST[0].clone()\ny = ext.relu2(x)\n_LAST[0] = y\nreturn y",
+    extra="_N, _LAST = [0], [None]\n")
+
+
+@pytest.mark.parametrize("profile", [True, False])
+def test_timed_outputs_are_rechecked_while_the_worker_profiles(fast, monkeypatch, profile):
+    # Correct in the trials, then it replays its last result: only the re-check of the timed
+    # calls' outputs can see it. With profiling on, the parent runs that check while the worker
+    # profiles (reading the file in full: the worker is alive); without, after the worker exits.
+    from kernelskill.evaluate import api
+    calls, phases = [], []
+    real = api.replay_flags
+
+    def spy(*a, live, **k):
+        calls.append(live)
+        return real(*a, live=live, **k)
+
+    monkeypatch.setattr(api, "replay_flags", spy)
+    from kernelskill.evaluate import verdict
+    monkeypatch.setattr(verdict, "replay_flags", spy)
+    r = evaluate(RELU_TASK, Candidate.from_source(STALE), opts=fast, profile=profile, on_phase=phases.append)
+    assert r.status == "flagged", r.message
+    assert any(f.startswith("replay: outputs of timed calls do not match") for f in r.flags), r.flags
+    assert calls == ([True] if profile else [False])
+    assert ("profile" in phases) == profile
+    good = evaluate(RELU_TASK, Candidate.from_source(GOOD), opts=fast, profile=profile)
+    assert good.ok and not any(f.startswith("replay") for f in good.flags), good.flags
+
+
 def test_torch_compile_baseline_is_timed_interleaved(fast):
     r = evaluate(RELU_TASK, Candidate.from_source(GOOD), opts=fast, baseline="both", run_timeout=300)
     assert r.ok, r.message
@@ -177,3 +207,16 @@ def test_baseline_flag_is_validated():
     with pytest.raises(SystemExit) as e:
         main(["eval", str(RELU_TASK), str(RELU_TASK), "--baseline", "jit"])
     assert e.value.code == 2
+
+
+def test_repetitions_stop_at_the_devices_precision_target():
+    import time
+
+    from kernelskill.evaluate.timing import TimingConfig, time_pair
+    cfg = TimingConfig(warmup=1, min_reps=10, max_reps=60, time_cap_s=5.0, warmup_s=0.0, flush_l2=False)
+    assert cfg.target("cuda:0") == 0.0025 and cfg.target("cpu") == 0.01
+    assert TimingConfig(target_rel_ci=0.05).target("cuda:0") == 0.05
+    sleepy = {"a": lambda x: time.sleep(0.0005)}
+    loose = time_pair(sleepy, [[0]], "cpu", TimingConfig(**{**cfg.__dict__, "target_rel_ci": 0.5}))
+    tight = time_pair(sleepy, [[0]], "cpu", TimingConfig(**{**cfg.__dict__, "target_rel_ci": 1e-9}))
+    assert loose["reps"] == 10 and tight["reps"] == 60

@@ -21,7 +21,7 @@ from ..errors import TaskError, UserError
 from ..results import CompileResult, Diagnostic, Env, EvalResult
 from ..task import Task, _Expr
 from . import static
-from .verdict import judge_outputs, verify_run
+from .verdict import judge_outputs, reference_outputs, replay_flags, verify_run
 from .build import cache_root
 from .isolation import WorkerOutcome, run_worker
 from .timing import TimingConfig
@@ -203,14 +203,18 @@ def evaluate(task, candidate, *, opts: Options | None = None, on_phase: Callable
         v, cheats = verified["v"]
         return v is not None and v.correct and not cheats and not any(static.is_cheat(f) for f in flags)
 
+    def timed(out_dir: Path) -> None:
+        verified["replay"] = replay_flags(out_dir, task, reference_outputs(ref_dir), meta["distributions"], live=True)
+
     if opts.baseline not in BASELINES:
         raise UserError(f"baseline {opts.baseline!r}: expected one of {', '.join(BASELINES)}")
     out = run_worker(req, build_timeout=opts.build_timeout, run_timeout=opts.run_timeout, keep=base,
-                     on_phase=on_phase, decide=decide)
+                     on_phase=on_phase, decide=decide, on_timed=timed)
     try:
         timed = bool((out.result or {}).get("timing")) and req["profile"]
         roof = ceilings(device, (out.result or {}).get("env") or {}, opts) if timed else {}
-        result = _judge(result, task, cand, out, ref_dir, meta, flags, started, verified.get("v"), roof)
+        result = _judge(result, task, cand, out, ref_dir, meta, flags, started, verified.get("v"), roof,
+                        verified.get("replay"))
     finally:
         if opts.keep_dir is None:
             shutil.rmtree(base, ignore_errors=True)
@@ -262,7 +266,8 @@ def _finish(result: EvalResult, status: str, message: str, flags: list[str], sta
 
 
 def _judge(result: EvalResult, task: Task, cand: Candidate, out: WorkerOutcome, ref_dir: Path, meta: dict,
-           flags: list[str], started: float, verified=None, roof: dict | None = None) -> EvalResult:
+           flags: list[str], started: float, verified=None, roof: dict | None = None,
+           replay: list[str] | None = None) -> EvalResult:
     res = out.result or {}
     result.compile = _compile_result(cand, res, out)
     if res.get("env"):
@@ -288,7 +293,7 @@ def _judge(result: EvalResult, task: Task, cand: Candidate, out: WorkerOutcome, 
         result.log_tail = res.get("traceback", out.log_tail)
         where = f" (candidate line {res['line']}: {res.get('source_line', '').strip()})" if res.get("line") else ""
         return _finish(result, "runtime_error", res.get("error", "runtime error") + where, flags, started)
-    return judge_outputs(result, task, out, ref_dir, meta, flags, res, started, _finish, verified, roof)
+    return judge_outputs(result, task, out, ref_dir, meta, flags, res, started, _finish, verified, roof, replay)
 
 
 def _env(device: str) -> Env:

@@ -67,13 +67,14 @@ class WorkerOutcome:
 
 
 def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
-               keep: Path | None = None, on_phase=None, decide=None,
+               keep: Path | None = None, on_phase=None, decide=None, on_timed=None,
                launcher: list[str] | None = None) -> WorkerOutcome:
     """Run ``python -m kernelskill.evaluate.worker`` on ``request``; never raises for its failures.
 
     When the worker reaches the ``await`` phase (its outputs are written), ``decide(out_dir)``
-    says whether it goes on to timing: an incorrect candidate is never timed. ``launcher`` is a
-    command the worker runs under (Nsight Compute: ``["ncu", …]``).
+    says whether it goes on to timing: an incorrect candidate is never timed. When it reaches
+    ``profile`` (the timed calls' outputs are written), ``on_timed(out_dir)`` runs here while the
+    worker profiles. ``launcher`` is a command the worker runs under (Nsight Compute: ``["ncu", …]``).
     """
     base = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="kernelskill-"))
     scratch, out_dir = base / "scratch", base / "out"
@@ -104,6 +105,8 @@ def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
                     if phase == "await":
                         go = decide(out_dir) if decide else True
                         _write_atomic(out_dir / "decision", "go" if go else "stop")
+                    elif phase == "profile" and on_timed:
+                        on_timed(out_dir)
                 limit = build_timeout if phase in ("setup", "build") else run_timeout
                 # The phase file is written by untrusted code: the sum of both limits bounds it all.
                 if (time.monotonic() - phase_started > limit

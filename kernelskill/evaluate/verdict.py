@@ -82,8 +82,8 @@ def verify_run(out_dir, task, ref_dir, meta) -> tuple:
     return verify, cheats
 
 
-def judge_outputs(result, task, out, ref_dir, meta, flags, res, started, finish, verified=None, ceilings=None):
-    atol, rtol = task.tolerance
+def judge_outputs(result, task, out, ref_dir, meta, flags, res, started, finish, verified=None, ceilings=None,
+                  replay=None):
     dists = meta["distributions"]
     verify, cheats = verified or verify_run(out.out_dir, task, ref_dir, meta)
     flags = flags + cheats
@@ -94,7 +94,7 @@ def judge_outputs(result, task, out, ref_dir, meta, flags, res, started, finish,
         flags.append(f"degenerate-task: {meta['degenerate']}; a speedup on it means nothing")
     if res.get("timing") and verify.correct:
         ref_outs = reference_outputs(ref_dir)
-        result.profile = _profile(res, result, task, out, ref_outs, dists, atol, rtol, flags, meta)
+        result.profile = _profile(res, result, task, out, ref_outs, dists, flags, meta, replay)
         _roofline(result.profile, task, meta, ceilings or {}, flags)
     cheat_flags = [f for f in flags if static.is_cheat(f) or f.split(":")[0] in
                    ("tensor-subclass", "backend-flag", "replay", "timer-mismatch", "output-type")]
@@ -110,7 +110,25 @@ def judge_outputs(result, task, out, ref_dir, meta, flags, res, started, finish,
     return finish(result, "ok", msg, flags, started)
 
 
-def _profile(res, result, task, out, ref_outs, dists, atol, rtol, flags, meta) -> ProfileResult:
+def replay_flags(out_dir, task, ref_outs: list, dists: list[str], live: bool) -> list[str]:
+    """Flags when the outputs of the timed calls differ from the reference (a result computed once
+    and replayed, a cache keyed on the input's address, …). ``live``: the worker may still write
+    to its folder, so the file is read in full rather than mapped."""
+    atol, rtol = task.tolerance
+    task_idx = [i for i, d in enumerate(dists) if d == "task"]
+    try:
+        timed = torch.load(out_dir / "timed_outputs.pt", weights_only=True, mmap=not live)
+    except Exception:  # noqa: BLE001
+        return ["replay: the outputs of the timed calls are not plain tensors"]
+    for idx, outs in timed.items():
+        want = ref_outs[task_idx[int(idx)]]
+        if not verify_outputs([outs], [want], [0], ["task"], atol, rtol).correct:
+            return [f"replay: outputs of timed calls do not match the reference for input set {idx} "
+                    f"(results cached or replayed across calls?)"]
+    return []
+
+
+def _profile(res, result, task, out, ref_outs, dists, flags, meta, replay=None) -> ProfileResult:
     times = res["timing"]["times"]
     cand_ms, base_ms = times["candidate"]["ms"], times["eager"]["ms"]
     device = result.env.device
@@ -130,20 +148,8 @@ def _profile(res, result, task, out, ref_outs, dists, atol, rtol, flags, meta) -
     elif info:
         prof.notes.append(f"torch.compile baseline failed: {info.get('error', '?')}")
     # Outputs of the timed calls, re-checked: a result computed once and replayed fails here.
-    task_idx = [i for i, d in enumerate(dists) if d == "task"]
-    try:
-        # Mapped: the worker's process group is gone by now, nothing can change the file.
-        timed = torch.load(out.out_dir / "timed_outputs.pt", weights_only=True, mmap=True)
-    except Exception:  # noqa: BLE001
-        timed = None
-        flags.append("replay: the outputs of the timed calls are not plain tensors")
-    for idx, outs in (timed or {}).items():
-        want = ref_outs[task_idx[int(idx)]]
-        v = verify_outputs([outs], [want], [0], ["task"], atol, rtol)
-        if not v.correct:
-            flags.append(f"replay: outputs of timed calls do not match the reference for input set {idx} "
-                         f"(results cached or replayed across calls?)")
-            break
+    # Usually done already, while the worker profiled (replay_flags via run_worker's on_timed).
+    flags += replay if replay is not None else replay_flags(out.out_dir, task, ref_outs, dists, live=False)
     if device.startswith("cuda"):
         gap_c = float(np.median(np.subtract(times["candidate"]["host_ms"], cand_ms)))
         gap_b = float(np.median(np.subtract(times["eager"]["host_ms"], base_ms)))
