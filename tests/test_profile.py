@@ -220,3 +220,12 @@ def test_repetitions_stop_at_the_devices_precision_target():
     loose = time_pair(sleepy, [[0]], "cpu", TimingConfig(**{**cfg.__dict__, "target_rel_ci": 0.5}))
     tight = time_pair(sleepy, [[0]], "cpu", TimingConfig(**{**cfg.__dict__, "target_rel_ci": 1e-9}))
     assert loose["reps"] == 10 and tight["reps"] == 60
+
+
+def test_reference_cache_is_shared_by_every_spelling_of_a_gpu():
+    from kernelskill.evaluate.api import Options, reference_key
+    task = Task.load(RELU_TASK)
+    key = reference_key(task, "cuda", Options())
+    assert reference_key(task, "cuda:0", Options()) == key == reference_key(task, "cuda:3", Options())
+    assert reference_key(task, "cpu", Options()) != key
+    assert reference_key(task, "cuda", Options(trials=3)) != key

@@ -103,10 +103,15 @@ def _workdir(opts: Options) -> Path:
 
 
 # ---- reference --------------------------------------------------------------------------------
+def reference_key(task: Task, device: str, opts: Options) -> str:
+    """The reference cache's key. ``cuda`` and ``cuda:N`` share one: the bench's pool names GPUs
+    by index and its local executor does not, and each spelling used to compute its own copy."""
+    return f"{PROTOCOL}-{task.hash}-{device.split(':')[0]}-{opts.trials}-{opts.seed}"
+
+
 def reference(task: Task, device: str, opts: Options) -> Path:
     """Seeded inputs, reference outputs and weights for ``task`` on ``device``; cached on disk."""
-    key = f"{PROTOCOL}-{task.hash}-{device.replace(':', '')}-{opts.trials}-{opts.seed}"
-    ref_dir = cache_root() / "ref" / key
+    ref_dir = cache_root() / "ref" / reference_key(task, device, opts)
     if (ref_dir / "meta.json").exists():
         return ref_dir
     base = _workdir(opts)
