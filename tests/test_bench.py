@@ -306,6 +306,7 @@ def test_ctrl_c_keeps_what_finished_and_the_rerun_goes_on(suite, tmp_path):
     assert lines(out / "results.jsonl")[:len(kept)] == kept
 
 
+@pytest.mark.slow     # torch.compile of the task on two cores: ~20 s warm, more cold; `pytest -m slow`
 def test_baseline_both_adds_the_speedup_vs_torch_compile(suite, tmp_path):
     code, stdout, stderr = bench(str(suite), "--levels", "2", "--baseline", "both", "--executor", "local",
                                  "--out", str(tmp_path / "o"), "--json", *FAST)

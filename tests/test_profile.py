@@ -174,10 +174,12 @@ def test_timed_outputs_are_rechecked_while_the_worker_profiles(fast, monkeypatch
     assert any(f.startswith("replay: outputs of timed calls do not match") for f in r.flags), r.flags
     assert calls == ([True] if profile else [False])
     assert ("profile" in phases) == profile
-    good = evaluate(RELU_TASK, Candidate.from_source(GOOD), opts=fast, profile=profile)
-    assert good.ok and not any(f.startswith("replay") for f in good.flags), good.flags
+    if profile:     # and an honest candidate passes the early re-check
+        good = evaluate(RELU_TASK, Candidate.from_source(GOOD), opts=fast)
+        assert good.ok and not any(f.startswith("replay") for f in good.flags), good.flags
 
 
+@pytest.mark.slow     # Inductor compiles on a cold cache; tests/gpu/test_gpu_profile.py covers the GPU path
 def test_torch_compile_baseline_is_timed_interleaved(fast):
     r = evaluate(RELU_TASK, Candidate.from_source(GOOD), opts=fast, baseline="both", run_timeout=300)
     assert r.ok, r.message
