@@ -25,20 +25,14 @@ from kernelskill.bench import BenchSettings, ResultStore, plan, run, unique_jobs
 from kernelskill.bench_report import machine_info
 from kernelskill.evaluate.api import resolve_device
 from kernelskill.executors import cpu_cores, make_executor
-from kernelskill.suite import EXAMPLES_DIR, discover
+from kernelskill.suite import EXAMPLES_DIR, discover, select
 
 
 def measure(device: str, name: str, workers: int, note: str, tasks: list[str] | None = None) -> dict:
     """One pass over the suite with ``workers`` on executor ``name``; jobs, seconds, candidates/min."""
     executor = make_executor(name, device, workers=None if name == "local" else workers)
     threads = executor.threads() or (None if device.startswith("cuda") else cpu_cores())
-    found = discover(EXAMPLES_DIR)
-    if tasks:
-        missing = set(tasks) - {t.id for t in found}
-        if missing:
-            sys.exit(f"--tasks: no example named {', '.join(sorted(missing))}")
-        found = [t for t in found if t.id in tasks]
-    plans = plan(found, BenchSettings(device=device, threads=threads))
+    plans = plan(select(discover(EXAMPLES_DIR), names=tasks), BenchSettings(device=device, threads=threads))
     store = ResultStore(Path(tempfile.mkdtemp(prefix="bench-throughput-")) / "results.jsonl")
     started = time.perf_counter()
     records, _ = run(plans, executor, store, fresh=True)

@@ -25,7 +25,7 @@ from kernelskill.bench_report import solutions_markdown, verdicts_line
 from kernelskill.cli_bench import Progress
 from kernelskill.evaluate.api import resolve_device
 from kernelskill.executors import PoolExecutor, cpu_cores
-from kernelskill.suite import EXAMPLES_DIR, discover
+from kernelskill.suite import EXAMPLES_DIR, discover, select
 
 
 def main() -> int:
@@ -39,9 +39,7 @@ def main() -> int:
     ap.add_argument("--out", help="keep results.jsonl here (a rerun resumes); default: a temporary directory")
     args = ap.parse_args()
     device = resolve_device(args.device)
-    tasks = discover(EXAMPLES_DIR)
-    if args.tasks:
-        tasks = [t for t in tasks if t.id in args.tasks.split(",")]
+    tasks = select(discover(EXAMPLES_DIR), names=args.tasks.split(",") if args.tasks else None)
     executor = PoolExecutor(device, jobs=args.jobs)
     settings = BenchSettings(device=device, preset=args.preset, include_wrong=True,
                              backends=tuple(args.only.split(",")) if args.only else None,

@@ -119,8 +119,14 @@ def _natural(p: Path) -> list:
     return [int(s) if s.isdigit() else s.lower() for s in re.split(r"(\d+)", p.name)]
 
 
-def select(tasks: list[SuiteTask], levels: set[int] | None = None, limit: int | None = None) -> list[SuiteTask]:
-    """Tasks of ``levels`` (all when None), the first ``limit`` of them."""
+def select(tasks: list[SuiteTask], levels: set[int] | None = None, limit: int | None = None,
+           names: list[str] | None = None) -> list[SuiteTask]:
+    """Tasks of ``levels`` (all when None) and ``names`` (all when None), the first ``limit`` of them."""
+    if names:
+        missing = set(names) - {t.id for t in tasks}
+        if missing:
+            raise UserError(f"no task named {', '.join(sorted(missing))} in the suite")
+        tasks = [t for t in tasks if t.id in names]
     picked = [t for t in tasks if levels is None or t.level in levels]
     if not picked:
         have = sorted({t.level for t in tasks if t.level is not None})

@@ -159,6 +159,11 @@ def test_discover_levels_limit_and_solutions(suite):
     assert [t.id for t in select(tasks, levels={1, 2}, limit=1)] == ["level2/7_relu_plain"]
     with pytest.raises(UserError, match="no task of level 3.*levels present: 1, 2"):
         select(tasks, levels={3})
+    assert [t.id for t in select(tasks, names=["softmax_rows", "relu_dir"])] == ["relu_dir", "softmax_rows"]
+    with pytest.raises(UserError, match="no task of level 2"):
+        select(tasks, levels={2}, names=["relu_dir"])
+    with pytest.raises(UserError, match="no task named nope"):
+        select(tasks, names=["relu_dir", "nope"])
     relu = tasks[2]
     assert [p.name for p, _ in relu.solutions(("cpp",))] == ["cpp_relu2.py"]
     assert [(p.name, e) for p, e in relu.solutions(("cpp",), include_wrong=True)] == \

@@ -208,16 +208,16 @@ def evaluate(task, candidate, *, opts: Options | None = None, on_phase: Callable
         v, cheats = verified["v"]
         return v is not None and v.correct and not cheats and not any(static.is_cheat(f) for f in flags)
 
-    def timed(out_dir: Path) -> None:
+    def recheck_timed(out_dir: Path) -> None:
         verified["replay"] = replay_flags(out_dir, task, reference_outputs(ref_dir), meta["distributions"], live=True)
 
     if opts.baseline not in BASELINES:
         raise UserError(f"baseline {opts.baseline!r}: expected one of {', '.join(BASELINES)}")
     out = run_worker(req, build_timeout=opts.build_timeout, run_timeout=opts.run_timeout, keep=base,
-                     on_phase=on_phase, decide=decide, on_timed=timed)
+                     on_phase=on_phase, decide=decide, on_timed=recheck_timed)
     try:
-        timed = bool((out.result or {}).get("timing")) and req["profile"]
-        roof = ceilings(device, (out.result or {}).get("env") or {}, opts) if timed else {}
+        profiled = bool((out.result or {}).get("timing")) and req["profile"]
+        roof = ceilings(device, (out.result or {}).get("env") or {}, opts) if profiled else {}
         result = _judge(result, task, cand, out, ref_dir, meta, flags, started, verified.get("v"), roof,
                         verified.get("replay"))
     finally:
