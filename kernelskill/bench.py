@@ -302,11 +302,15 @@ def run(plans: list[TaskPlan], executor, store: ResultStore, *, fresh: bool = Fa
     reused = len(jobs) - len(todo)
     if on_start:
         on_start(len(todo), reused)
-    for job, record in executor.map(todo, note):
-        store.append(record)
-        done[job.key] = record
-        if on_result:
-            on_result(job, record)
+    from .evaluate.isolation import prestarting
+    # On a GPU machine the next worker imports torch while this one runs; on a CPU that would
+    # take cores from the evaluations being timed.
+    with prestarting(str(getattr(executor, "device", "")).startswith("cuda")):
+        for job, record in executor.map(todo, note):
+            store.append(record)
+            done[job.key] = record
+            if on_result:
+                on_result(job, record)
     return done, reused
 
 

@@ -174,6 +174,11 @@ class Optimizer:
     # ---- the loop --------------------------------------------------------------------------
     def run(self) -> RunOutcome:
         """Run until a budget is reached, nothing is left to try, or ``stop()``; UserError on a user's mistake."""
+        from .evaluate.isolation import prestarting
+        with prestarting():      # each evaluation's worker starts while the agents think
+            return self._run()
+
+    def _run(self) -> RunOutcome:
         setup = time.perf_counter()
         if hasattr(self.llm, "check"):
             self.llm.check()                 # an unreachable endpoint fails before anything is written

@@ -243,12 +243,14 @@ def _add_resources(server: MCPServer, book: SkillBook) -> None:
 
 def serve(config: ServerConfig, transport: str = "stdio", http: HttpPolicy | None = None) -> None:
     """Run the server until it is stopped (stdio, or HTTP with the policy in ``http``)."""
+    from kernelskill.evaluate.isolation import prestarting
     server = build_server(config)
-    if transport == "stdio":
-        server.run("stdio")
-        return
-    from .http import HttpPolicy, run_http
-    anyio.run(run_http, server, http or HttpPolicy())
+    with prestarting():     # an agent calls verify/evaluate again and again: the next worker waits ready
+        if transport == "stdio":
+            server.run("stdio")
+            return
+        from .http import HttpPolicy, run_http
+        anyio.run(run_http, server, http or HttpPolicy())
 
 
 def main(argv: list[str] | None = None) -> int:

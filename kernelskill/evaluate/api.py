@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Callable
@@ -21,7 +22,7 @@ from ..errors import TaskError, UserError
 from ..results import CompileResult, Diagnostic, Env, EvalResult
 from ..task import Task, _Expr
 from . import static
-from .verdict import judge_outputs, reference_outputs, replay_flags, verify_run
+from .verdict import TrialJudge, judge_outputs, reference_outputs, replay_flags, verify_run
 from .build import cache_root
 from .isolation import WorkerOutcome, run_worker
 from .timing import TimingConfig
@@ -38,6 +39,10 @@ class Options:
     seed: int = 42
     timing: TimingConfig | None = dataclasses.field(default_factory=TimingConfig)
     profile: bool = True
+    # Profile in a worker of its own that sets the profiler up while the candidate is verified
+    # and timed (CUPTI's set-up costs seconds, and a process that ran a profiler session times
+    # launches slower afterwards). None: on a GPU yes, on a CPU (no such set-up) no.
+    profile_apart: bool | None = None
     baseline: str = "eager"          # eager | compile | both: which baselines are timed with the candidate
     ncu: bool = False                # Nsight Compute metrics of the candidate's kernels (GPU only)
     build_timeout: float = 900.0
@@ -201,20 +206,39 @@ def evaluate(task, candidate, *, opts: Options | None = None, on_phase: Callable
     req["poison_bytes"] = 2 * meta["output_bytes"]
     req["timing"] = dataclasses.asdict(opts.timing) if opts.timing else None
     req["profile"] = opts.profile and opts.timing is not None
+    apart = None
+    if req["profile"] and (opts.profile_apart if opts.profile_apart is not None else device.startswith("cuda")):
+        req["profile"] = "apart"
+        apart = _ApartProfile(_request("profile", task, cand, device, opts, base) | {"ref_dir": str(ref_dir)}, opts)
+    judge = TrialJudge(task, ref_dir, meta)
     verified = {}
 
     def decide(out_dir: Path) -> bool:
-        verified["v"] = verify_run(out_dir, task, ref_dir, meta)
+        verified["v"] = verify_run(out_dir, task, ref_dir, meta, judge)
         v, cheats = verified["v"]
-        return v is not None and v.correct and not cheats and not any(static.is_cheat(f) for f in flags)
+        go = v is not None and v.correct and not cheats and not any(static.is_cheat(f) for f in flags)
+        if go and apart is not None:
+            apart.ready.wait(opts.run_timeout)   # its profiler set-up never overlaps the timing
+        return go
 
     def recheck_timed(out_dir: Path) -> None:
+        if apart is not None:
+            apart.release(True)
         verified["replay"] = replay_flags(out_dir, task, reference_outputs(ref_dir), meta["distributions"], live=True)
 
     if opts.baseline not in BASELINES:
         raise UserError(f"baseline {opts.baseline!r}: expected one of {', '.join(BASELINES)}")
-    out = run_worker(req, build_timeout=opts.build_timeout, run_timeout=opts.run_timeout, keep=base,
-                     on_phase=on_phase, decide=decide, on_timed=recheck_timed)
+    try:
+        out = run_worker(req, build_timeout=opts.build_timeout, run_timeout=opts.run_timeout, keep=base,
+                         on_phase=on_phase, decide=decide, on_timed=recheck_timed, on_poll=judge.poll)
+    finally:
+        if apart is not None:
+            apart.release(False)    # never timed (incorrect, crashed): it exits without running
+            apart.join()
+    if apart is not None and (out.result or {}).get("timing"):
+        apart.merge_into(out.result)
+    if "v" not in verified and (out.result or {}).get("status") == "ok" and not out.timed_out:
+        verified["v"] = verify_run(out.out_dir, task, ref_dir, meta, judge)   # verify only: no await
     try:
         profiled = bool((out.result or {}).get("timing")) and req["profile"]
         roof = ceilings(device, (out.result or {}).get("env") or {}, opts) if profiled else {}
@@ -230,6 +254,56 @@ def evaluate(task, candidate, *, opts: Options | None = None, on_phase: Callable
         run_ncu(result, task, cand, device, ref_dir, opts)
         result.seconds = round(time.perf_counter() - started, 3)
     return result
+
+
+class _ApartProfile:
+    """The profiling worker of one evaluation, run from a thread beside the timing worker.
+
+    It starts with the timing worker, sets the profiler up and loads the candidate, then waits
+    (``ready``) for ``release``: go once the candidate is verified and timed, stop otherwise."""
+
+    def __init__(self, req: dict, opts: Options):
+        self.ready, self._released, self._go = threading.Event(), threading.Event(), False
+        self.outcome: WorkerOutcome | None = None
+        self.error: str | None = None
+        self._base = Path(req["candidate_path"]).parent / "profile"
+        self._thread = threading.Thread(target=self._run, args=(req, opts), daemon=True, name="kernelskill-profile")
+        self._thread.start()
+
+    def _run(self, req: dict, opts: Options) -> None:
+        try:
+            self.outcome = run_worker(req, build_timeout=opts.build_timeout, run_timeout=opts.run_timeout,
+                                      keep=self._base, decide=self._decide)
+        except Exception as e:  # noqa: BLE001 — a profile that fails is a note, never the verdict
+            self.error = f"{type(e).__name__}: {e}"
+        finally:
+            self.ready.set()
+
+    def _decide(self, out_dir: Path) -> bool:
+        self.ready.set()
+        self._released.wait()
+        return self._go
+
+    def release(self, go: bool) -> None:
+        if not self._released.is_set():
+            self._go = go
+            self._released.set()
+
+    def join(self) -> None:
+        # Released, it finishes in moments; one stuck in its own set-up is left to its timeouts.
+        self._thread.join(timeout=60)
+
+    def merge_into(self, result: dict) -> None:
+        """The kernel breakdown into the timing worker's result, or a note saying why there is none."""
+        res = (self.outcome.result if self.outcome else None) or {}
+        if res.get("status") == "ok" and res.get("kernels"):
+            result["kernels"] = res["kernels"]
+            result.setdefault("timing", {}).setdefault("cost_s", {}).update(
+                {f"apart: {k}": v for k, v in (res.get("cost_s") or {}).items()})
+            return
+        why = (self.error or res.get("error") or (self.outcome.died if self.outcome else "still running")
+               or res.get("status"))
+        result["kernels_note"] = f"kernel breakdown: the profiling worker failed ({why})"[:500]
 
 
 def ceilings(device: str, worker_env: dict, opts: Options, refresh: bool = False) -> dict:

@@ -122,14 +122,18 @@ def _worst_lines(tag: str, diff: torch.Tensor, bad: torch.Tensor, g: torch.Tenso
 def verify_outputs(cand: list[list], ref: list[list], seeds: list[int], dists: list[str],
                    atol: float, rtol: float) -> VerifyResult:
     """All trials: the verdict, the worst errors and a mismatch report."""
-    trials, report = [], []
-    for i, (got, want) in enumerate(zip(cand, ref)):
-        res, text = compare_trial(i, seeds[i], dists[i], got, want, atol, rtol)
-        trials.append(res)
-        if not res.ok:
-            report.append(f"trial {i} (seed {seeds[i]}, {dists[i]} inputs) failed the {res.check} check:\n{text}")
+    compared = [compare_trial(i, seeds[i], dists[i], got, want, atol, rtol)
+                for i, (got, want) in enumerate(zip(cand, ref))]
+    return summarize(compared, len(ref), atol, rtol)
+
+
+def summarize(compared: list[tuple[TrialResult, str]], n_ref: int, atol: float, rtol: float) -> VerifyResult:
+    """The verdict over trials compared one by one (``compare_trial``'s results, in order)."""
+    trials = [res for res, _ in compared]
+    report = [f"trial {res.trial} (seed {res.seed}, {res.distribution} inputs) failed the {res.check} check:\n{text}"
+              for res, text in compared if not res.ok]
     errs = [t for t in trials if t.max_abs_err is not None]
-    correct = all(t.ok for t in trials) and len(trials) == len(ref)
+    correct = all(t.ok for t in trials) and len(trials) == n_ref
     summary = ""
     if not correct:
         failed = [t for t in trials if not t.ok]

@@ -2,13 +2,17 @@
 apply separate build and run timeouts; turn every way it can die into data."""
 from __future__ import annotations
 
+import atexit
+import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +49,7 @@ class WorkerOutcome:
     seconds: float
     log_tail: str
     out_dir: Path
+    prestarted: bool = False     # served by a worker started ahead (prestart_workers)
 
     @property
     def died(self) -> str | None:
@@ -66,29 +71,130 @@ class WorkerOutcome:
         return f"worker exited with code {rc} in the {self.phase} phase before reporting a result"
 
 
+# ---- prestarted workers -----------------------------------------------------------------------
+# A worker's start is mostly `import torch` (4–5 s on the H100 machine, 1.3 s on a small CPU box).
+# A long-lived caller (the optimizer, the bench, the MCP server, the TUI) can keep one worker
+# started ahead per kind: it has imported everything and waits for its request. Each still serves
+# exactly one request and exits; a spare has never run candidate code.
+_PRESTART = False
+_SPARES: dict[tuple, "_Spare"] = {}
+_LOCK = threading.Lock()
+
+
+@dataclass
+class _Spare:
+    proc: subprocess.Popen
+    base: Path
+    key: tuple
+
+
+def prestart_workers(enabled: bool = True) -> None:
+    """Keep a worker started ahead for the next evaluation (after each one, one per kind).
+    For processes that evaluate again and again; off by default (a one-shot command would start
+    one for nothing). ``False`` stops the spares there are."""
+    global _PRESTART
+    _PRESTART = enabled
+    if not enabled:
+        stop_spares()
+
+
+@contextlib.contextmanager
+def prestarting(enabled: bool = True):
+    """``prestart_workers(enabled)`` for a block; afterwards as before (spares stopped if it was off)."""
+    before = _PRESTART
+    prestart_workers(enabled)
+    try:
+        yield
+    finally:
+        prestart_workers(before)
+
+
+def stop_spares() -> None:
+    with _LOCK:
+        spares = list(_SPARES.values())
+        _SPARES.clear()
+    for sp in spares:
+        kill_group(sp.proc)
+        shutil.rmtree(sp.base, ignore_errors=True)
+
+
+atexit.register(stop_spares)
+
+
+def _spare_key(request: dict) -> tuple:
+    """Spares are interchangeable when the environment they started with is the request's
+    (OpenMP reads its thread count at import) and, for profiling workers, the device."""
+    warm = request["device"] if request["mode"] == "profile" else None
+    return tuple(sorted((request.get("env") or {}).items())), warm
+
+
+def _spawn_spare(request: dict) -> None:
+    key = _spare_key(request)
+    with _LOCK:
+        old = _SPARES.get(key)
+        if old is not None and old.proc.poll() is None:
+            return
+    base = Path(tempfile.mkdtemp(prefix="kernelskill-spare-"))
+    scratch, out_dir = base / "scratch", base / "out"
+    scratch.mkdir()
+    out_dir.mkdir()
+    with open(out_dir / "worker.log", "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "kernelskill.evaluate.worker", "--spare", str(out_dir),
+                                 str(os.getpid()), *([key[1]] if key[1] else [])],
+                                cwd=scratch, env=scrubbed_env(scratch, request.get("env")), stdin=subprocess.DEVNULL,
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    with _LOCK:
+        old = _SPARES.pop(key, None)
+        _SPARES[key] = _Spare(proc, base, key)
+    if old is not None:
+        kill_group(old.proc)
+        shutil.rmtree(old.base, ignore_errors=True)
+
+
+def _take_spare(request: dict) -> _Spare | None:
+    with _LOCK:
+        sp = _SPARES.pop(_spare_key(request), None)
+    if sp is not None and sp.proc.poll() is not None:    # it died (idle too long, killed): start afresh
+        shutil.rmtree(sp.base, ignore_errors=True)
+        return None
+    return sp
+
+
 def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
-               keep: Path | None = None, on_phase=None, decide=None, on_timed=None,
+               keep: Path | None = None, on_phase=None, decide=None, on_timed=None, on_poll=None,
                launcher: list[str] | None = None) -> WorkerOutcome:
     """Run ``python -m kernelskill.evaluate.worker`` on ``request``; never raises for its failures.
 
     When the worker reaches the ``await`` phase (its outputs are written), ``decide(out_dir)``
     says whether it goes on to timing: an incorrect candidate is never timed. When it reaches
     ``profile`` (the timed calls' outputs are written), ``on_timed(out_dir)`` runs here while the
-    worker profiles. ``launcher`` is a command the worker runs under (Nsight Compute: ``["ncu", …]``).
+    worker profiles. ``on_poll(out_dir)`` runs every ~50 ms while the worker lives (the parent
+    compares trials as they appear). ``launcher`` is a command the worker runs under (Nsight
+    Compute: ``["ncu", …]``). With ``prestart_workers()`` on, a worker started ahead serves the
+    request when one matches, and another is started for the next request once this one ends.
     """
     base = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="kernelskill-"))
-    scratch, out_dir = base / "scratch", base / "out"
-    scratch.mkdir(parents=True, exist_ok=True)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    spare = _take_spare(request) if _PRESTART and launcher is None else None
+    if spare is not None:
+        scratch, out_dir = spare.base / "scratch", spare.base / "out"
+    else:
+        scratch, out_dir = base / "scratch", base / "out"
+        scratch.mkdir(parents=True, exist_ok=True)
+        out_dir.mkdir(parents=True, exist_ok=True)
     request = {**request, "out_dir": str(out_dir)}
-    (out_dir / "request.json").write_text(json.dumps(request))
     log_path = out_dir / "worker.log"
     started = time.monotonic()
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen([*(launcher or []), sys.executable, "-m", "kernelskill.evaluate.worker",
-                                 str(out_dir / "request.json")],
-                                cwd=scratch, env=scrubbed_env(scratch, request.get("env")), stdin=subprocess.DEVNULL,
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    with open(log_path, "ab") as log:
+        if spare is not None:
+            proc = spare.proc
+            _write_atomic(out_dir / "request.json", json.dumps(request))   # the spare polls for it
+        else:
+            (out_dir / "request.json").write_text(json.dumps(request))
+            proc = subprocess.Popen([*(launcher or []), sys.executable, "-m", "kernelskill.evaluate.worker",
+                                     str(out_dir / "request.json")],
+                                    cwd=scratch, env=scrubbed_env(scratch, request.get("env")),
+                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
         phase, phase_started, timed_out = "setup", started, False
         try:
             phases = _PhaseLog(out_dir / "phases")
@@ -107,6 +213,8 @@ def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
                         _write_atomic(out_dir / "decision", "go" if go else "stop")
                     elif phase == "profile" and on_timed:
                         on_timed(out_dir)
+                if on_poll:
+                    on_poll(out_dir)
                 limit = build_timeout if phase in ("setup", "build") else run_timeout
                 # The phase file is written by untrusted code: the sum of both limits bounds it all.
                 if (time.monotonic() - phase_started > limit
@@ -120,9 +228,21 @@ def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
             raise
         kill_group(proc)   # stray children of a finished worker go too
     if not timed_out:
-        for phase in phases.read_new():
+        for phase in phases.read_new():       # what it reported just before it exited
             if on_phase:
                 on_phase(phase)
+            if phase == "profile" and on_timed:
+                on_timed(out_dir)
+    if spare is not None:
+        # The spare's folders become the caller's, as if it had started there.
+        for name in ("scratch", "out"):
+            if (base / name).exists():
+                shutil.rmtree(base / name, ignore_errors=True)
+            shutil.move(str(spare.base / name), str(base / name))
+        shutil.rmtree(spare.base, ignore_errors=True)
+        out_dir, log_path = base / "out", base / "out" / "worker.log"
+    if _PRESTART and launcher is None:
+        _spawn_spare(request)
     result_path = out_dir / "result.json"
     result = None
     if result_path.exists() and not timed_out:
@@ -132,7 +252,8 @@ def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
             result = None
     return WorkerOutcome(result=result, returncode=proc.returncode, phase=phase, timed_out=timed_out,
                          seconds=time.monotonic() - started,
-                         log_tail=tail(log_path.read_text(errors="replace")), out_dir=out_dir)
+                         log_tail=tail(log_path.read_text(errors="replace")), out_dir=out_dir,
+                         prestarted=spare is not None)
 
 
 def _write_atomic(path: Path, text: str) -> None:

@@ -11,7 +11,7 @@ import torch
 
 from ..results import KernelStat, ProfileResult
 from . import static
-from .correctness import verify_outputs
+from .correctness import compare_trial, summarize, verify_outputs
 from .timing import speedup_ci, stats
 
 SPEEDUP_REVIEW = 10.0
@@ -42,22 +42,55 @@ def trial_seeds(seed: int, dists: list[str]) -> list[int]:
     return out
 
 
-def verify_run(out_dir, task, ref_dir, meta) -> tuple:
+class TrialJudge:
+    """Compares each trial's outputs as soon as the worker has written them: the worker saves one
+    file per trial, and the parent compares trial i while the worker runs trial i + 1."""
+
+    def __init__(self, task, ref_dir, meta):
+        self.atol, self.rtol = task.tolerance
+        self.dists = meta["distributions"]
+        self.seeds = trial_seeds(int(meta.get("seed", 42)), self.dists)
+        self.ref_outs = reference_outputs(ref_dir)
+        self.done: dict[int, tuple] = {}
+        self.unreadable: str | None = None
+
+    def poll(self, out_dir) -> None:
+        """Compare every trial whose file has appeared since the last call."""
+        for i in range(len(self.ref_outs)):
+            if i not in self.done and self.unreadable is None and (out_dir / f"cand_outputs_{i}.pt").exists():
+                self._compare(out_dir, i)
+
+    def _compare(self, out_dir, i: int) -> None:
+        try:
+            # Read in full, not mapped: the worker is still alive while this is judged.
+            got = torch.load(out_dir / f"cand_outputs_{i}.pt", weights_only=True)
+        except Exception as e:  # noqa: BLE001 — anything but plain tensors fails to load
+            self.unreadable = f"output-type: the outputs are not plain tensors ({type(e).__name__})"
+            return
+        self.done[i] = compare_trial(i, self.seeds[i], self.dists[i], got, self.ref_outs[i], self.atol, self.rtol)
+
+    def verdict(self, out_dir):
+        """All trials compared (those still unread now): the VerifyResult, or None and a flag."""
+        self.poll(out_dir)
+        if self.unreadable:
+            return None, [self.unreadable]
+        missing = [i for i in range(len(self.ref_outs)) if i not in self.done]
+        if missing:
+            return None, [f"output-type: no outputs were written for trial {missing[0]}"]
+        return summarize([self.done[i] for i in sorted(self.done)], len(self.ref_outs), self.atol, self.rtol), []
+
+
+def verify_run(out_dir, task, ref_dir, meta, judge: TrialJudge | None = None) -> tuple:
     """The correctness verdict from the worker's outputs and in-place checks.
 
     Returns (VerifyResult | None, cheat flags); None when the outputs are not plain tensors.
+    ``judge`` holds the trials already compared while the worker ran.
     """
     import json
-    atol, rtol = task.tolerance
-    dists = meta["distributions"]
-    ref_outs = reference_outputs(ref_dir)
     res = json.loads((out_dir / "checks.json").read_text())
-    try:
-        # Read in full, not mapped: the worker is still alive while this is judged.
-        cand = torch.load(out_dir / "cand_outputs.pt", weights_only=True)
-    except Exception as e:  # noqa: BLE001 — anything but plain tensors fails to load
-        return None, [f"output-type: the outputs are not plain tensors ({type(e).__name__})"]
-    verify = verify_outputs(cand, ref_outs, trial_seeds(int(meta.get("seed", 42)), dists), dists, atol, rtol)
+    verify, flags = (judge or TrialJudge(task, ref_dir, meta)).verdict(out_dir)
+    if verify is None:
+        return None, flags
     verify.degenerate = bool(meta.get("degenerate"))
     verify.seconds = round(res.get("verify_seconds", 0.0), 3)
     cheats = []
@@ -158,6 +191,8 @@ def _profile(res, result, task, out, ref_outs, dists, flags, meta, replay=None) 
             flags.append(f"timer-mismatch: the host clock sees {gap_c:.3f} ms more than the CUDA events "
                          f"(eager: {gap_b:.3f} ms) — work outside the timed stream?")
     kern = res.get("kernels") or {}
+    if res.get("kernels_note"):
+        prof.notes.append(res["kernels_note"])
     prof.kernels = [KernelStat(**k) for k in kern.get("kernels", [])]
     if not device.startswith("cuda") and prof.kernels:
         # Profiled CPU calls run slower than timed ones (profiler scopes, cold threads): keep

@@ -32,6 +32,11 @@ from kernelskill.evaluate import guards  # noqa: E402
 from kernelskill.evaluate.timing import TimingConfig, time_pair  # noqa: E402
 from kernelskill.task import Task, _Expr  # noqa: E402
 
+# The files a worker writes are read once by its parent, on the same machine: a CRC over gigabytes
+# of outputs is time spent on nothing (torch.save computes one per tensor by default).
+if hasattr(torch.serialization, "set_crc32_options"):
+    torch.serialization.set_crc32_options(False)
+
 
 def set_phase(out: Path, phase: str) -> None:
     # One appended line per phase: the parent sees every phase, however short, in order.
@@ -191,12 +196,14 @@ def mode_compile(req: dict, out: Path) -> dict:
 
 
 def _reference_data(req: dict):
-    """The task, its module and constructor arguments, the cached trial inputs and weights."""
+    """The task, its module and constructor arguments, the cached trial inputs and weights.
+
+    The inputs are memory-mapped from the reference cache: each is read once, straight to the device."""
     ref_dir = Path(req["ref_dir"])
     task = _load_task(req)
     mod = task.module()
     init = task.init_inputs(mod)
-    trials = torch.load(ref_dir / "inputs.pt", weights_only=True)
+    trials = torch.load(ref_dir / "inputs.pt", weights_only=True, mmap=True)
     state = torch.load(ref_dir / "state.pt", weights_only=True)
     return task, mod, init, trials, state
 
@@ -228,7 +235,7 @@ def mode_run(req: dict, out: Path) -> dict:
     t0 = _clock()
     model, aligned = _candidate_model(module, init, state, req, device)
     device_trials = [_to(xs, device) for xs in trials]
-    outputs, checks = [], []
+    checks = []
     with torch.no_grad():
         for i, xs in enumerate(device_trials):
             clones = [x.clone() if isinstance(x, torch.Tensor) else x for x in xs]
@@ -240,9 +247,11 @@ def mode_run(req: dict, out: Path) -> dict:
                 first_call_ms = (_clock() - t_call) * 1e3
             flat, structure = flatten(result)
             checks.append(guards.output_checks(flat, structure, xs, clones, model, _Tensor, _equal, _isnan))
-            outputs.append(_cpu([o if isinstance(o, _Tensor) else torch.tensor(float("nan")) for o in flat]))
+            # One file per trial, complete when it appears: the parent compares trial i while
+            # this process runs trial i + 1.
+            _save_atomic(_cpu([o if isinstance(o, _Tensor) else torch.tensor(float("nan")) for o in flat]),
+                         out / f"cand_outputs_{i}.pt")
     verify_s = _clock() - t0
-    _save(outputs, out / "cand_outputs.pt")
     res = {"status": "ok", "build": compiled["build"], "checks": checks, "aligned": aligned,
            "verify_seconds": verify_s, "flags_after": guards.flag_changes(before, guards.backend_flags())}
     (out / "checks.json").write_text(json.dumps(res, default=str))
@@ -262,15 +271,62 @@ def mode_run(req: dict, out: Path) -> dict:
         res["timing"] = {"times": timed["times"], "reps": timed["reps"], "threads": torch.get_num_threads(),
                          "first_call_ms": first_call_ms, "compile": compile_info}
         if req.get("profile"):
-            # The parent re-checks the timed outputs while this runs (the profiler's first
-            # session costs seconds: CUPTI's set-up).
+            # The parent re-checks the timed outputs while the profiler runs: here (True), or in
+            # a profiling worker that waited for this phase with CUPTI set up ("apart").
             set_phase(out, "profile")
+        if req.get("profile") is True:
             res["kernels"] = guards.kernel_breakdown(model, sets[0], device, Path(req["candidate_path"]).read_text())
         # Where the worker's time went (the cost figures in docs/evaluator.md).
         res["timing"]["cost_s"] = {"timing": round(t2 - t1, 3), "save_timed_outputs": round(t3 - t2, 3),
                                    "profile": round(_clock() - t3, 3)}
         res["flags_after"] = guards.flag_changes(before, guards.backend_flags())
     return res
+
+
+def _save_atomic(obj, path: Path) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    _save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def warm_profiler(device: str) -> float:
+    """The profiler's one-time set-up in this process (CUPTI's, on a GPU: seconds), done on a tiny
+    op so that the profiled calls later cost only themselves. Returns the seconds it took.
+
+    Only ever in a profiling worker: a process that has run a profiler session launches kernels
+    slower afterwards (benchmarks/probe_profiler_early.py), so a worker that times never does."""
+    from torch.profiler import ProfilerActivity, profile
+    t0 = _clock()
+    cuda = device.startswith("cuda")
+    with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as p:
+        torch.zeros(8, device=device).add_(1)
+        _sync(device)
+    p.events()
+    return _clock() - t0
+
+
+_WARMED: dict[str, float] = {}
+
+
+def mode_profile(req: dict, out: Path) -> dict:
+    """The kernel breakdown, in a process of its own: set up the profiler and load the candidate
+    while the timing worker verifies and times, wait for its go, then profile a few calls."""
+    device = _setup(req)
+    warm_s = _WARMED.get(device)
+    if warm_s is None:
+        warm_s = _WARMED[device] = warm_profiler(device)
+    task, mod, init, trials, state = _reference_data(req)
+    compiled = mode_compile(req, out)
+    if compiled["status"] != "ok":
+        return compiled
+    if not _await_decision(out, req):
+        return {"status": "stopped", "build": compiled["build"]}
+    set_phase(out, "profile")
+    t0 = _clock()
+    model, _ = _candidate_model(compiled.pop("module"), init, state, req, device)
+    kernels = guards.kernel_breakdown(model, _to(trials[0], device), device, Path(req["candidate_path"]).read_text())
+    return {"status": "ok", "build": compiled["build"], "kernels": kernels,
+            "cost_s": {"profiler_setup": round(warm_s, 3), "profile": round(_clock() - t0, 3)}}
 
 
 def cfg_rotate(req: dict) -> int:
@@ -354,10 +410,35 @@ def _await_decision(out: Path, req: dict) -> bool:
 
 
 MODES = {"reference": mode_reference, "compile": mode_compile, "run": mode_run, "ceilings": mode_ceilings,
-         "ncu": mode_ncu}
+         "ncu": mode_ncu, "profile": mode_profile}
+
+SPARE_IDLE_S = 1800.0
+
+
+def wait_as_spare(out: Path, parent: int, warm: str | None) -> Path | None:
+    """A prestarted worker: Python, torch and this module are imported (and, for profiling, the
+    profiler set up); wait for the request the parent hands over. None: the parent is gone or
+    never came back, and this process just exits. No request, no candidate code: nothing else runs.
+    ``parent`` is the pid that started it (it may have died while this process imported torch)."""
+    if warm:
+        _setup({"device": warm})
+        _WARMED[warm] = warm_profiler(warm)
+    (out / "spare-ready").write_text("")
+    deadline = _clock() + SPARE_IDLE_S
+    path = out / "request.json"
+    while _clock() < deadline and os.getppid() == parent:
+        if path.exists():
+            return path
+        time.sleep(0.01)
+    return None
 
 
 def main(argv: list[str]) -> int:
+    if argv[1] == "--spare":
+        path = wait_as_spare(Path(argv[2]), int(argv[3]), argv[4] if len(argv) > 4 else None)
+        if path is None:
+            os._exit(0)
+        argv = [argv[0], str(path)]
     req = json.loads(Path(argv[1]).read_text())
     out = Path(req["out_dir"])
     set_phase(out, "setup")

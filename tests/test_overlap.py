@@ -1,0 +1,187 @@
+"""The evaluation's overlapped work, with real workers: trials compared while the worker runs the
+next one, the kernel breakdown from a profiling worker of its own, and workers started ahead."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelskill import Candidate, Task
+from kernelskill.evaluate import evaluate, isolation, verdict
+from kernelskill.evaluate.api import _request, reference
+
+from helpers import RELU_TASK, toolkit_candidate
+
+GOOD = toolkit_candidate("return ext.relu2(x)")
+SLOW = toolkit_candidate("time.sleep(0.4)\nreturn ext.relu2(x)", extra="import time\n")
+WRONG = toolkit_candidate("return ext.relu2(x) + 1.0")
+
+
+# ---- trials compared as they appear -----------------------------------------------------------
+def test_trials_are_compared_while_the_worker_runs_the_next(fast, monkeypatch):
+    events = []
+    real = verdict.compare_trial
+
+    def spy(i, *a, **k):
+        events.append((time.monotonic(), f"compare {i}"))
+        return real(i, *a, **k)
+
+    monkeypatch.setattr(verdict, "compare_trial", spy)
+    r = evaluate(RELU_TASK, Candidate.from_source(SLOW), opts=fast, timing=None,
+                 on_phase=lambda p: events.append((time.monotonic(), p)))
+    assert r.verify.correct and len(r.verify.trials) == 6, r.message
+    names = [n for _, n in events]
+    # The forward sleeps 0.4 s per trial: trial 0 is judged long before the last trial is done.
+    assert names.index("compare 0") < names.index("compare 5")
+    first = next(t for t, n in events if n == "compare 0")
+    run_ends = next(t for t, n in events if n == "done")
+    assert run_ends - first > 1.0, events
+    assert sorted(n for n in names if n.startswith("compare")) == [f"compare {i}" for i in range(6)]
+
+
+def _judge_dir(tmp_path, fast):
+    task = Task.load(RELU_TASK)
+    ref_dir = reference(task, "cpu", fast)
+    meta = json.loads((ref_dir / "meta.json").read_text())
+    return task, ref_dir, meta, verdict.reference_outputs(ref_dir)
+
+
+def test_judge_compares_only_what_is_written_and_names_what_is_missing(tmp_path, fast):
+    task, ref_dir, meta, ref = _judge_dir(tmp_path, fast)
+    judge = verdict.TrialJudge(task, ref_dir, meta)
+    torch.save(ref[0], tmp_path / "cand_outputs_0.pt")
+    torch.save([o + 1 for o in ref[1]], tmp_path / "cand_outputs_1.pt")
+    judge.poll(tmp_path)
+    assert sorted(judge.done) == [0, 1]
+    assert judge.done[0][0].ok and not judge.done[1][0].ok
+    v, flags = judge.verdict(tmp_path)
+    assert v is None and flags == ["output-type: no outputs were written for trial 2"]
+    for i in range(2, len(ref)):
+        torch.save(ref[i], tmp_path / f"cand_outputs_{i}.pt")
+    v, flags = judge.verdict(tmp_path)
+    assert flags == [] and not v.correct and [t.ok for t in v.trials] == [True, False] + [True] * (len(ref) - 2)
+    assert "trial 1" in v.mismatch
+
+
+def test_judge_flags_outputs_that_are_not_plain_tensors(tmp_path, fast):
+    task, ref_dir, meta, ref = _judge_dir(tmp_path, fast)
+    (tmp_path / "cand_outputs_0.pt").write_bytes(b"not a tensor file")
+    judge = verdict.TrialJudge(task, ref_dir, meta)
+    v, flags = judge.verdict(tmp_path)
+    assert v is None and flags[0].startswith("output-type: the outputs are not plain tensors")
+
+
+# ---- the profile apart --------------------------------------------------------------------------
+def test_profiling_worker_gives_the_breakdown_and_the_timer_never_profiles(fast, tmp_path):
+    phases = []
+    r = evaluate(RELU_TASK, Candidate.from_source(GOOD), opts=fast, profile_apart=True, keep_dir=tmp_path,
+                 on_phase=phases.append)
+    assert r.status == "ok", r.message
+    p = r.profile
+    assert p.custom_share > 0.5 and any(k.custom and "relu2" in k.name for k in p.kernels), p.kernels
+    assert p.cost_s["profile"] < 0.05              # the timing worker ran no profiler
+    assert p.cost_s["apart: profiler_setup"] > 0 and "apart: profile" in p.cost_s
+    # It waited for the timing to finish before profiling: its "profile" phase follows the timer's.
+    base = next(tmp_path.iterdir())
+    apart = (base / "profile" / "out" / "phases").read_text().split()
+    assert apart[-3:] == ["await", "profile", "done"], apart
+    assert json.loads((base / "profile" / "out" / "result.json").read_text())["status"] == "ok"
+
+
+def test_profiling_worker_of_an_incorrect_candidate_never_runs_it(fast, tmp_path):
+    t0 = time.monotonic()
+    r = evaluate(RELU_TASK, Candidate.from_source(WRONG), opts=fast, profile_apart=True, keep_dir=tmp_path)
+    assert r.status == "incorrect" and r.profile is None
+    base = next(tmp_path.iterdir())
+    res = json.loads((base / "profile" / "out" / "result.json").read_text())
+    assert res["status"] == "stopped" and "profile" not in (base / "profile" / "out" / "phases").read_text().split()
+    assert time.monotonic() - t0 < 60
+
+
+# ---- workers started ahead ----------------------------------------------------------------------
+@pytest.fixture
+def prestart():
+    isolation.prestart_workers(True)
+    yield
+    isolation.prestart_workers(False)
+
+
+def _compile_request(fast, tmp_path, threads=None):
+    import dataclasses
+    opts = dataclasses.replace(fast, threads=threads) if threads else fast
+    base = tmp_path / f"req{len(list(tmp_path.iterdir()))}"
+    base.mkdir()
+    return _request("compile", None, Candidate.from_source(GOOD), "cpu", opts, base), base
+
+
+def _spare_pids() -> list[int]:
+    return [sp.proc.pid for sp in isolation._SPARES.values() if sp.proc.poll() is None]
+
+
+def test_a_prestarted_worker_serves_the_next_request_and_leaves_its_files_in_place(prestart, fast, tmp_path):
+    req, base = _compile_request(fast, tmp_path)
+    first = isolation.run_worker(req, build_timeout=600, run_timeout=60, keep=base)
+    assert first.result["status"] == "ok" and not first.prestarted
+    (spare,) = _spare_pids()
+    req, base = _compile_request(fast, tmp_path)
+    second = isolation.run_worker(req, build_timeout=600, run_timeout=60, keep=base)
+    assert second.result["status"] == "ok" and second.prestarted
+    # Its folders became the caller's; the spare that served is gone, a new one waits.
+    assert second.out_dir == base / "out" and (base / "out" / "result.json").exists()
+    assert (base / "scratch").is_dir()
+    assert not Path(f"/proc/{spare}").exists() or _zombie(spare)
+    assert _spare_pids() and _spare_pids()[0] != spare
+
+
+def test_a_spare_started_for_another_environment_is_not_used(prestart, fast, tmp_path):
+    req, base = _compile_request(fast, tmp_path, threads=1)
+    isolation.run_worker(req, build_timeout=600, run_timeout=60, keep=base)
+    req, base = _compile_request(fast, tmp_path, threads=2)    # OMP_NUM_THREADS differs
+    out = isolation.run_worker(req, build_timeout=600, run_timeout=60, keep=base)
+    assert out.result["status"] == "ok" and not out.prestarted
+
+
+def test_evaluations_with_prestarted_workers_are_judged_the_same(prestart, fast):
+    for src, status in ((GOOD, "ok"), (WRONG, "incorrect"), (GOOD, "ok")):
+        r = evaluate(RELU_TASK, Candidate.from_source(src), opts=fast)
+        assert r.status == status, r.message
+    isolation.prestart_workers(False)
+    assert not _spare_pids() and not isolation._SPARES
+
+
+def test_a_spare_exits_when_its_parent_dies(tmp_path):
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import os, sys\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "from kernelskill import Candidate\n"
+        "from kernelskill.evaluate import isolation\n"
+        "from kernelskill.evaluate.api import compile\n"
+        "from helpers import toolkit_candidate\n"
+        "isolation.prestart_workers(True)\n"
+        "compile(Candidate.from_source(toolkit_candidate('return ext.relu2(x)')), device='cpu')\n"
+        "print([sp.proc.pid for sp in isolation._SPARES.values()][0], flush=True)\n"
+        "os._exit(0)     # no atexit: only the spare's own watch on its parent can end it\n")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    pid = int(out.stdout.split()[-1])
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and Path(f"/proc/{pid}").exists() and not _zombie(pid):
+        time.sleep(0.2)
+    alive = Path(f"/proc/{pid}").exists() and not _zombie(pid)
+    if alive:
+        os.kill(pid, 9)
+    assert not alive, f"spare {pid} outlived its parent"
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+    except OSError:
+        return True
