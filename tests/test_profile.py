@@ -42,6 +42,15 @@ def test_analyse_reports_fraction_intensity_and_achieved_rates():
     assert cls == "memory-bound"
 
 
+def test_small_fractions_keep_their_significant_digits():
+    # 3 MB at 3 TB/s is a 1 µs floor; a 25 s candidate reaches 4e-8 of it. Rounding to decimal
+    # places used to report 0.0 here, and 0.0386 for 0.038641 (outside a 0.1 % check).
+    roof, _ = roofline.analyse(0, 3e6, H100ISH, "float32", False, measured_ms=25_000.0)
+    assert roof["fraction"] == pytest.approx(4e-8, rel=1e-3) and roof["fraction"] > 0
+    roof, _ = roofline.analyse(0, 3e9, H100ISH, "float32", False, measured_ms=1.0 / 0.038641)
+    assert roof["fraction"] == pytest.approx(0.038641, rel=1e-3)
+
+
 @pytest.mark.parametrize("kw, expected", [
     # 1 GFLOP per 1 MB: far right of the ridge, at 40 % of the floor's pace.
     (dict(flops=1e11, nbytes=1e6, measured_ms=5.0, launches=1, busy_ms=4.9), "compute-bound"),

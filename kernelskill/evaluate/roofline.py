@@ -167,6 +167,11 @@ def floor_ms(flops: int | None, nbytes: int | None, ceilings: dict, dtype: str, 
     return max(flops / peak, nbytes / bw) * 1e3
 
 
+def _sig(x: float, digits: int = 4) -> float:
+    """x to `digits` significant figures: a slow candidate's 0.00004 of the floor stays 4e-05, not 0.0."""
+    return float(f"{x:.{digits}g}")
+
+
 def analyse(flops: int | None, nbytes: int | None, ceilings: dict, dtype: str, allow_tf32: bool, measured_ms: float,
             launches: int | None = None, busy_ms: float | None = None, gpu: bool = True,
             ncu: dict | None = None) -> tuple[dict, str | None]:
@@ -179,9 +184,9 @@ def analyse(flops: int | None, nbytes: int | None, ceilings: dict, dtype: str, a
     ridge = peak / bw
     roof = {"flops": int(flops), "bytes": int(nbytes), "intensity": round(intensity, 3), "ridge": round(ridge, 3),
             "peak_tflops": round(peak / 1e12, 3), "bandwidth_gbs": round(bw / 1e9, 1),
-            "floor_ms": floor, "fraction": round(floor / measured_ms, 4),
-            "achieved_gbs": round(nbytes / (measured_ms / 1e3) / 1e9, 2),
-            "achieved_tflops": round(flops / (measured_ms / 1e3) / 1e12, 4),
+            "floor_ms": floor, "fraction": _sig(floor / measured_ms),
+            "achieved_gbs": _sig(nbytes / (measured_ms / 1e3) / 1e9),
+            "achieved_tflops": _sig(flops / (measured_ms / 1e3) / 1e12),
             "roof": "memory" if intensity < ridge else "compute",
             "ceilings": f"{ceilings.get('name', '?')} (measured {ceilings.get('measured_at', '?')})"}
     if launches is not None:
