@@ -35,6 +35,17 @@ class Candidate:
         return cls.from_source(p.read_text(), path=p.resolve())
 
     @property
+    def label(self) -> str:
+        """How messages name this candidate: its file (relative to the working directory when it lies
+        under it), or "candidate" for source that came without one."""
+        if self.path is None:
+            return "candidate"
+        try:
+            return str(self.path.relative_to(Path.cwd()))
+        except ValueError:
+            return str(self.path)
+
+    @property
     def name(self) -> str:
         return self.path.name if self.path else f"candidate-{self.hash[:8]}"
 

@@ -43,6 +43,29 @@ def test_eval_failure_exit_1_and_readable_summary(cand_file, capsys):
     assert "incorrect" in out and "worst" in out and "expected" in out
 
 
+def test_errors_in_a_candidate_file_name_that_file_and_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine").mkdir()
+    bad = tmp_path / "mine" / "bad.py"
+    bad.write_text("import torch\n\nx = (\n")
+    assert main(["eval", str(RELU_TASK), str(bad), "--no-timing"]) == 1
+    out = capsys.readouterr().out
+    # The file as the user can open it (relative to the working directory), line 3, column 5, and the
+    # worker's internal module name nowhere.
+    assert "mine/bad.py:3:5: error: SyntaxError: '(' was never closed" in out, out
+    assert "candidate_module" not in out
+    raising = cand_file_at(tmp_path / "raising.py", "y = ext.relu2(x)\nraise ValueError('boom')")
+    assert main(["eval", str(RELU_TASK), str(raising), "--no-timing"]) == 1
+    out = capsys.readouterr().out
+    line = raising.read_text().splitlines().index("        raise ValueError('boom')") + 1
+    assert f"ValueError: boom (raising.py:{line}: raise ValueError('boom'))" in out, out
+
+
+def cand_file_at(path, body: str):
+    path.write_text(toolkit_candidate(body))
+    return path
+
+
 def test_eval_usage_and_task_errors_exit_2(cand_file, capsys):
     assert main(["eval", str(DATA / "bad" / "syntax.py"), cand_file("return ext.relu2(x)")]) == 2
     assert "syntax error" in capsys.readouterr().err

@@ -148,6 +148,9 @@ def _mkdir(p: Path) -> Path:
 def _compile_result(cand: Candidate, result: dict | None, out: WorkerOutcome | None) -> CompileResult:
     build = (result or {}).get("build") or {}
     diags = [Diagnostic.from_dict(d) for d in build.get("diagnostics", [])]
+    for d in diags:               # the worker knows only "candidate"; name the user's file where there is one
+        if d.file == "candidate":
+            d.file = cand.label
     status = (result or {}).get("status")
     if status is None:      # no report: it compiled only if the worker got past the build phase
         ok = out is not None and out.phase not in ("setup", "build")
@@ -370,7 +373,8 @@ def _judge(result: EvalResult, task: Task, cand: Candidate, out: WorkerOutcome, 
         return _finish(result, "compile_error", str(first or res.get("error", "build failed")).splitlines()[0], flags, started)
     if status == "runtime_error":
         result.log_tail = res.get("traceback", out.log_tail)
-        where = f" (candidate line {res['line']}: {res.get('source_line', '').strip()})" if res.get("line") else ""
+        where = (f" ({cand.label}:{res['line']}: {res.get('source_line', '').strip()})" if cand.path else
+                 f" (candidate line {res['line']}: {res.get('source_line', '').strip()})") if res.get("line") else ""
         return _finish(result, "runtime_error", res.get("error", "runtime error") + where, flags, started)
     return judge_outputs(result, task, out, ref_dir, meta, flags, res, started, _finish, verified, roof, replay)
 

@@ -168,7 +168,8 @@ def _compile_failure(e: BaseException, log: _build.BuildLog, req: dict) -> dict:
     line, text = guards.candidate_line(e)
     if isinstance(e, SyntaxError) and e.filename and e.filename.endswith("candidate_module.py"):
         line, text = e.lineno, e.text or ""
-    diag = Diagnostic("error", f"{type(e).__name__}: {e}".strip()[:1000], line=line, column=getattr(e, "offset", None)
+    what = e.msg if isinstance(e, SyntaxError) else e      # the location goes in the diagnostic, not the text
+    diag = Diagnostic("error", f"{type(e).__name__}: {what}".strip()[:1000], line=line, column=getattr(e, "offset", None)
                       if isinstance(e, SyntaxError) else None, source_line=text or "", origin="python")
     log.diagnostics.append(diag)
     log.log_tail = _build.tail(traceback.format_exc())
