@@ -123,7 +123,9 @@ async def test_pause_resume_and_stop(config_for):
             assert run.view.phase in ("stopping", "finished")
             await until(pilot, lambda: run.view.phase == "finished", 60, "the run to stop")
             assert run.view.reason == "stopped"
-            assert any("stopped by the user" in n for n in notes(app))
+            # The notification is a message the app handles after the event that finished the run.
+            await until(pilot, lambda: any("stopped by the user" in n for n in notes(app)), 10,
+                        "the notification that the user stopped the run")
             assert run.check_action("back", ()) is True
             stored = load_run(run.optimizer.path)                          # the run is kept
             assert stored.finished.reason == "stopped" and stored.attempts == run.view.attempts
@@ -143,6 +145,7 @@ async def test_unreachable_endpoint_and_bad_form_are_notifications(config_for, t
         app.screen.query_one("#task-path", Input).value = str(RELU_TASK)
         await pilot.press("ctrl+r")
         await until(pilot, lambda: isinstance(app.screen, HomeScreen), 60, "the return to Home")
-        assert any("Run not started" in n and "is unreachable" in n for n in notes(app))
+        await until(pilot, lambda: any("Run not started" in n and "is unreachable" in n for n in notes(app)), 10,
+                    "the notification that the endpoint is unreachable")
         assert app.is_running
         assert not (tmp_path / "runs").exists()     # nothing was stored
