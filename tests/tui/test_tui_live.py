@@ -48,6 +48,9 @@ async def test_live_run_shows_tree_best_activity_code_and_history(config_for):
             run = await start(pilot, attempts=3)
             shown: set[str] = set()
             await until(pilot, lambda: run.view.phase == "finished", what="the run to finish", seen=shown)
+            # Toasts are messages the app handles after the event that finished the run: wait for the last.
+            await until(pilot, lambda: any("Run finished: the attempt budget is spent" in n for n in shown), 10,
+                        "the notification that the run finished", seen=shown)
 
             assert run.view.reason == "attempts" and run.view.attempts == 3
             tree = run.query_one(CandidateTree)
@@ -80,7 +83,6 @@ async def test_live_run_shows_tree_best_activity_code_and_history(config_for):
             assert run.query_one("#kernels").row_count >= 1
 
             assert any("n1 incorrect" in n for n in shown) and any("n3 crashed" in n for n in shown)
-            assert any("Run finished: the attempt budget is spent" in n for n in shown)
 
             await pilot.press("h")
             history = app.screen
@@ -140,7 +142,8 @@ async def test_unreachable_endpoint_and_bad_form_are_notifications(config_for, t
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("ctrl+r")                 # no task yet
         await pilot.pause()
-        assert isinstance(app.screen, HomeScreen) and any("choose a task" in n for n in notes(app))
+        assert isinstance(app.screen, HomeScreen)
+        await until(pilot, lambda: any("choose a task" in n for n in notes(app)), 10, "the notification to choose a task")
 
         app.screen.query_one("#task-path", Input).value = str(RELU_TASK)
         await pilot.press("ctrl+r")
