@@ -43,7 +43,7 @@ def test_eval_failure_exit_1_and_readable_summary(cand_file, capsys):
     assert "incorrect" in out and "worst" in out and "expected" in out
 
 
-def test_errors_in_a_candidate_file_name_that_file_and_line(tmp_path, monkeypatch, capsys):
+def test_errors_in_a_candidate_file_name_that_file_and_line(cand_file, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "mine").mkdir()
     bad = tmp_path / "mine" / "bad.py"
@@ -54,16 +54,11 @@ def test_errors_in_a_candidate_file_name_that_file_and_line(tmp_path, monkeypatc
     # worker's internal module name nowhere.
     assert "mine/bad.py:3:5: error: SyntaxError: '(' was never closed" in out, out
     assert "candidate_module" not in out
-    raising = cand_file_at(tmp_path / "raising.py", "y = ext.relu2(x)\nraise ValueError('boom')")
-    assert main(["eval", str(RELU_TASK), str(raising), "--no-timing"]) == 1
+    raising = cand_file("y = ext.relu2(x)\nraise ValueError('boom')")          # tmp_path/cand.py
+    assert main(["eval", str(RELU_TASK), raising, "--no-timing"]) == 1
     out = capsys.readouterr().out
-    line = raising.read_text().splitlines().index("        raise ValueError('boom')") + 1
-    assert f"ValueError: boom (raising.py:{line}: raise ValueError('boom'))" in out, out
-
-
-def cand_file_at(path, body: str):
-    path.write_text(toolkit_candidate(body))
-    return path
+    line = open(raising).read().splitlines().index("        raise ValueError('boom')") + 1
+    assert f"ValueError: boom (cand.py:{line}: raise ValueError('boom'))" in out, out
 
 
 def test_eval_usage_and_task_errors_exit_2(cand_file, capsys):

@@ -373,8 +373,8 @@ def _judge(result: EvalResult, task: Task, cand: Candidate, out: WorkerOutcome, 
         return _finish(result, "compile_error", str(first or res.get("error", "build failed")).splitlines()[0], flags, started)
     if status == "runtime_error":
         result.log_tail = res.get("traceback", out.log_tail)
-        where = (f" ({cand.label}:{res['line']}: {res.get('source_line', '').strip()})" if cand.path else
-                 f" (candidate line {res['line']}: {res.get('source_line', '').strip()})") if res.get("line") else ""
+        line, text = res.get("line"), res.get("source_line", "").strip()
+        where = "" if not line else f" ({cand.label}:{line}: {text})" if cand.path else f" (candidate line {line}: {text})"
         return _finish(result, "runtime_error", res.get("error", "runtime error") + where, flags, started)
     return judge_outputs(result, task, out, ref_dir, meta, flags, res, started, _finish, verified, roof, replay)
 
