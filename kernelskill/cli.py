@@ -59,7 +59,7 @@ def cmd_eval(args) -> int:
     from .report import print_eval
     task = _load_task(args)
     cand = Candidate.from_file(args.candidate)
-    timing = None if args.no_timing else TimingConfig(time_cap_s=args.time_cap)
+    timing = None if args.no_timing else TimingConfig(time_cap_s=args.time_cap, retimes=args.retimes)
     opts = Options(device=args.device, trials=args.trials, timing=timing, profile=not args.no_timing,
                    baseline=args.baseline, ncu=args.ncu)
     result = evaluate(task, cand, opts=opts, on_phase=_progress(args))
@@ -87,8 +87,9 @@ def cmd_profile(args) -> int:
     from .report import print_profile
     task = _load_task(args)
     cand = Candidate.from_file(args.candidate) if args.candidate else None
-    opts = Options(device=args.device, trials=args.trials, timing=TimingConfig(time_cap_s=args.time_cap),
-                   baseline=args.baseline, ncu=args.ncu)
+    opts = Options(device=args.device, trials=args.trials,
+                   timing=TimingConfig(time_cap_s=args.time_cap, retimes=args.retimes),
+                   baseline=args.baseline, ncu=args.ncu, remeasure_ceilings=args.remeasure_ceilings)
     result = profile(task, cand, opts=opts, on_phase=_progress(args))
     _emit(result, args, lambda r: print_profile(r, reference=cand is None))
     return 0 if result.ok or (cand is None and result.profile is not None) else 1
@@ -100,6 +101,9 @@ def _measure_args(p: argparse.ArgumentParser) -> None:
                    "(compiled once per task and environment, then cached)")
     p.add_argument("--ncu", action="store_true", help="Nsight Compute metrics of the candidate's kernels "
                    "(throughputs, occupancy, stall reasons; GPU only, and only where counters are readable)")
+    p.add_argument("--retimes", type=int, default=2, metavar="N",
+                   help="when a timing is noisy or contended (spread, drift, other processes, GPU throttling), "
+                   "time it again up to N more times with backoff (default 2; 0: report the first round)")
 
 
 def cmd_demo(args) -> int:
@@ -170,6 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trials", type=int, default=5, help="correctness trials before timing (default 5)")
     p.add_argument("--time-cap", type=float, default=10.0, help="seconds of timing per model at most (default 10)")
     _measure_args(p)
+    p.add_argument("--remeasure-ceilings", action="store_true",
+                   help="measure this device's ceilings again and replace the cached ones (ceilings measured "
+                   "while other processes competed are re-measured by themselves, keeping the higher values)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_profile)
 

@@ -31,16 +31,17 @@ DEFAULTS: dict[str, Any] = {
     "prices": {},
     "budget": {"attempts": 30, "tokens": None, "usd": None, "minutes": None},
     "search": {"policy": "stark", "epsilon": 0.3, "root_children": 5, "close_after": 3, "max_repairs": 3,
-               "seed": None, "line_ratio": 1.3, "line_gain": 0.3, "context_nodes": 5},
+               "seed": None, "line_ratio": 1.3, "line_gain": 0.3, "context_nodes": 5, "finalists": 3,
+               "stop_at_roof": None},
     "eval": {"device": "auto", "trials": 5, "time_cap_s": 10.0, "warmup": 3, "min_reps": 30,
-             "max_reps": 200, "build_timeout_s": 900.0, "run_timeout_s": 300.0},
+             "max_reps": 200, "build_timeout_s": 900.0, "run_timeout_s": 300.0, "retimes": 2, "backoff_s": 1.0},
     "agents": {"backend": "auto", "skills_limit": 6, "prompts_dir": None},
     "runs_dir": "runs",
 }
 _TYPES: dict[str, tuple] = {
     "llm.base_url": (str,), "llm.model": (str,), "llm.api_key_env": (str,), "llm.max_tokens": (int,),
     "budget.tokens": (int,), "budget.usd": (int, float), "budget.minutes": (int, float),
-    "search.seed": (int,), "agents.prompts_dir": (str,),
+    "search.seed": (int,), "agents.prompts_dir": (str,), "search.stop_at_roof": (int, float),
 }
 _ROLE_KEYS = {"model": (str,), "temperature": (int, float), "max_tokens": (int,)}
 _CHOICES = {"search.policy": ("stark", "line"), "agents.backend": ("auto", "cuda", "triton", "cpp")}

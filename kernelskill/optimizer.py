@@ -86,8 +86,9 @@ def eval_options(config: Config, device: str):
     from .evaluate.timing import TimingConfig
     e = config.data["eval"]
     return Options(device=device, trials=e["trials"], build_timeout=e["build_timeout_s"],
-                   run_timeout=e["run_timeout_s"], timing=TimingConfig(warmup=e["warmup"], min_reps=e["min_reps"],
-                                                                        max_reps=e["max_reps"], time_cap_s=e["time_cap_s"]))
+                   run_timeout=e["run_timeout_s"],
+                   timing=TimingConfig(warmup=e["warmup"], min_reps=e["min_reps"], max_reps=e["max_reps"],
+                                       time_cap_s=e["time_cap_s"], retimes=e["retimes"], backoff_s=e["backoff_s"]))
 
 
 def resolve_target(config: Config) -> tuple[str, str]:

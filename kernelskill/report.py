@@ -38,10 +38,9 @@ def print_eval(r: EvalResult, out=print) -> None:
                 out(f"    {line}")
     p = r.profile
     if p and p.candidate and p.baseline:
-        ci = f" [{p.speedup_ci[0]:.2f}–{p.speedup_ci[1]:.2f}]" if p.speedup_ci else ""
-        sp = f"{p.speedup:.2f}×{ci}" if p.speedup is not None else "withheld"
         out(f"  time: candidate {_ms(p.candidate.median_ms)} (IQR {_ms(p.candidate.iqr_ms)}, n={p.candidate.n}) · "
-            f"eager {_ms(p.baseline.median_ms)} · speedup {sp}")
+            f"eager {_ms(p.baseline.median_ms)} · speedup {p.speedup_text()}")
+        _print_quality(p, out)
         if p.compile_baseline and p.speedup_vs_compile:
             ci = f" [{p.speedup_vs_compile_ci[0]:.2f}–{p.speedup_vs_compile_ci[1]:.2f}]" if p.speedup_vs_compile_ci else ""
             out(f"  torch.compile {_ms(p.compile_baseline.median_ms)} · speedup vs compile {p.speedup_vs_compile:.2f}×{ci}")
@@ -56,6 +55,20 @@ def print_eval(r: EvalResult, out=print) -> None:
         out("  log tail:")
         for line in r.log_tail.splitlines()[-12:]:
             out(f"    {line}")
+
+
+def _print_quality(p, out=print) -> None:
+    """The measurement's quality: one line when good, the reasons and the rounds when not."""
+    q = p.quality
+    if q is None:
+        return
+    if q.good:
+        out("  measurement: good" + (f" (timed {q.rounds}×: earlier rounds were not)" if q.rounds > 1 else ""))
+        return
+    out(f"  measurement: {q.verdict.upper()} — the speedup is uncertain; do not act on it"
+        + (f" (timed {q.rounds}×, round {q.chosen_round + 1} reported)" if q.rounds > 1 else ""))
+    for why in q.reasons[:4]:
+        out(f"    {why}")
 
 
 def print_task(info: dict, out=print) -> None:
@@ -107,7 +120,8 @@ def print_profile(r: EvalResult, reference: bool = False, out=print) -> None:
         return
     out(f"profile of {who} · task {r.task} · device {r.env.gpu or r.env.device}")
     out(f"  time {_ms(p.candidate.median_ms)} (IQR {_ms(p.candidate.iqr_ms)}, n={p.candidate.n}, {p.timer})"
-        + ("" if reference else f" · eager {_ms(p.baseline.median_ms)} · speedup {p.speedup:.2f}×" if p.speedup else ""))
+        + ("" if reference else f" · eager {_ms(p.baseline.median_ms)} · speedup {p.speedup_text()}" if p.speedup else ""))
+    _print_quality(p, out)
     if p.compile_baseline:
         out(f"  torch.compile {_ms(p.compile_baseline.median_ms)}"
             + (f" (the reference is {p.speedup_vs_compile:.2f}× of it)" if reference and p.speedup_vs_compile else

@@ -128,6 +128,26 @@ class TimingStats(JsonMixin):
 
 
 @dataclass
+class MeasurementQuality(JsonMixin):
+    """Whether a timing can be acted on (evaluate/quality.py): good | noisy | contended, and why."""
+    verdict: str = "good"
+    reasons: list[str] = field(default_factory=list)
+    metrics: dict = field(default_factory=dict)   # interval width, median ÷ min, drift, host and GPU state
+    rounds: int = 1                               # timing rounds run (more than 1: re-timed)
+    chosen_round: int = 0                         # the round reported
+    history: list[dict] = field(default_factory=list)   # per round: verdict, speedup, interval, reasons
+
+    @property
+    def good(self) -> bool:
+        return self.verdict == "good"
+
+    def label(self) -> str:
+        """One short phrase for a person: "good", or "noisy: <first reason>" (+ re-timed n×)."""
+        text = self.verdict if self.good or not self.reasons else f"{self.verdict}: {self.reasons[0]}"
+        return text + (f"; timed {self.rounds}×" if self.rounds > 1 else "")
+
+
+@dataclass
 class KernelStat(JsonMixin):
     name: str
     calls: int
@@ -156,6 +176,42 @@ class ProfileResult(JsonMixin):
     ncu: dict = field(default_factory=dict)        # Nsight Compute metrics (--ncu): totals and per kernel
     cost_s: dict = field(default_factory=dict)     # the worker's seconds: timing, saving outputs, profiling
     notes: list[str] = field(default_factory=list)
+    quality: MeasurementQuality | None = None     # None: not timed
+    decision_ms: float | None = None               # the candidate's low quantile (roofline, bottleneck)
+
+    def speedup_text(self, digits: int = 2) -> str:
+        """The speedup as a person should read it: with its interval, and its quality when not good."""
+        if self.speedup is None:
+            return "speedup withheld"
+        text = f"{self.speedup:.{digits}f}×"
+        if len(self.speedup_ci) == 2:
+            text += f" [{self.speedup_ci[0]:.{digits}f}–{self.speedup_ci[1]:.{digits}f}]"
+        if self.quality is not None and not self.quality.good:
+            text += f" ({self.quality.verdict})"
+        return text
+
+
+@dataclass
+class RaceEntry(JsonMixin):
+    """One candidate of a head-to-head race."""
+    candidate_hash: str
+    stats: TimingStats | None = None
+    speedup: float | None = None              # eager median / its median, same run
+    speedup_ci: list[float] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)   # a timed output that did not match: out of the race
+
+
+@dataclass
+class RaceResult(JsonMixin):
+    """Candidates timed head to head, interleaved with eager (``evaluate.race``)."""
+    status: str                                  # ok | failed
+    entries: list[RaceEntry] = field(default_factory=list)
+    winner: int | None = None                    # index into entries: the fastest with confidence, else None
+    ratio: float | None = None                   # median(entries[0]) / median(entries[1]): > 1, the second is faster
+    ratio_ci: list[float] = field(default_factory=list)
+    quality: MeasurementQuality | None = None
+    message: str = ""
+    seconds: float = 0.0
 
 
 @dataclass
@@ -204,9 +260,15 @@ class EvalResult(JsonMixin):
         d = to_dict(self)
         # Scripts read these at the top level.
         return {"status": self.status, "flags": list(self.flags), "speedup": self.speedup,
-                "custom_share": self.custom_share, **d}
+                "custom_share": self.custom_share, "quality": self.quality, **d}
+
+    @property
+    def quality(self) -> str | None:
+        """good | noisy | contended for a timed result, None when nothing was timed."""
+        q = self.profile.quality if self.profile else None
+        return q.verdict if q else None
 
     @classmethod
     def from_dict(cls, data: dict) -> "EvalResult":
-        keep = {k: v for k, v in data.items() if k not in ("speedup", "custom_share")}
+        keep = {k: v for k, v in data.items() if k not in ("speedup", "custom_share", "quality")}
         return from_dict(cls, keep)

@@ -33,5 +33,5 @@ def fast():
     """Evaluation options for tests: few timing reps, short caps."""
     from kernelskill.evaluate.api import Options
     from kernelskill.evaluate.timing import TimingConfig
-    return Options(device="cpu", timing=TimingConfig(warmup=1, min_reps=5, max_reps=20, time_cap_s=0.5),
+    return Options(device="cpu", timing=TimingConfig(warmup=1, min_reps=5, max_reps=20, time_cap_s=0.5, retimes=0),
                    build_timeout=600, run_timeout=60)

@@ -57,7 +57,7 @@ def test_task_loads_at_both_sizes(task):
 @pytest.mark.parametrize("path", [_param(p) for p in solutions("cpp")])
 def test_cpp_solution_verdict(path):
     task = Task.load(_task_of(path), preset="small")
-    opts = Options(device="cpu", timing=TimingConfig(warmup=1, min_reps=5, max_reps=30, time_cap_s=1.0))
+    opts = Options(device="cpu", timing=TimingConfig(warmup=1, min_reps=5, max_reps=30, time_cap_s=1.0, retimes=0))
     r = evaluate(task, Candidate.from_file(path), opts=opts)
     assert r.status == expected(path), (r.status, r.message, r.flags)
     if r.status == "ok":

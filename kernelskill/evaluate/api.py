@@ -25,6 +25,7 @@ from . import static
 from .verdict import TrialJudge, judge_outputs, reference_outputs, replay_flags, verify_run
 from .build import cache_root
 from .isolation import WorkerOutcome, run_worker
+from .quality import RoundJudge
 from .timing import TimingConfig
 
 PROTOCOL = "v3"   # bump when the reference cache's contents change
@@ -49,6 +50,7 @@ class Options:
     run_timeout: float = 300.0
     threads: int | None = None
     memory_fraction: float = 0.5     # CPU runs: the worker's address-space cap, of physical memory
+    remeasure_ceilings: bool = False # measure the device's roofline ceilings again (replacing the cache)
     keep_dir: Path | None = None
 
 
@@ -231,20 +233,36 @@ def evaluate(task, candidate, *, opts: Options | None = None, on_phase: Callable
 
     if opts.baseline not in BASELINES:
         raise UserError(f"baseline {opts.baseline!r}: expected one of {', '.join(BASELINES)}")
+    t = opts.timing
+    rounds = RoundJudge(device, req["threads"], t.retimes if t else 0, t.backoff_s if t else 0.0)
+
+    def phase(name: str) -> None:
+        rounds.on_phase(name)
+        if on_phase:
+            on_phase(name)
+
+    def poll(out_dir: Path) -> None:
+        judge.poll(out_dir)
+        rounds.poll(out_dir)
+
     try:
         out = run_worker(req, build_timeout=opts.build_timeout, run_timeout=opts.run_timeout, keep=base,
-                         on_phase=on_phase, decide=decide, on_timed=recheck_timed, on_poll=judge.poll)
+                         on_phase=phase, decide=decide, on_timed=recheck_timed, on_poll=poll,
+                         on_round=rounds.on_round)
     finally:
         if apart is not None:
             apart.release(False)    # never timed (incorrect, crashed): it exits without running
             apart.join()
     if apart is not None and (out.result or {}).get("timing"):
         apart.merge_into(out.result)
+    if (out.result or {}).get("timing"):
+        out.result["timing"]["quality"] = rounds.summary(out.result["timing"].get("chosen_round"))
     if "v" not in verified and (out.result or {}).get("status") == "ok" and not out.timed_out:
         verified["v"] = verify_run(out.out_dir, task, ref_dir, meta, judge)   # verify only: no await
     try:
         profiled = bool((out.result or {}).get("timing")) and req["profile"]
-        roof = ceilings(device, (out.result or {}).get("env") or {}, opts) if profiled else {}
+        roof = ceilings(device, (out.result or {}).get("env") or {}, opts,
+                        refresh=opts.remeasure_ceilings) if profiled else {}
         result = _judge(result, task, cand, out, ref_dir, meta, flags, started, verified.get("v"), roof,
                         verified.get("replay"))
     finally:
@@ -315,16 +333,21 @@ def ceilings(device: str, worker_env: dict, opts: Options, refresh: bool = False
     name = worker_env.get("gpu") if device.startswith("cuda") else _env(device).cpu
     threads = worker_env.get("threads") if not device.startswith("cuda") else None
     key = roofline.cache_key(name or "unknown", device, threads, torch.__version__)
-    if not refresh and (hit := roofline.cached(cache_root(), key)):
+    hit = roofline.cached(cache_root(), key)
+    if hit and not refresh and not roofline.stale(hit):
         return hit
     base = _workdir(opts)
     out = run_worker(_request("ceilings", None, None, device, dataclasses.replace(opts, threads=threads), base),
                      build_timeout=opts.build_timeout, run_timeout=opts.run_timeout, keep=base)
     shutil.rmtree(base, ignore_errors=True)
     if not out.result or out.result.get("status") != "ok":
-        return {}
-    roofline.store(cache_root(), key, out.result["ceilings"])
-    return out.result["ceilings"]
+        return hit or {}
+    new = out.result["ceilings"]
+    # Asked to measure again: the new values replace the old. Re-measured because the old ones
+    # were taken under load: the higher of each is kept.
+    data = new if (refresh or not hit) else roofline.merge(hit, new)
+    roofline.store(cache_root(), key, data)
+    return data
 
 
 def verify(task, candidate, **kw) -> EvalResult:

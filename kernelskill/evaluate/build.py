@@ -76,7 +76,8 @@ class BuildLog:
 def install(candidate_source: str, log: BuildLog, build_root: Path | None = None) -> None:
     """Route every ``load_inline`` call of the candidate through the cache and the mapper."""
     import torch.utils.cpp_extension as ext
-    original = ext.load_inline
+    # Installed again for a second candidate in one worker (a head-to-head race): wrap torch's own.
+    original = getattr(ext.load_inline, "_kernelskill_original", ext.load_inline)
     root = (build_root or cache_root()) / "build" / env_key()
     arch = _gpu_arch()
     if arch and "TORCH_CUDA_ARCH_LIST" not in os.environ:
@@ -129,6 +130,7 @@ def install(candidate_source: str, log: BuildLog, build_root: Path | None = None
         finally:
             log.seconds += time.perf_counter() - started
 
+    load_inline._kernelskill_original = original
     ext.load_inline = load_inline
 
 

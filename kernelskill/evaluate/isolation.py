@@ -162,13 +162,15 @@ def _take_spare(request: dict) -> _Spare | None:
 
 def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
                keep: Path | None = None, on_phase=None, decide=None, on_timed=None, on_poll=None,
-               launcher: list[str] | None = None) -> WorkerOutcome:
+               on_round=None, launcher: list[str] | None = None) -> WorkerOutcome:
     """Run ``python -m kernelskill.evaluate.worker`` on ``request``; never raises for its failures.
 
     When the worker reaches the ``await`` phase (its outputs are written), ``decide(out_dir)``
     says whether it goes on to timing: an incorrect candidate is never timed. When it reaches
     ``profile`` (the timed calls' outputs are written), ``on_timed(out_dir)`` runs here while the
-    worker profiles. ``on_poll(out_dir)`` runs every ~50 ms while the worker lives (the parent
+    worker profiles. At each ``timed`` phase (a timing round's samples are written),
+    ``on_round(out_dir, k)`` answers the worker (``again SECONDS`` or ``done K``; without it the
+    first round is kept). ``on_poll(out_dir)`` runs every ~50 ms while the worker lives (the parent
     compares trials as they appear). ``launcher`` is a command the worker runs under (Nsight
     Compute: ``["ncu", …]``). With ``prestart_workers()`` on, a worker started ahead serves the
     request when one matches, and another is started for the next request once this one ends.
@@ -195,7 +197,7 @@ def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
                                     cwd=scratch, env=scrubbed_env(scratch, request.get("env")),
                                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                     start_new_session=True)
-        phase, phase_started, timed_out = "setup", started, False
+        phase, phase_started, timed_out, rounds = "setup", started, False, 0
         try:
             phases = _PhaseLog(out_dir / "phases")
             while True:
@@ -211,6 +213,10 @@ def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
                     if phase == "await":
                         go = decide(out_dir) if decide else True
                         _write_atomic(out_dir / "decision", "go" if go else "stop")
+                    elif phase == "timed":
+                        answer = on_round(out_dir, rounds) if on_round else "done 0"
+                        _write_atomic(out_dir / f"round_{rounds}", answer)
+                        rounds += 1
                     elif phase == "profile" and on_timed:
                         on_timed(out_dir)
                 if on_poll:

@@ -26,6 +26,10 @@ class TimingConfig:
     # ±1 % stop left 10 repeated medians 1.4–3.6 % apart on an H100, and ±1 % on a CPU.
     target_rel_ci: float | None = None
     flush_l2: bool = True
+    # A round whose quality is not good (quality.py) is timed again, up to this many more times,
+    # after backoff_s, 2·backoff_s, … of waiting; the best round is reported.
+    retimes: int = 2
+    backoff_s: float = 1.0
 
     def target(self, device: str) -> float:
         if self.target_rel_ci is not None:

@@ -9,8 +9,8 @@ import functools
 import numpy as np
 import torch
 
-from ..results import KernelStat, ProfileResult
-from . import static
+from ..results import KernelStat, MeasurementQuality, ProfileResult
+from . import quality, static
 from .correctness import compare_trial, summarize, verify_outputs
 from .timing import speedup_ci, stats
 
@@ -128,7 +128,7 @@ def judge_outputs(result, task, out, ref_dir, meta, flags, res, started, finish,
     if res.get("timing") and verify.correct:
         ref_outs = reference_outputs(ref_dir)
         result.profile = _profile(res, result, task, out, ref_outs, dists, flags, meta, replay)
-        _roofline(result.profile, task, meta, ceilings or {}, flags)
+        _roofline(result.profile, task, meta, ceilings or {}, flags, res["timing"]["times"])
     cheat_flags = [f for f in flags if static.is_cheat(f) or f.split(":")[0] in
                    ("tensor-subclass", "backend-flag", "replay", "timer-mismatch", "output-type")]
     if cheat_flags:
@@ -138,19 +138,21 @@ def judge_outputs(result, task, out, ref_dir, meta, flags, res, started, finish,
         msg = f"trial {first.trial} failed the {first.check} check: {first.message}" if first else \
             verify.mismatch.splitlines()[-1]
         return finish(result, "incorrect", msg, flags, started)
-    sp = result.profile.speedup if result.profile else None
-    msg = f"correct on {len(verify.trials)} trials" + (f"; {sp:.2f}× vs eager" if sp else "")
+    prof = result.profile
+    msg = f"correct on {len(verify.trials)} trials" + (f"; {prof.speedup_text()} vs eager"
+                                                       if prof and prof.speedup else "")
     return finish(result, "ok", msg, flags, started)
 
 
-def replay_flags(out_dir, task, ref_outs: list, dists: list[str], live: bool) -> list[str]:
+def replay_flags(out_dir, task, ref_outs: list, dists: list[str], live: bool,
+                 file: str = "timed_outputs.pt") -> list[str]:
     """Flags when the outputs of the timed calls differ from the reference (a result computed once
     and replayed, a cache keyed on the input's address, …). ``live``: the worker may still write
     to its folder, so the file is read in full rather than mapped."""
     atol, rtol = task.tolerance
     task_idx = [i for i, d in enumerate(dists) if d == "task"]
     try:
-        timed = torch.load(out_dir / "timed_outputs.pt", weights_only=True, mmap=not live)
+        timed = torch.load(out_dir / file, weights_only=True, mmap=not live)
     except Exception:  # noqa: BLE001
         return ["replay: the outputs of the timed calls are not plain tensors"]
     for idx, outs in timed.items():
@@ -171,6 +173,12 @@ def _profile(res, result, task, out, ref_outs, dists, flags, meta, replay=None) 
                          timer="cuda-events+host" if device.startswith("cuda") else "perf_counter")
     sp, ci = speedup_ci(base_ms, cand_ms)
     prof.speedup, prof.speedup_ci = sp, ci
+    q = res["timing"].get("quality") or quality.assess(times, device, sp, ci, threads=prof.threads)
+    prof.quality = MeasurementQuality.from_dict(q)
+    prof.decision_ms = quality.low_quantile(cand_ms)
+    if not prof.quality.good:
+        prof.notes.append(f"measurement {prof.quality.label()}: the speedup is reported with its interval, "
+                          "and it counts for no decision (best node, bottleneck, skill statistics, fast_p)")
     info = res["timing"].get("compile")
     if "compile" in times:
         prof.compile_baseline = stats(times["compile"]["ms"])
@@ -214,7 +222,7 @@ def _profile(res, result, task, out, ref_outs, dists, flags, meta, replay=None) 
     return prof
 
 
-def _roofline(prof: ProfileResult, task, meta: dict, ceilings: dict, flags: list[str]) -> None:
+def _roofline(prof: ProfileResult, task, meta: dict, ceilings: dict, flags: list[str], times: dict | None = None) -> None:
     """Roofline record, bottleneck class and the floor check of a timed candidate."""
     from . import roofline
     gpu = prof.device.startswith("cuda")
@@ -227,14 +235,33 @@ def _roofline(prof: ProfileResult, task, meta: dict, ceilings: dict, flags: list
     launches = sum(k.calls for k in prof.kernels) if prof.kernels else None
     busy = sum(k.time_ms for k in prof.kernels) if (gpu and prof.kernels) else None
     args = (meta["flops"], meta["bytes"], ceilings, task.dtype, task.allow_tf32)
-    prof.roofline, prof.bottleneck = roofline.analyse(*args, prof.candidate.median_ms, launches=launches,
-                                                      busy_ms=busy, gpu=gpu)
-    eager, _ = roofline.analyse(*args, prof.baseline.median_ms, gpu=gpu)
+    # Decisions use a low quantile of the interleaved samples: contention only ever adds time, so
+    # a busy machine does not make a memory-bound kernel look latency-bound.
+    cand_ms = prof.decision_ms or prof.candidate.median_ms
+    prof.roofline, prof.bottleneck = roofline.analyse(*args, cand_ms, launches=launches, busy_ms=busy, gpu=gpu)
+    if prof.roofline:
+        prof.roofline["measured"] = f"p{int(quality.QUANTILE * 100)} of the timed calls"
+    if ceilings.get("quality", "good") != "good":
+        prof.notes.append(f"roofline: the ceilings were measured under load ({ceilings.get('quality')}); "
+                          "`kernelskill profile --remeasure-ceilings` on a quiet machine measures them again")
+    if prof.bottleneck and prof.quality is not None and not prof.quality.good:
+        # Never classify from a noisy measurement alone: only the timing-free part, the roof the
+        # arithmetic intensity puts the task under, is kept.
+        prof.bottleneck = "memory-bound" if prof.roofline.get("roof") == "memory" else "compute-bound"
+        prof.notes.append(f"bottleneck from the arithmetic intensity only ({prof.bottleneck}): the timing was "
+                          f"{prof.quality.verdict}")
+    base_times = (times or {}).get("eager", {}).get("ms")
+    eager_ms = quality.low_quantile(base_times) if base_times else prof.baseline.median_ms
+    eager, _ = roofline.analyse(*args, eager_ms, gpu=gpu)
     if eager:
         prof.roofline["eager_fraction"] = eager["fraction"]
     floor = prof.roofline.get("floor_ms")
     # On a GPU the L2 is flushed before each timed call, so the floor binds; CPU caches can hold a
     # small task's whole working set, so there it is information, not a bound.
-    if gpu and floor and prof.candidate.median_ms < 0.95 * floor:
-        flags.append(f"review: {prof.candidate.median_ms:.4f} ms is below the roofline floor {floor:.4f} ms "
+    if gpu and floor and cand_ms < 0.95 * floor:
+        flags.append(f"review: {cand_ms:.4f} ms is below the roofline floor {floor:.4f} ms "
                      f"(compulsory bytes at the measured bandwidth); check it before trusting it")
+    if gpu and floor and eager_ms < 0.95 * floor:
+        prof.notes.append(f"review: eager's {eager_ms:.4f} ms is below the roofline floor {floor:.4f} ms: the "
+                          "measured ceilings are below what this device reaches; remeasure them "
+                          "(`kernelskill profile --remeasure-ceilings`)")

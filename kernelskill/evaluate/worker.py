@@ -146,15 +146,16 @@ def _work(task: Task) -> dict:
 
 
 # ---- candidate ------------------------------------------------------------------------------
-def import_candidate(req: dict, log: _build.BuildLog):
+def import_candidate(req: dict, log: _build.BuildLog, source_path: str | None = None,
+                     name: str = "candidate_module"):
     """Import the candidate from a real file (Triton needs its source on disk)."""
-    source = Path(req["candidate_path"]).read_text()
+    source = Path(source_path or req["candidate_path"]).read_text()
     _build.install(source, log, Path(req["cache_root"]) if req.get("cache_root") else None)
-    path = Path.cwd() / "candidate_module.py"
+    path = Path.cwd() / f"{name}.py"
     path.write_text(source)
-    spec = importlib.util.spec_from_file_location("candidate_module", path)
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
-    sys.modules["candidate_module"] = module
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
 
@@ -254,23 +255,23 @@ def mode_run(req: dict, out: Path) -> dict:
                          out / f"cand_outputs_{i}.pt")
     verify_s = _clock() - t0
     res = {"status": "ok", "build": compiled["build"], "checks": checks, "aligned": aligned,
-           "verify_seconds": verify_s, "flags_after": guards.flag_changes(before, guards.backend_flags())}
+           "verify_seconds": verify_s, "pid": os.getpid(), "gpu_uuid": _gpu_uuid(device), "flags_after": guards.flag_changes(before, guards.backend_flags())}
     (out / "checks.json").write_text(json.dumps(res, default=str))
     if req.get("timing") and _await_decision(out, req):
-        set_phase(out, "time")
         sets = [xs for xs, d in zip(device_trials, dists) if d == "task"][:max(1, cfg_rotate(req))]
         cfg = TimingConfig(**req["timing"])
         models = {"eager": ref_model, "candidate": model}
         if compiled_ref is not None:
             models["compile"] = compiled_ref
         t1 = _clock()
-        timed = time_pair(models, sets, device, cfg)
+        timed, rounds = _timing_rounds(models, sets, device, cfg, out)
         t2 = _clock()
         last = {idx: _cpu(flatten(o)[0]) for idx, o in timed["last_outputs"]["candidate"].items()}
         _save(last, out / "timed_outputs.pt")
         t3 = _clock()
         res["timing"] = {"times": timed["times"], "reps": timed["reps"], "threads": torch.get_num_threads(),
-                         "first_call_ms": first_call_ms, "compile": compile_info}
+                         "first_call_ms": first_call_ms, "compile": compile_info, "rounds": rounds,
+                         "chosen_round": timed["round"]}
         if req.get("profile"):
             # The parent re-checks the timed outputs while the profiler runs: here (True), or in
             # a profiling worker that waited for this phase with CUPTI set up ("apart").
@@ -282,6 +283,50 @@ def mode_run(req: dict, out: Path) -> dict:
                                    "profile": round(_clock() - t3, 3)}
         res["flags_after"] = guards.flag_changes(before, guards.backend_flags())
     return res
+
+
+def _timing_rounds(models: dict, sets: list, device: str, cfg: TimingConfig, out: Path) -> tuple[dict, int]:
+    """Time the models; after each round the parent judges its quality and answers ``again D``
+    (wait D seconds, time again) or ``done K`` (report round K). Returns that round's timing
+    and the number of rounds. Each round's samples go to ``timing_K.json`` for the parent."""
+    kept, k = [], 0
+    while True:
+        set_phase(out, "time")
+        timed = time_pair(models, sets, device, cfg)
+        kept.append(timed)
+        _write_json_atomic(out / f"timing_{k}.json", {"times": timed["times"], "reps": timed["reps"]})
+        set_phase(out, "timed")
+        answer = _await_file(out / f"round_{k}", cfg.time_cap_s * 4 + 600).split()
+        if answer and answer[0] == "again" and k < cfg.retimes:
+            time.sleep(min(float(answer[1]) if len(answer) > 1 else 0.0, 60.0))
+            k += 1
+            continue
+        pick = int(answer[1]) if len(answer) > 1 and answer[0] == "done" and answer[1].isdigit() else k
+        chosen = kept[min(pick, k)]
+        return {**chosen, "round": min(pick, k)}, k + 1
+
+
+def _write_json_atomic(path: Path, data: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+def _await_file(path: Path, timeout: float) -> str:
+    """The text of a decision file the parent writes atomically; "" if it never comes."""
+    deadline = _clock() + timeout
+    while _clock() < deadline:
+        try:
+            return path.read_text().strip()
+        except OSError:
+            time.sleep(0.01)
+    return ""
+
+
+def _gpu_uuid(device: str) -> str | None:
+    if not device.startswith("cuda"):
+        return None
+    return str(getattr(torch.cuda.get_device_properties(torch.device(device)), "uuid", "") or "") or None
 
 
 def _save_atomic(obj, path: Path) -> None:
@@ -328,6 +373,38 @@ def mode_profile(req: dict, out: Path) -> dict:
     kernels = guards.kernel_breakdown(model, _to(trials[0], device), device, Path(req["candidate_path"]).read_text())
     return {"status": "ok", "build": compiled["build"], "kernels": kernels,
             "cost_s": {"profiler_setup": round(warm_s, 3), "profile": round(_clock() - t0, 3)}}
+
+
+def mode_race(req: dict, out: Path) -> dict:
+    """Candidates verified before, timed head to head: eager and each of them, interleaved, in
+    rounds the parent judges like an evaluation's. Each candidate's timed outputs are written for
+    the parent to re-check (``timed_outputs_c{i}.pt``)."""
+    device = _setup(req)
+    task, mod, init, trials, state = _reference_data(req)
+    dists = json.loads((Path(req["ref_dir"]) / "meta.json").read_text())["distributions"]
+    torch.manual_seed(req["seed"])
+    ref_model = task.build_model(mod, init=init)
+    ref_model.load_state_dict(state)
+    models = {"eager": ref_model.to(device)}
+    set_phase(out, "build")
+    log = _build.BuildLog()
+    for i, path in enumerate(req["candidate_paths"]):
+        try:
+            module = import_candidate(req, log, path, f"candidate_{i}")
+        except Exception as e:  # noqa: BLE001 — a candidate that built before fails to now: data
+            return {"status": "compile_error", "error": f"candidate {i}: {type(e).__name__}: {e}"[:1000],
+                    "build": _buildlog(log)}
+        models[f"c{i}"], _ = _candidate_model(module, init, state, req, device)
+    set_phase(out, "run")
+    sets = [_to(xs, device) for xs, d in zip(trials, dists) if d == "task"][:max(1, cfg_rotate(req))]
+    (out / "checks.json").write_text(json.dumps({"pid": os.getpid(), "gpu_uuid": _gpu_uuid(device)}))
+    timed, rounds = _timing_rounds(models, sets, device, TimingConfig(**req["timing"]), out)
+    for name, outs in timed["last_outputs"].items():
+        if name != "eager":
+            _save({idx: _cpu(flatten(o)[0]) for idx, o in outs.items()}, out / f"timed_outputs_{name}.pt")
+    return {"status": "ok", "build": _buildlog(log),
+            "timing": {"times": timed["times"], "reps": timed["reps"], "threads": torch.get_num_threads(),
+                       "rounds": rounds, "chosen_round": timed["round"]}}
 
 
 def cfg_rotate(req: dict) -> int:
@@ -411,7 +488,7 @@ def _await_decision(out: Path, req: dict) -> bool:
 
 
 MODES = {"reference": mode_reference, "compile": mode_compile, "run": mode_run, "ceilings": mode_ceilings,
-         "ncu": mode_ncu, "profile": mode_profile}
+         "ncu": mode_ncu, "profile": mode_profile, "race": mode_race}
 
 SPARE_IDLE_S = 1800.0
 

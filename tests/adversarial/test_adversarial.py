@@ -10,7 +10,7 @@ from kernelskill.evaluate.timing import TimingConfig
 
 from adversarial.cases import CASES, DATA, source
 
-TIMING = TimingConfig(warmup=1, min_reps=5, max_reps=20, time_cap_s=0.5)
+TIMING = TimingConfig(warmup=1, min_reps=5, max_reps=20, time_cap_s=0.5, retimes=0)
 
 
 def judge(case, backend: str):

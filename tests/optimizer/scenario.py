@@ -23,7 +23,7 @@ ANCHORED = REF.replace("        return torch.relu(x) * 2.0",
                        "        return torch.relu(x) * 2.0\n        # <<<IMPROVE END>>>")
 # Fast evaluation settings, as config keys (they land in run.toml, so a resumed run uses them too).
 EVAL_FLAGS = {"eval.device": "cpu", "eval.trials": 2, "eval.warmup": 1, "eval.min_reps": 5, "eval.max_reps": 10,
-              "eval.time_cap_s": 0.3}
+              "eval.time_cap_s": 0.3, "eval.retimes": 0}
 ROLE_MODELS = {"planner-model": "planner", "coder-model": "coder", "debugger-model": "debugger"}
 
 

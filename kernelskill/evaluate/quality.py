@@ -1,0 +1,321 @@
+"""Measurement quality: whether a timing is good enough to act on, and why not.
+
+Every timed evaluation gets a verdict (``assess``):
+
+  good       the samples are tight and nothing else competed for the machine
+  noisy      the samples themselves say the measurement is unreliable: a wide interval of the
+             speedup, a median far above the minimum, the interleaved reference drifting between
+             the blocks of the run
+  contended  something else was measured competing: other processes' CPU time while the worker
+             timed (``HostSampler``, from /proc), another process running kernels on the same
+             GPU, thermal or hardware throttling (``gpu_state``, from nvidia-smi)
+
+The evaluator re-times a measurement that is not good (with backoff, ``TimingConfig.retimes``)
+and reports the best round; a result that stays bad says so, and never becomes a best node, a
+bottleneck class, a skill statistic or a fast_p count. All of this runs in the trusted parent.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+
+import numpy as np
+
+GOOD, NOISY, CONTENDED = "good", "noisy", "contended"
+QUALITIES = (GOOD, NOISY, CONTENDED)
+RANK = {GOOD: 0, NOISY: 1, CONTENDED: 2}
+
+# Limits of a good measurement, (CPU, GPU). Calibrated on quiet machines (docs/evaluator.md,
+# "Measurement quality"): quiet runs stay well inside them, contended ones land far outside.
+SPEEDUP_CI_REL = (0.08, 0.02)      # half-width of the speedup's 95 % interval, relative
+MEDIAN_OVER_MIN = (2.0, 1.3)       # median ÷ minimum of a model's samples
+DRIFT = (0.5, 0.1)                 # spread of the reference's block medians over the run
+DRIFT_BLOCKS = 4
+OTHERS_SPARE = 0.5                 # CPU cores other processes may use beyond the free ones
+QUANTILE = 0.10                    # the decision statistic: contention only ever adds time
+
+# nvidia-smi's clock event reasons that mean the GPU was slowed by something outside the code.
+THROTTLE = {0x8: "hardware slowdown", 0x20: "software thermal slowdown", 0x40: "hardware thermal slowdown",
+            0x80: "hardware power brake"}
+
+
+def low_quantile(ms: list[float], q: float = QUANTILE) -> float:
+    """The q-quantile of a model's samples: what the code runs at when nothing interferes."""
+    return float(np.quantile(np.asarray(ms, dtype=float), q))
+
+
+def _drift(ms: list[float]) -> float | None:
+    """Spread of the block medians, in order of time (None when too few samples)."""
+    if len(ms) < 4 * DRIFT_BLOCKS:
+        return None
+    meds = [float(np.median(b)) for b in np.array_split(np.asarray(ms, dtype=float), DRIFT_BLOCKS)]
+    return max(meds) / min(meds) - 1.0 if min(meds) > 0 else None
+
+
+def assess(times: dict, device: str, speedup: float | None, speedup_ci: list[float],
+           host: dict | None = None, gpu: dict | None = None, threads: int | None = None) -> dict:
+    """The quality record of one timing round: {"verdict", "reasons", "metrics"}.
+
+    ``times``: {model: {"ms": [...]}} as the worker timed them (interleaved); ``host`` from
+    ``HostSampler.stop``; ``gpu`` from ``gpu_state``."""
+    k = 1 if device.startswith("cuda") else 0
+    stat, env, metrics = [], [], {}
+    if speedup and len(speedup_ci) == 2:
+        rel = (speedup_ci[1] - speedup_ci[0]) / 2 / speedup
+        metrics["speedup_ci_rel"] = round(rel, 4)
+        if rel > SPEEDUP_CI_REL[k]:
+            stat.append(f"the speedup's 95 % interval is ±{rel:.1%} wide (limit ±{SPEEDUP_CI_REL[k]:.0%})")
+    for name, t in times.items():
+        ms = t["ms"]
+        if not ms:
+            continue
+        m = float(np.median(ms)) / max(min(ms), 1e-12)
+        metrics[f"{name}_median_over_min"] = round(m, 3)
+        if m > MEDIAN_OVER_MIN[k]:
+            stat.append(f"{name}'s median is {m:.2f}× its minimum (limit {MEDIAN_OVER_MIN[k]:g}×)")
+    base = times.get("eager", {}).get("ms") or []
+    d = _drift(base)
+    if d is not None:
+        metrics["reference_drift"] = round(d, 4)
+        if d > DRIFT[k]:
+            stat.append(f"the interleaved reference drifted {d:.1%} between blocks of the run "
+                        f"(limit {DRIFT[k]:.0%})")
+    if host:
+        metrics.update({f"host_{a}": b for a, b in host.items()})
+        others, cores = host.get("others_cores"), host.get("cores") or 1
+        if others is not None:
+            # The cores the timed work needs: its threads on a CPU, one launching thread on a GPU.
+            need = 1 if k else min(threads or cores, cores)
+            free = cores - need
+            if others > free + OTHERS_SPARE:
+                env.append(f"other processes used {others:.1f} of {cores} CPU cores while "
+                           + (f"the worker's {need} thread(s) were timed" if not k else "the GPU was timed"))
+    if gpu:
+        metrics.update({f"gpu_{a}": b for a, b in gpu.items() if a != "foreign"})
+        for p in gpu.get("foreign") or []:
+            env.append(f"another process (pid {p['pid']}, {p['name']}) ran kernels on the GPU "
+                       f"({p['sm']} % of its SMs)")
+        for why in gpu.get("throttled") or []:
+            env.append(f"the GPU was throttled: {why}")
+    verdict = CONTENDED if env else NOISY if stat else GOOD
+    return {"verdict": verdict, "reasons": env + stat, "metrics": metrics}
+
+
+# ---- the host, sampled by the parent while the worker times --------------------------------------
+def _cpu_busy_s() -> float | None:
+    """Seconds all CPUs have been busy since boot (/proc/stat), None off Linux."""
+    try:
+        with open("/proc/stat") as f:
+            parts = f.readline().split()
+    except OSError:
+        return None
+    v = [int(x) for x in parts[1:]]
+    idle = v[3] + (v[4] if len(v) > 4 else 0)
+    return (sum(v[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def _proc_cpu_s(pid: int) -> float | None:
+    """CPU seconds (user + system, all threads) of one process, None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            rest = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+class HostSampler:
+    """How much CPU other processes used while the worker timed.
+
+    ``start(pid)`` when the worker enters a timing round, ``stop()`` when it leaves it: every CPU
+    second of the machine not spent by the worker counts as competition (the caller's own threads
+    included: a test's busy threads compete like any other)."""
+
+    def __init__(self) -> None:
+        self._t0 = self._busy0 = self._pid = self._own0 = None
+
+    def start(self, pid: int | None) -> None:
+        self._pid, self._t0 = pid, time.monotonic()
+        self._busy0 = _cpu_busy_s()
+        self._own0 = _proc_cpu_s(pid) if pid else None
+
+    def stop(self) -> dict | None:
+        if self._t0 is None or self._busy0 is None or self._own0 is None:
+            return None
+        wall = time.monotonic() - self._t0
+        busy, own = _cpu_busy_s(), _proc_cpu_s(self._pid)
+        self._t0 = None
+        if busy is None or own is None or wall <= 0.05:
+            return None
+        others = max(0.0, (busy - self._busy0) - (own - self._own0)) / wall
+        out = {"cores": cores(), "others_cores": round(others, 2), "worker_cores": round((own - self._own0) / wall, 2),
+               "seconds": round(wall, 2)}
+        try:
+            out["loadavg_1m"] = round(os.getloadavg()[0], 2)
+        except OSError:
+            pass
+        return out
+
+
+# ---- the GPU, from nvidia-smi (the parent never initialises CUDA) ---------------------------------
+def _smi(args: list[str], timeout: float = 5.0) -> str | None:
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        r = subprocess.run([exe, *args], capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return r.stdout if r.returncode == 0 else None
+
+
+def _ours(pid: int, root: int) -> bool:
+    """Whether ``pid`` is ``root`` or one of its descendants (our workers, spares, profilers)."""
+    for _ in range(64):
+        if pid == root:
+            return True
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            return False
+        if pid <= 1:
+            return False
+    return False
+
+
+def gpu_state(uuid: str | None, worker_pid: int | None) -> dict | None:
+    """Clocks, throttling and other processes' SM use on one GPU, or None without nvidia-smi.
+
+    ``uuid`` names the GPU (torch's ``get_device_properties().uuid``); processes that are not the
+    caller's descendants and used its SMs in the last sample are listed in ``foreign``."""
+    target = f"GPU-{uuid}" if uuid and not str(uuid).startswith("GPU-") else uuid
+    q = _smi(["--query-gpu=uuid,index,clocks.sm,clocks.max.sm,clocks_event_reasons.active,temperature.gpu,"
+              "power.draw", "--format=csv,noheader,nounits"])
+    if q is None:
+        return None
+    out: dict = {}
+    index = None
+    for line in q.strip().splitlines():
+        f = [x.strip() for x in line.split(",")]
+        if len(f) < 7 or (target and f[0] != target):
+            continue
+        index = f[1]
+        out.update(sm_clock_mhz=_num(f[2]), max_sm_clock_mhz=_num(f[3]), temperature_c=_num(f[5]), power_w=_num(f[6]))
+        try:
+            bits = int(f[4], 16)
+        except ValueError:
+            bits = 0
+        out["throttled"] = [why for bit, why in THROTTLE.items() if bits & bit]
+        break
+    if index is None:
+        return out or None
+    pm = _smi(["pmon", "-c", "1", "-s", "u", "-i", index]) or ""
+    me = os.getpid()
+    active, seen_worker = [], False
+    for line in pm.splitlines():
+        f = line.split()
+        if line.startswith("#") or len(f) < 4 or not f[1].isdigit():
+            continue
+        pid, sm = int(f[1]), f[3]
+        seen_worker |= pid == worker_pid
+        if sm.isdigit() and int(sm) > 0:
+            active.append({"pid": pid, "sm": int(sm), "name": f[-1]})
+    # Process ids are comparable only where nvidia-smi sees ours (no other pid namespace).
+    visible = seen_worker or worker_pid is None
+    out["foreign"] = [p for p in active if not _ours(p["pid"], me)] if visible else []
+    out["processes_visible"] = visible
+    return out
+
+
+def _num(s: str) -> float | None:
+    try:
+        return float(s)
+    except ValueError:
+        return None
+
+
+# ---- the rounds of one evaluation ----------------------------------------------------------------
+class RoundJudge:
+    """Judges each timing round as the worker finishes it, and answers it: time again after a
+    backoff while the quality is not good and re-times are left, else report the best round.
+
+    ``poll(out_dir)`` (every ~50 ms while the worker runs) starts the host sampler when a round
+    begins; ``on_round(out_dir, k)`` is ``run_worker``'s round callback."""
+
+    def __init__(self, device: str, threads: int | None, retimes: int, backoff_s: float,
+                 pair: tuple[str, str] = ("eager", "candidate")):
+        self.device, self.threads, self.retimes, self.backoff_s = device, threads, retimes, backoff_s
+        self.pair = pair        # the ratio the round is judged on: median(pair[0]) / median(pair[1])
+        self.rounds: list[dict] = []
+        self._sampler, self._timing, self._pid, self._uuid = HostSampler(), False, None, None
+        self._gpu_start: dict = {}
+        self._phase = ""
+
+    def on_phase(self, phase: str) -> None:
+        self._phase = phase
+
+    def poll(self, out_dir) -> None:
+        if self._phase == "time" and not self._timing:
+            self._timing = True
+            if self._pid is None:
+                import json
+                try:
+                    checks = json.loads((out_dir / "checks.json").read_text())
+                except (OSError, ValueError):
+                    checks = {}
+                self._pid, self._uuid = checks.get("pid"), checks.get("gpu_uuid")
+            self._sampler.start(self._pid)
+            if self.device.startswith("cuda"):
+                import threading
+                self._gpu_start = {}
+                threading.Thread(target=lambda: self._gpu_start.update(gpu_state(self._uuid, self._pid) or {}),
+                                 daemon=True).start()
+
+    def on_round(self, out_dir, k: int) -> str:
+        import json
+
+        from .timing import speedup_ci
+        self.poll(out_dir)                       # a round shorter than one poll still gets a sampler
+        self._timing = False
+        host = self._sampler.stop()
+        gpu = gpu_state(self._uuid, self._pid) if self.device.startswith("cuda") else None
+        if gpu is not None and self._gpu_start:
+            seen = {p["pid"] for p in gpu.get("foreign", [])}
+            gpu["foreign"] = gpu.get("foreign", []) + [p for p in self._gpu_start.get("foreign", [])
+                                                       if p["pid"] not in seen]
+            gpu["throttled"] = sorted(set(gpu.get("throttled", [])) | set(self._gpu_start.get("throttled", [])))
+        try:
+            times = json.loads((out_dir / f"timing_{k}.json").read_text())["times"]
+        except (OSError, ValueError, KeyError):
+            return f"done {self.best()}"
+        sp, ci = speedup_ci(times[self.pair[0]]["ms"], times[self.pair[1]]["ms"])
+        q = assess(times, self.device, sp, ci, host, gpu, self.threads)
+        self.rounds.append({"round": k, "verdict": q["verdict"], "speedup": round(sp, 4),
+                            "speedup_ci": [round(x, 4) for x in ci], "reasons": q["reasons"], "metrics": q["metrics"]})
+        if q["verdict"] == GOOD or k >= self.retimes:
+            return f"done {self.best()}"
+        return f"again {self.backoff_s * 2 ** k:g}"
+
+    def best(self) -> int:
+        """The round to report: the best verdict, then the narrowest interval."""
+        if not self.rounds:
+            return 0
+        pick = min(self.rounds, key=lambda r: (RANK[r["verdict"]], r["metrics"].get("speedup_ci_rel", 1.0)))
+        return pick["round"]
+
+    def summary(self, chosen: int | None = None) -> dict | None:
+        """The MeasurementQuality fields of the reported round (None when no round was judged)."""
+        if not self.rounds:
+            return None
+        chosen = self.best() if chosen is None else chosen
+        r = next((x for x in self.rounds if x["round"] == chosen), self.rounds[-1])
+        history = [{k: v for k, v in x.items() if k != "metrics"} for x in self.rounds]
+        return {"verdict": r["verdict"], "reasons": r["reasons"], "metrics": r["metrics"], "rounds": len(self.rounds),
+                "chosen_round": r["round"], "history": history}

@@ -1,0 +1,107 @@
+"""Head-to-head re-timing: candidates verified before, timed in one worker, interleaved with
+eager and with each other, in rounds judged like an evaluation's (quality.RoundJudge).
+
+The optimizer asks it when a child's interval overlaps the best's (does it really beat it?) and
+at the end of a run for the finalists; ``race`` returns which one is faster *with confidence*.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import time
+
+import numpy as np
+
+from ..candidate import Candidate
+from ..results import MeasurementQuality, RaceEntry, RaceResult
+from ..task import Task
+from .api import Options, _request, _resolve, _workdir, reference, resolve_device
+from .isolation import run_worker
+from .quality import GOOD, RoundJudge
+from .timing import TimingConfig, speedup_ci, stats
+from .verdict import reference_outputs, replay_flags
+
+MIN_GAIN = (0.02, 0.01)      # (CPU, GPU): a confident win must also be at least this much faster
+
+
+def race(task, candidates: list, *, opts: Options | None = None) -> RaceResult:
+    """Time ``candidates`` (sources or Candidates, all of one backend) head to head.
+
+    ``winner`` is the index of the fastest when it beats every other with confidence: the 95 %
+    interval of the ratio of medians above 1 + MIN_GAIN in a round of good quality. With exactly
+    two candidates, ``ratio`` > 1 means the second is faster."""
+    started = time.perf_counter()
+    opts = opts or Options()
+    task, _ = _resolve(task, None)
+    cands = [c if isinstance(c, Candidate) else Candidate.from_source(str(c)) for c in candidates]
+    if not cands:
+        return RaceResult(status="failed", message="no candidates to race")
+    device = resolve_device(opts.device, cands[0].backend)
+    timing = opts.timing or TimingConfig()
+    ref_dir = reference(task, device, opts)
+    meta = json.loads((ref_dir / "meta.json").read_text())
+    base = _workdir(opts)
+    req = _request("race", task, None, device, opts, base)
+    paths = []
+    for i, c in enumerate(cands):
+        path = base / f"race_{i}.py"
+        path.write_text(c.source)
+        paths.append(str(path))
+    req.update(candidate_paths=paths, ref_dir=str(ref_dir), timing=dataclasses.asdict(timing))
+    names = [f"c{i}" for i in range(len(cands))]
+    pair = (names[0], names[1]) if len(names) > 1 else ("eager", names[0])
+    judge = RoundJudge(device, req["threads"], timing.retimes, timing.backoff_s, pair=pair)
+    try:
+        out = run_worker(req, build_timeout=opts.build_timeout, run_timeout=opts.run_timeout, keep=base,
+                         on_phase=judge.on_phase, on_poll=judge.poll, on_round=judge.on_round)
+        res = out.result or {}
+        if res.get("status") != "ok":
+            why = res.get("error") or out.died or res.get("status") or "no result"
+            return RaceResult(status="failed", message=f"race failed: {why}"[:1000],
+                              seconds=round(time.perf_counter() - started, 3))
+        times = res["timing"]["times"]
+        ref_outs, dists = reference_outputs(ref_dir), meta["distributions"]
+        entries = []
+        for c, name in zip(cands, names):
+            sp, ci = speedup_ci(times["eager"]["ms"], times[name]["ms"])
+            flags = replay_flags(out.out_dir, task, ref_outs, dists, live=False, file=f"timed_outputs_{name}.pt")
+            entries.append(RaceEntry(candidate_hash=c.hash, stats=stats(times[name]["ms"]), speedup=sp,
+                                     speedup_ci=ci, flags=flags))
+    finally:
+        if opts.keep_dir is None:
+            shutil.rmtree(base, ignore_errors=True)
+    q = judge.summary(res["timing"].get("chosen_round"))
+    result = RaceResult(status="ok", entries=entries, quality=MeasurementQuality.from_dict(q) if q else None)
+    if len(names) > 1:
+        result.ratio, result.ratio_ci = speedup_ci(times[names[0]]["ms"], times[names[1]]["ms"])
+    result.winner = _winner(times, names, entries, device, result.quality)
+    result.message = _describe(result)
+    result.seconds = round(time.perf_counter() - started, 3)
+    return result
+
+
+def _winner(times: dict, names: list[str], entries: list[RaceEntry], device: str,
+            q: MeasurementQuality | None) -> int | None:
+    """The entry faster than every other with confidence, in a good round; else None."""
+    ok = [i for i, e in enumerate(entries) if not e.flags]
+    if not ok or (q is not None and q.verdict != GOOD):
+        return None
+    if len(ok) == 1:
+        return ok[0]
+    gain = MIN_GAIN[1 if device.startswith("cuda") else 0]
+    best = min(ok, key=lambda i: float(np.median(times[names[i]]["ms"])))
+    for j in ok:
+        if j != best:
+            _, (lo, _hi) = speedup_ci(times[names[j]]["ms"], times[names[best]]["ms"])
+            if lo < 1.0 + gain:
+                return None
+    return best
+
+
+def _describe(r: RaceResult) -> str:
+    parts = [f"#{i} {e.speedup:.3f}× [{e.speedup_ci[0]:.3f}–{e.speedup_ci[1]:.3f}]" + (" (replay!)" if e.flags else "")
+             for i, e in enumerate(r.entries)]
+    q = r.quality.label() if r.quality else "quality unknown"
+    who = f"#{r.winner} is faster with confidence" if r.winner is not None else "no candidate is faster with confidence"
+    return f"{who}; " + ", ".join(parts) + f"; measurement {q}"
