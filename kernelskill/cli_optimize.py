@@ -33,6 +33,14 @@ def _flags(args) -> dict[str, Any]:
             "runs_dir": args.runs_dir}
 
 
+
+def _sp(speedup: float | None, ci: list | None, quality: str | None) -> str:
+    """A speedup for a person: with its interval, and its quality when that is not good."""
+    if speedup is None:
+        return "-"
+    text = f"{speedup:.2f}×" + (f" [{ci[0]:.2f}–{ci[1]:.2f}]" if ci and len(ci) == 2 else "")
+    return text + (f" ({quality})" if quality and quality != "good" else "")
+
 class Progress:
     """The live display on stderr: one line per attempt, then a status line — attempts (of the
     budget), best speedup, tokens, cost, seconds."""
@@ -57,8 +65,11 @@ class Progress:
         elif name == "BudgetUpdate":
             self._line("      " + status_line(ev.attempts, ev.limits.get("attempts"), self.best, ev.tokens, ev.usd,
                                               ev.seconds))
+        elif name == "FinalistsRetimed":
+            self._line(f"finalists {', '.join(ev.node_ids)} re-timed head to head: {ev.race.get('message', '')}")
         elif name == "RunFinished":
-            best = f"best {ev.best_node} at {ev.best_speedup:.2f}×" if ev.best_node else "no correct candidate"
+            best = (f"best {ev.best_node} at {_sp(ev.best_speedup, ev.best_speedup_ci, ev.best_quality)}"
+                    if ev.best_node else "no correct candidate")
             self._line(f"finished ({ev.reason}) after {ev.attempts} attempts: {best}")
         elif name == "RunError":
             self._line(f"stopped by an error: {ev.message}")
@@ -66,7 +77,9 @@ class Progress:
     def _attempt(self, node: dict, evaluated: bool) -> None:
         n = int(node["id"][1:]) if node["id"][1:].isdigit() else 0
         total = f"/{self.limit}" if self.limit else ""
-        sp = f" {node['speedup']:.2f}×" if node.get("speedup") is not None else ""
+        prof = (node.get("result") or {}).get("profile") or {}
+        sp = (" " + _sp(node["speedup"], prof.get("speedup_ci"), (prof.get("quality") or {}).get("verdict"))
+              if node.get("speedup") is not None else "")
         what = node["status"] + sp
         best = f" · best {self.best[1]:.2f}× ({self.best[0]})" if self.best else ""
         msg = node.get("message") or ""
@@ -111,7 +124,8 @@ def _finish(opt, args) -> int:
     else:
         print(f"run {outcome.run_id}: {outcome.reason} after {outcome.attempts} attempts")
         if outcome.best_node:
-            print(f"best {outcome.best_node}: {outcome.best_speedup:.2f}× vs PyTorch eager — {outcome.path / 'best.py'}")
+            print(f"best {outcome.best_node}: {_sp(outcome.best_speedup, outcome.best_speedup_ci, outcome.best_quality)}"
+                  f" vs PyTorch eager — {outcome.path / 'best.py'}")
         else:
             print("no correct candidate")
         print(f"report: {outcome.path / 'report.md'}")

@@ -147,9 +147,13 @@ def cmd_stats(args: argparse.Namespace) -> int:
     for sid, st in data.items():
         mean = st.mean_speedup()
         ops = ",".join(f"{op}:{c['succeeded']}/{c['tried']}" for op, c in sorted(st.ops.items()))
+        kept = ",".join(f"{k}:{v}" for k, v in sorted(st.unranked.items())) or "-"
         rows.append([sid, str(st.tried), str(st.succeeded), str(st.failed), str(st.no_gain),
-                     f"{mean:.2f}x" if mean else "-", ops])
-    _out(_table(rows, ["id", "tried", "ok", "failed", "no_gain", "speedup", "ops"]))
+                     f"{mean:.2f}x" if mean else "-", ops, kept])
+    _out(_table(rows, ["id", "tried", "ok", "failed", "no_gain", "speedup", "ops", "unranked"]))
+    if any(st.unranked for st in data.values()):
+        _out("\nunranked: outcomes kept but not counted in the ranking — timed noisy or contended, or "
+             "not timed by the evaluator itself (unmeasured)")
     _out(f"\n{book.stats.path}")
     return 0
 

@@ -91,6 +91,15 @@ class BestImproved(Event):
     node_id: str
     speedup: float
     previous: float | None = None
+    why: str = ""                 # intervals apart | head-to-head re-time | finalists | first correct
+
+
+@dataclass
+class FinalistsRetimed(Event):
+    """The run's top candidates, re-timed head to head at its end (evaluate.race)."""
+    node_ids: list
+    race: dict = field(default_factory=dict)      # RaceResult.to_dict()
+    winner: str | None = None                     # the node faster with confidence, else None
 
 
 @dataclass
@@ -108,6 +117,8 @@ class RunFinished(Event):
     best_node: str | None = None
     best_speedup: float | None = None
     attempts: int = 0
+    best_speedup_ci: list = field(default_factory=list)
+    best_quality: str | None = None   # the measurement quality behind best_speedup
 
 
 @dataclass
@@ -118,7 +129,7 @@ class RunError(Event):
 
 EVENTS: dict[str, type[Event]] = {cls.__name__: cls for cls in (
     RunStarted, BaselineMeasured, NodeSelected, AgentStarted, AgentDelta, AgentFinished,
-    CandidateEvaluated, BestImproved, BudgetUpdate, RunFinished, RunError)}
+    CandidateEvaluated, BestImproved, FinalistsRetimed, BudgetUpdate, RunFinished, RunError)}
 
 
 def event_from_dict(data: dict[str, Any]) -> Event:

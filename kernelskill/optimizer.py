@@ -22,7 +22,7 @@ from .candidate import Candidate
 from .config import Config, load_config
 from .errors import TaskError, UserError
 from .events import (BaselineMeasured, BestImproved, BudgetUpdate, CandidateEvaluated, Event, EventBus,
-                     NodeSelected, RunError, RunFinished, RunStarted)
+                     FinalistsRetimed, NodeSelected, RunError, RunFinished, RunStarted)
 from .runs import RunState, RunStore, load_run, new_run_id
 from .search import make_policy
 from .trajectory import INVALID, Node, Trajectory
@@ -64,9 +64,11 @@ class RunOutcome:
     path: Path
     reason: str
     best_node: str | None
-    best_speedup: float | None
+    best_speedup: float | None         # as last measured: by the finalists' re-time when there was one
     attempts: int
     spend: Spend
+    best_speedup_ci: list = dataclasses.field(default_factory=list)
+    best_quality: str | None = None
 
     @property
     def improved(self) -> bool:
@@ -75,7 +77,8 @@ class RunOutcome:
 
     def to_dict(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "path": str(self.path), "reason": self.reason, "best_node": self.best_node,
-                "best_speedup": self.best_speedup, "improved": self.improved, "attempts": self.attempts,
+                "best_speedup": self.best_speedup, "best_speedup_ci": self.best_speedup_ci,
+                "best_quality": self.best_quality, "improved": self.improved, "attempts": self.attempts,
                 "best_file": str(self.path / "best.py") if self.best_node else None,
                 "spend": dataclasses.asdict(self.spend)}
 
@@ -110,7 +113,8 @@ def resolve_target(config: Config) -> tuple[str, str]:
 
 class Optimizer:
     def __init__(self, task, *, llm=None, config: Config | None = None, runs_dir: Path | str | None = None,
-                 eval_opts=None, skills=None, evaluator: Callable | None = None, state: RunState | None = None):
+                 eval_opts=None, skills=None, evaluator: Callable | None = None, state: RunState | None = None,
+                 racer: Callable | None = None):
         from .agents.templates import load_prompts
         from .skills import SkillBook
         self.task = task
@@ -120,9 +124,14 @@ class Optimizer:
             search["seed"] = random.randrange(2**31)
         self.backend, self.device = resolve_target(self.config)
         self.eval_opts = eval_opts or eval_options(self.config, self.device)
+        if racer is None and evaluator is None:
+            from .evaluate.race import race as racer
         if evaluator is None:
             from .evaluate.api import evaluate as evaluator
         self.evaluator = evaluator
+        # Head-to-head re-times (evaluate.race): a child whose interval overlaps the best's, and the
+        # finalists at the end. None (a custom evaluator without one): the low ends of the intervals decide.
+        self.racer = racer
         self.prompts = load_prompts(self.config.data["agents"]["prompts_dir"])
         self.book = skills if skills is not None else SkillBook.load()
         if llm is None:
@@ -204,10 +213,12 @@ class Optimizer:
                              arch=arch, skills_limit=agents["skills_limit"],
                              context_nodes=self.config.data["search"]["context_nodes"])
             reason = self._loop()
+            final = self._finalists() if reason != "stopped" else None
             best = self.tree.best()
             self._budget_update()
-            self.emit(RunFinished(reason=reason, best_node=best.id if best else None,
-                                  best_speedup=best.speedup if best else None, attempts=self.spend.attempts))
+            sp, ci, q = final or ((best.speedup, best.speedup_ci, best.quality) if best else (None, [], None))
+            self.emit(RunFinished(reason=reason, best_node=best.id if best else None, best_speedup=sp,
+                                  attempts=self.spend.attempts, best_speedup_ci=ci, best_quality=q))
         except (UserError, KeyboardInterrupt) as e:
             self.emit(RunError(message=str(e) or type(e).__name__, kind=type(e).__name__))
             raise
@@ -215,8 +226,8 @@ class Optimizer:
             self.timers["wall"] += time.perf_counter() - started
             unsubscribe()
             store.close()
-        return RunOutcome(self.run_id, self.path, reason, best.id if best else None,
-                          best.speedup if best else None, self.spend.attempts, self.spend)
+        return RunOutcome(self.run_id, self.path, reason, best.id if best else None, sp, self.spend.attempts,
+                          self.spend, best_speedup_ci=list(ci or []), best_quality=q)
 
     def _arch(self) -> str | None:
         """The GPU's compute capability from the baseline's environment (None on the CPU or when unknown)."""
@@ -238,7 +249,7 @@ class Optimizer:
             self.spend.seconds = self._elapsed()
             if self._stop.is_set():
                 return "stopped"
-            reason = self.spend.exceeded(self.config.data["budget"])
+            reason = self.spend.exceeded(self.config.data["budget"]) or self._at_roof()
             if reason:
                 return reason
             sel = self.policy.select(self.tree)
@@ -270,6 +281,7 @@ class Optimizer:
         self.timers["llm"] += sum(c.seconds for c in node.calls)
         evaluated = made and self._evaluate(node)
         best_before = self.tree.best()
+        why = self._promotion(node, best_before) if evaluated else None
         self.tree.add(node)
         self.spend.attempts += 1
         self.spend.tokens += node.tokens
@@ -277,12 +289,80 @@ class Optimizer:
         self.emit(CandidateEvaluated(node=node.to_dict(), evaluated=evaluated))
         if evaluated and node.skill_id:
             self._record(node)
-        if node.ok and node.duplicate_of is None and node.speedup is not None and \
-                (best_before is None or node.speedup > best_before.speedup):
+        if why:
+            self.tree.promote(node.id)
             self.emit(BestImproved(node_id=node.id, speedup=node.speedup,
-                                   previous=best_before.speedup if best_before else None))
+                                   previous=best_before.speedup if best_before else None, why=why))
         self._budget_update()
         return node
+
+    # ---- what counts as progress ----------------------------------------------------------------
+    def _promotion(self, node: Node, best: Node | None) -> str | None:
+        """Why ``node`` becomes the best, or None: it must be faster with confidence, never by noise.
+
+        Measured well and its interval entirely above the best's: yes. Faster by the point estimate
+        but the intervals overlap: a head-to-head re-time of the two decides (``node.race``)."""
+        if not (node.ok and node.duplicate_of is None and node.speedup is not None and node.measured_well):
+            return None
+        if best is None:
+            return "the first correct candidate measured well"
+        if node.speedup <= best.speedup:
+            return None
+        best_hi = best.speedup_ci[1] if best.speedup_ci else best.speedup
+        if best.measured_well and node.conservative > best_hi:
+            return "faster with confidence: the intervals are apart"
+        if self.racer is None:
+            return "faster by the low end of its interval" if node.conservative > best.conservative else None
+        t = time.perf_counter()
+        res = self.racer(self.task, [best.code, node.code], opts=self.eval_opts)
+        self.timers["eval"] += time.perf_counter() - t
+        node.race = {"against": best.id, **res.to_dict()}
+        return "faster in a head-to-head re-time" if res.winner == 1 else None
+
+    def _finalists(self) -> tuple | None:
+        """Re-time the top candidates head to head; the winner (with confidence) becomes the best.
+
+        Returns (speedup, interval, quality) of the best as that race measured it, or None."""
+        k = self.config.data["search"]["finalists"]
+        pool = self.tree.leaders(k)
+        if not pool:
+            return None
+        if self.racer is None or (len(pool) == 1 and pool[0].measured_well):
+            if self.tree.best() is None:        # nothing measured well: report the highest low end, as such
+                self.tree.promote(pool[0].id)
+                self.emit(BestImproved(node_id=pool[0].id, speedup=pool[0].speedup, why="no candidate measured "
+                                       "well; the highest low end of the interval, not confident"))
+            return None
+        self.emit(NodeSelected(node_id=pool[0].id, action="finalists",
+                               reason=f"re-timing the top {len(pool)} head to head: {', '.join(n.id for n in pool)}",
+                               attempt=self.spend.attempts))
+        t = time.perf_counter()
+        res = self.racer(self.task, [n.code for n in pool], opts=self.eval_opts)
+        self.timers["eval"] += time.perf_counter() - t
+        winner = pool[res.winner] if res.winner is not None else None
+        self.emit(FinalistsRetimed(node_ids=[n.id for n in pool], race=res.to_dict(),
+                                   winner=winner.id if winner else None))
+        best = self.tree.best()
+        pick = winner or (best if best is not None else pool[0])
+        if best is None or pick.id != best.id:
+            why = ("the finalists' head-to-head re-time" if winner else
+                   "no candidate measured well; the highest low end of the interval, not confident")
+            self.tree.promote(pick.id)
+            self.emit(BestImproved(node_id=pick.id, speedup=pick.speedup, previous=best.speedup if best else None,
+                                   why=why))
+        if res.status != "ok":
+            return None
+        entry = res.entries[pool.index(pick)]
+        return entry.speedup, entry.speedup_ci, res.quality.verdict if res.quality else None
+
+    def _at_roof(self) -> str | None:
+        """"roof" when the best runs within the configured share of its roofline floor's pace."""
+        limit = self.config.data["search"]["stop_at_roof"]
+        best = self.tree.best()
+        if limit is None or best is None or not best.measured_well:
+            return None
+        frac = ((best.result or {}).get("profile") or {}).get("roofline", {}).get("fraction")
+        return "roof" if isinstance(frac, (int, float)) and frac >= limit else None
 
     def _budget_update(self) -> None:
         self.spend.seconds = self._elapsed()
@@ -324,7 +404,7 @@ class Optimizer:
         ops = self.team.op_classes
         op = next((o for o in ops if o in skill.applies_to), ops[0] if ops else None)
         sp = node.speedup if node.speedup and node.speedup > 0 else None
-        self.book.record(node.skill_id, op, self.tree.outcome(node), sp)
+        self.book.record(node.skill_id, op, self.tree.outcome(node), sp, quality=node.quality or "good")
 
     def _info(self) -> dict[str, Any]:
         from . import __version__

@@ -79,7 +79,8 @@ class RunStore:
 
 REASONS = {"attempts": "the attempt budget is spent", "tokens": "the token budget is spent",
            "usd": "the money budget is spent", "minutes": "the time budget is spent",
-           "exhausted": "no node is left to expand or repair", "stopped": "stopped by the user"}
+           "exhausted": "no node is left to expand or repair", "stopped": "stopped by the user",
+           "roof": "the best runs at the configured share of its roofline floor (search.stop_at_roof)"}
 
 
 def render_report(path: Path, tree: Trajectory, last: Event) -> str:
@@ -192,6 +193,8 @@ def load_run(path: Path | str) -> RunState:
             state.tree.add(Node.from_dict(ev.node))
         elif isinstance(ev, CandidateEvaluated) and ev.node["id"] not in state.tree:
             state.tree.add(Node.from_dict(ev.node))
+        elif isinstance(ev, BestImproved) and ev.node_id in state.tree:
+            state.tree.promote(ev.node_id)
         elif isinstance(ev, BudgetUpdate):
             state.tokens, state.usd, state.seconds = ev.tokens, ev.usd, ev.seconds
         elif isinstance(ev, RunFinished):

@@ -42,6 +42,9 @@ class SkillStats:
     no_gain: int = 0
     speedups: list[float] = field(default_factory=list)
     ops: dict[str, dict[str, int]] = field(default_factory=dict)  # op class -> tried/succeeded
+    # Outcomes kept but not ranked: timed with a quality that was not good, or not measured by
+    # the evaluator itself (an MCP client's claim). {label: count}
+    unranked: dict[str, int] = field(default_factory=dict)
 
     def success_rate(self, features: Iterable[str] = ()) -> float:
         """Posterior mean success rate; evidence on the given op classes counts twice."""
@@ -62,7 +65,8 @@ class SkillStats:
         """Plain data (what stats.toml stores for one skill)."""
         return {"tried": self.tried, "succeeded": self.succeeded, "failed": self.failed,
                 "no_gain": self.no_gain, "speedups": list(self.speedups),
-                "ops": {k: dict(v) for k, v in sorted(self.ops.items())}}
+                "ops": {k: dict(v) for k, v in sorted(self.ops.items())},
+                "unranked": dict(sorted(self.unranked.items()))}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str) -> "SkillStats":
@@ -73,7 +77,8 @@ class SkillStats:
                      speedups=[float(x) for x in data.get("speedups", [])],
                      ops={str(k): {"tried": int(v.get("tried", 0)),
                                    "succeeded": int(v.get("succeeded", 0))}
-                          for k, v in dict(data.get("ops", {})).items()})
+                          for k, v in dict(data.get("ops", {})).items()},
+                     unranked={str(k): int(v) for k, v in dict(data.get("unranked", {})).items()})
         except (TypeError, ValueError, AttributeError) as exc:
             raise UserError(f"{where}: malformed statistics ({exc}); fix or delete the file")
         return st
@@ -140,13 +145,27 @@ class StatsStore:
             raise
 
     def record(self, skill_id: str, op_class: str | None, outcome: str,
-               speedup: float | None = None) -> SkillStats:
-        """Count one outcome (and its speedup, if measured) and persist it."""
+               speedup: float | None = None, quality: str = "good") -> SkillStats:
+        """Count one outcome (and its speedup, if measured) and persist it.
+
+        Only ``quality="good"`` counts for ranking when the outcome rests on a timing (success,
+        no_gain): anything else — ``noisy``, ``contended``, ``unmeasured`` (not timed by the
+        evaluator itself) — is kept under ``unranked`` with its label. A failure is a verdict,
+        not a timing, and always counts."""
         if outcome not in OUTCOMES:
             raise UserError(f"outcome {outcome!r} is not one of {', '.join(OUTCOMES)}")
         if speedup is not None and not (isinstance(speedup, (int, float))
                                         and math.isfinite(speedup) and speedup > 0):
             raise UserError(f"speedup {speedup!r} must be a positive finite number")
+        if outcome != "failure" and quality != "good":
+            with self._locked() if self.path is not None else contextlib.nullcontext():
+                if self.path is not None:
+                    self.data = self._read()
+                st = self.data.setdefault(skill_id, SkillStats())
+                st.unranked[quality] = st.unranked.get(quality, 0) + 1
+                if self.path is not None:
+                    self._write()
+            return st
         with self._locked() if self.path is not None else contextlib.nullcontext():
             if self.path is not None:
                 self.data = self._read()

@@ -404,12 +404,13 @@ class SkillBook:
         return found if limit is None else found[:max(limit, 0)]
 
     def record(self, skill_id: str, op_class: str | None, outcome: str,
-               speedup: float | None = None) -> SkillStats:
-        """Record one outcome of trying a skill; persisted atomically in the user store."""
+               speedup: float | None = None, quality: str = "good") -> SkillStats:
+        """Record one outcome of trying a skill; persisted atomically in the user store. Only
+        ``quality="good"`` measurements rank skills (``StatsStore.record``)."""
         self.get(skill_id)
         if op_class is not None and op_class not in OP_CLASSES:
             raise UserError(f"op class {op_class!r} is not one of {', '.join(OP_CLASSES)}")
-        return self.stats.record(skill_id, op_class, outcome, speedup)
+        return self.stats.record(skill_id, op_class, outcome, speedup, quality)
 
     def save_user_skill(self, skill: Skill | Mapping[str, Any] | str,
                         directory: Path | str | None = None) -> Path:

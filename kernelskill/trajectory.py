@@ -53,6 +53,7 @@ class Node:
     speedup: float | None = None
     message: str = ""
     duplicate_of: str | None = None      # identical code was evaluated as this node
+    race: dict | None = None             # a head-to-head re-time against the best (RaceResult.to_dict())
     calls: list[LLMCall] = field(default_factory=list)
     eval_seconds: float = 0.0
     created: float = field(default_factory=time.time)
@@ -69,6 +70,28 @@ class Node:
     @property
     def tokens(self) -> int:
         return sum(c.tokens for c in self.calls)
+
+    @property
+    def quality(self) -> str | None:
+        """The measurement quality of its timing (good | noisy | contended), None if untimed."""
+        q = ((self.result or {}).get("profile") or {}).get("quality")
+        return q.get("verdict") if isinstance(q, dict) else None
+
+    @property
+    def speedup_ci(self) -> list[float]:
+        ci = ((self.result or {}).get("profile") or {}).get("speedup_ci") or []
+        return list(ci) if len(ci) == 2 else []
+
+    @property
+    def measured_well(self) -> bool:
+        """Timed with good quality (or before qualities existed): its speedup may drive decisions."""
+        return self.quality in ("good", None)
+
+    @property
+    def conservative(self) -> float:
+        """The low end of its speedup's interval (the speedup itself when it has none)."""
+        ci = self.speedup_ci
+        return ci[0] if ci else (self.speedup or 0.0)
 
     @property
     def cost(self) -> float:
@@ -94,6 +117,7 @@ class Trajectory:
 
     def __init__(self) -> None:
         self.nodes: dict[str, Node] = {}
+        self.best_id: str | None = None     # set by promote(): the best is a decision, not a max
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -188,17 +212,29 @@ class Trajectory:
         base = self.speedup_of(self.base_of(node.id))
         return "success" if (node.speedup or 0.0) > base else "no_gain"
 
+    def promote(self, node_id: str) -> None:
+        """Make ``node_id`` the best: the optimizer decided it is faster with confidence (or the
+        finalists' head-to-head re-time picked it)."""
+        self.best_id = node_id
+
     def best(self) -> Node | None:
-        """The fastest correct candidate (not the root), or None."""
-        ok = [n for n in self.nodes.values() if n.ok and n.parent is not None and n.duplicate_of is None
-              and n.speedup is not None]
+        """The best correct candidate (not the root), or None: the last one promoted; in a tree
+        without promotions, the fastest one measured with good quality."""
+        if self.best_id is not None and self.best_id in self.nodes:
+            return self.nodes[self.best_id]
+        ok = [n for n in self.candidates() if n.measured_well]
         return max(ok, key=lambda n: (n.speedup, -self.index(n.id))) if ok else None
 
+    def candidates(self) -> list[Node]:
+        """Every correct, timed, first-of-its-code candidate (not the root)."""
+        return [n for n in self.nodes.values() if n.ok and n.parent is not None and n.duplicate_of is None
+                and n.speedup is not None]
+
     def leaders(self, k: int, exclude: set[str] = frozenset()) -> list[Node]:
-        """The ``k`` fastest correct candidates outside ``exclude``."""
-        ok = [n for n in self.nodes.values() if n.ok and n.parent is not None and n.id not in exclude
-              and n.duplicate_of is None and n.speedup is not None]
-        return sorted(ok, key=lambda n: (-n.speedup, self.index(n.id)))[:k]
+        """The ``k`` best correct candidates outside ``exclude``, by the low end of their interval
+        (a noisy 5× does not lead a well-measured 3×)."""
+        ok = [n for n in self.candidates() if n.id not in exclude]
+        return sorted(ok, key=lambda n: (-n.conservative, self.index(n.id)))[:k]
 
     def closed(self, node_id: str, close_after: int) -> bool:
         """A node whose more than ``close_after`` children all failed is closed."""

@@ -112,19 +112,26 @@ def lookup_skills(book: SkillBook, *, features: list[str] | None, backend: str, 
 
 
 def record_attempt(book: SkillBook, *, features: list[str], skill_id: str, outcome: str, speedup: float | None,
-                   verdict: tuple[str, float | None] | None, candidate_hash: str) -> RecordedAttempt:
-    """Count one try of a skill; the server's own verdict on the source overrides the caller's claim."""
+                   verdict: tuple | None, candidate_hash: str) -> RecordedAttempt:
+    """Count one try of a skill; the server's own verdict on the source overrides the caller's claim.
+
+    Only what the server measured itself with good quality ranks skills: a success or no_gain
+    without a server timing is kept as ``unmeasured``, one timed noisy or contended under that label."""
     if outcome not in OUTCOMES:
         raise UserError(f"outcome {outcome!r} is not one of {', '.join(OUTCOMES)}")
     skill = book.get(skill_id)
     op_class = next((f for f in features if f in skill.applies_to), features[0] if features else None)
+    quality = "unmeasured"
     if verdict is not None:
-        status, measured = verdict
+        status, measured, timed_quality = (tuple(verdict) + (None,))[:3]
         if outcome == "success" and status != "ok":
             raise UserError(f"this source was last evaluated here as {status!r}; only a correct candidate can "
                             f"be a success. Record outcome 'failure', or fix it and evaluate again")
-        speedup = measured if measured is not None else speedup
-    st = book.record(skill_id, op_class, outcome, speedup)
+        if measured is not None:
+            speedup, quality = measured, timed_quality or "good"
+    st = book.record(skill_id, op_class, outcome, speedup, quality=quality)
     return RecordedAttempt(skill_id=skill_id, outcome=outcome, op_class=op_class, speedup=speedup,
                            candidate_hash=candidate_hash, measured_by_server=verdict is not None,
+                           ranked=outcome == "failure" or quality == "good",
+                           quality="good" if outcome == "failure" else quality,
                            stats=SkillStatsInfo.of(st, features))

@@ -100,11 +100,14 @@ class SkillStatsInfo(BaseModel):
     no_gain: int = 0
     success_rate: float = Field(description="posterior mean success rate (0.5 when untried)")
     mean_speedup: float | None = Field(default=None, description="geometric mean of recorded speedups")
+    unranked: dict[str, int] = Field(default_factory=dict, description="outcomes kept but not ranked, by "
+                                     "label: noisy, contended (timing quality), unmeasured (not timed here)")
 
     @classmethod
     def of(cls, st: SkillStats, features: list[str] = ()) -> "SkillStatsInfo":
         return cls(tried=st.tried, succeeded=st.succeeded, failed=st.failed, no_gain=st.no_gain,
-                   success_rate=round(st.success_rate(features), 4), mean_speedup=st.mean_speedup())
+                   success_rate=round(st.success_rate(features), 4), mean_speedup=st.mean_speedup(),
+                   unranked=dict(st.unranked))
 
 
 class SkillInfo(BaseModel):
@@ -149,4 +152,8 @@ class RecordedAttempt(BaseModel):
     candidate_hash: str
     measured_by_server: bool = Field(description="true when status and speedup come from this server's "
                                      "own evaluation of this source")
+    ranked: bool = Field(True, description="false when the outcome is kept but does not rank the skill: not "
+                         "timed by this server, or timed with a quality that was not good (see quality)")
+    quality: str = Field("good", description="the measurement behind the outcome: good, noisy, contended, or "
+                         "unmeasured (this server did not time this source)")
     stats: SkillStatsInfo

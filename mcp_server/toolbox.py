@@ -77,7 +77,7 @@ class Toolbox:
         self._lock = threading.Lock()
         self._summaries: dict[str, dict] = {}
         self._baselines: dict[str, tuple[TimingStats, str]] = {}
-        self._verdicts: dict[tuple[str, str], tuple[str, float | None]] = {}
+        self._verdicts: dict[tuple[str, str], tuple[str, float | None, str | None]] = {}
 
     @classmethod
     @contextlib.contextmanager
@@ -135,10 +135,10 @@ class Toolbox:
                                   on_phase=_phases(progress))
         with self._lock:
             key = (rt.task.hash, cand.hash)
-            speedup = result.speedup
+            speedup, quality = result.speedup, result.quality
             if speedup is None and result.ok and key in self._verdicts:   # a later verify keeps the timing
-                speedup = self._verdicts[key][1]
-            self._verdicts[key] = (result.status, speedup)
+                speedup, quality = self._verdicts[key][1], self._verdicts[key][2]
+            self._verdicts[key] = (result.status, speedup, quality)
             if result.profile and result.profile.baseline:
                 self._baselines[rt.task.hash] = (result.profile.baseline, result.env.gpu or device)
         return result

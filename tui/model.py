@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernelskill.errors import UserError
-from kernelskill.events import (AgentFinished, BaselineMeasured, BudgetUpdate, CandidateEvaluated,
+from kernelskill.events import (AgentFinished, BaselineMeasured, BestImproved, BudgetUpdate, CandidateEvaluated,
                                 Event, NodeSelected, RunError, RunFinished, RunStarted)
 from kernelskill.runs import REASONS, RunState
 from kernelskill.trajectory import FAILED, INVALID, Node, Trajectory
@@ -109,6 +109,10 @@ class RunView:
             self.attempts = max(self.attempts, len(self.tree) - 1)
             best = self.tree.best()
             self.curve.append(best.speedup if best else 0.0)
+        elif isinstance(ev, BestImproved) and ev.node_id in self.tree:
+            self.tree.promote(ev.node_id)
+            if self.curve:
+                self.curve[-1] = self.tree.best().speedup or 0.0
         elif isinstance(ev, AgentFinished) and ev.call:
             # Counted now so the meters move within an attempt; BudgetUpdate sets the exact sums.
             self.tokens += int(ev.call.get("prompt_tokens", 0)) + int(ev.call.get("completion_tokens", 0))

@@ -19,6 +19,9 @@ _BOTTLENECK_HINTS = {
 }
 
 
+AT_ROOF = 0.9      # fraction of the roofline floor's pace at which the planner is told it is at the roof
+
+
 def _ms(x: float | None) -> str:
     if x is None:
         return "?"
@@ -40,6 +43,10 @@ def analyze(result: dict[str, Any] | None) -> str:
     sp_text = f"{sp:.2f}×" + (f" [{ci[0]:.2f}–{ci[1]:.2f}]" if len(ci) == 2 else "") if sp else "withheld"
     lines.append(f"time: {_ms(cand.get('median_ms'))} (IQR {_ms(cand.get('iqr_ms'))}) vs PyTorch eager "
                  f"{_ms(base.get('median_ms'))} → speedup {sp_text}")
+    q = prof.get("quality") or {}
+    if q.get("verdict") and q["verdict"] != "good":
+        lines.append(f"measurement {q['verdict']}: " + "; ".join((q.get("reasons") or [])[:2])
+                     + " — the speedup is uncertain; do not read a small difference as progress")
     share = prof.get("custom_share")
     if share is not None:
         lines.append(f"custom kernels: {share:.0%} of the time")
@@ -52,6 +59,12 @@ def analyze(result: dict[str, Any] | None) -> str:
     roof = {k: v for k, v in (prof.get("roofline") or {}).items() if isinstance(v, (int, float, str))}
     if roof:
         lines.append("roofline: " + ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(roof.items())))
+    frac = roof.get("fraction")
+    if isinstance(frac, (int, float)) and frac >= AT_ROOF and q.get("verdict", "good") == "good":
+        lines.append(f"AT THE ROOF: this code runs at {frac:.0%} of the roofline floor's pace (the compulsory "
+                     "bytes and FLOPs at the device's measured ceilings). Tuning this kernel further gains "
+                     "at most a few percent; only an algorithm that moves fewer bytes or does fewer FLOPs "
+                     "(fusion with neighbours, a cheaper formulation) can go further. Say so if none fits.")
     bottleneck = prof.get("bottleneck")
     if bottleneck:
         lines.append("bottleneck: " + _BOTTLENECK_HINTS.get(bottleneck, bottleneck))

@@ -141,15 +141,16 @@ class HostSampler:
         self._t0 = self._busy0 = self._pid = self._own0 = None
 
     def start(self, pid: int | None) -> None:
+        """``pid``: the worker, whose CPU time is not competition; None counts every process."""
         self._pid, self._t0 = pid, time.monotonic()
         self._busy0 = _cpu_busy_s()
-        self._own0 = _proc_cpu_s(pid) if pid else None
+        self._own0 = _proc_cpu_s(pid) if pid else 0.0
 
     def stop(self) -> dict | None:
         if self._t0 is None or self._busy0 is None or self._own0 is None:
             return None
         wall = time.monotonic() - self._t0
-        busy, own = _cpu_busy_s(), _proc_cpu_s(self._pid)
+        busy, own = _cpu_busy_s(), (_proc_cpu_s(self._pid) if self._pid else 0.0)
         self._t0 = None
         if busy is None or own is None or wall <= 0.05:
             return None
@@ -271,7 +272,8 @@ class RoundJudge:
                 except (OSError, ValueError):
                     checks = {}
                 self._pid, self._uuid = checks.get("pid"), checks.get("gpu_uuid")
-            self._sampler.start(self._pid)
+            if self._pid:
+                self._sampler.start(self._pid)
             if self.device.startswith("cuda"):
                 import threading
                 self._gpu_start = {}

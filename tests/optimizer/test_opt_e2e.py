@@ -111,7 +111,7 @@ def test_compile_error_repair_slow_then_fast_budget_report_resume(project, tmp_p
         assert (n2.kind, n2.parent, n2.status, n2.code) == ("repair", "n1", "ok", SLOW)
         assert (n3.kind, n3.parent, n3.status, n3.code) == ("plan", "n0", "ok", FAST)
         assert n2.speedup < 1.0                   # 201 passes of the kernel: slower than eager, whatever the load
-        assert n2.speedup < n3.speedup and out["best_speedup"] == n3.speedup
+        assert n2.speedup < n3.speedup
         # the debugger read the compiler's diagnostic mapped to the candidate's line
         debug = script.prompts("debugger")[0]
         assert "compile_error" in debug and "expected" in debug and "return y;" in debug
@@ -127,8 +127,17 @@ def test_compile_error_repair_slow_then_fast_budget_report_resume(project, tmp_p
         names = [e.name for e in events]
         assert names[:2] == ["RunStarted", "BaselineMeasured"] and names[-1] == "RunFinished"
         assert [e.evaluated for e in events if e.name == "CandidateEvaluated"] == [True, True, True]
-        assert [e.node_id for e in events if e.name == "BestImproved"] == ["n2", "n3"]
+        # The best moves only on a measurement that can be trusted: n2 (slower than eager) first when
+        # it was measured well, then n3; at the end the two finalists are re-timed head to head, and
+        # the speedup reported is that re-time's.
+        improved = [e for e in events if e.name == "BestImproved"]
+        assert [e.node_id for e in improved] in (["n2", "n3"], ["n3"]), [(e.node_id, e.why) for e in improved]
+        assert all(e.why for e in improved)
+        final = [e for e in events if e.name == "FinalistsRetimed"]
+        assert len(final) == 1 and final[0].node_ids == ["n3", "n2"] and final[0].winner in ("n3", None)
         assert events[-1].reason == "attempts" and events[-1].best_node == "n3"
+        assert out["best_speedup"] == events[-1].best_speedup and len(events[-1].best_speedup_ci) == 2
+        assert out["best_quality"] in ("good", "noisy", "contended")
         # the live display: per attempt, attempts of the budget, best speedup, tokens, cost
         assert "attempts 3/3 · best " in cap.err and " tok · $" in cap.err and "(n3)" in cap.err
 

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from kernelskill.errors import UserError
-from kernelskill.events import (EVENTS, AgentDelta, AgentFinished, AgentStarted, BaselineMeasured, BestImproved,
+from kernelskill.events import (EVENTS, AgentDelta, AgentFinished, AgentStarted, BaselineMeasured, BestImproved, FinalistsRetimed,
                                 BudgetUpdate, CandidateEvaluated, EventBus, NodeSelected, RunError, RunFinished,
                                 RunStarted, event_from_dict)
 from kernelskill.runs import RunStore, load_run, read_events
@@ -23,7 +23,8 @@ SAMPLES = [
     AgentDelta(role="planner", text="tok"),
     AgentFinished(role="planner", node_id="n0", ok=True, call={"role": "planner"}, text="reply"),
     CandidateEvaluated(node=CHILD.to_dict(), evaluated=True),
-    BestImproved(node_id="n1", speedup=1.7),
+    BestImproved(node_id="n1", speedup=1.7, why="faster with confidence: the intervals are apart"),
+    FinalistsRetimed(node_ids=["n3", "n1"], race={"status": "ok", "winner": 0}, winner="n3"),
     BudgetUpdate(attempts=1, tokens=30, usd=0.5, seconds=3.0, limits={"attempts": 30}),
     RunFinished(reason="attempts", best_node="n1", best_speedup=1.7, attempts=1),
     RunError(message="endpoint down"),

@@ -1,0 +1,197 @@
+"""Measurement quality: noise and contention are detected, reported, and never taken for a result.
+
+Real workers, real busy threads (started and stopped here), real /proc sampling."""
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+from kernelskill import Candidate
+from kernelskill.evaluate import evaluate
+from kernelskill.evaluate.api import Options
+from kernelskill.evaluate.quality import CONTENDED, GOOD, NOISY, HostSampler, RoundJudge, assess
+from kernelskill.evaluate.race import race
+from kernelskill.evaluate.timing import TimingConfig, speedup_ci
+from kernelskill.results import EvalResult
+
+from helpers import RELU_TASK, toolkit_candidate
+
+GOOD_SRC = toolkit_candidate("return ext.relu2(x)")
+SLOW_SRC = toolkit_candidate("y = ext.relu2(x)\nfor _ in range(40):\n    y = ext.relu2(x)\nreturn y")
+
+
+class Busy:
+    """``n`` threads that each keep a core busy (hashlib releases the GIL), until the block ends."""
+
+    def __init__(self, n: int):
+        self.n, self.stop, self.threads = n, threading.Event(), []
+
+    def _spin(self) -> None:
+        data = b"x" * (1 << 20)
+        while not self.stop.is_set():
+            hashlib.sha256(data).digest()
+
+    def __enter__(self):
+        self.threads = [threading.Thread(target=self._spin, daemon=True) for _ in range(self.n)]
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        for t in self.threads:
+            t.join()
+
+
+def _samples(rng, center: float, n: int, spread: float = 0.005) -> list[float]:
+    return list(center * (1 + np.abs(rng.normal(0, spread, n))))
+
+
+# ---- the verdict from data ----------------------------------------------------------------------
+def test_tight_samples_on_a_quiet_host_are_good():
+    rng = np.random.default_rng(0)
+    times = {"eager": {"ms": _samples(rng, 1.0, 60)}, "candidate": {"ms": _samples(rng, 0.5, 60)}}
+    sp, ci = speedup_ci(times["eager"]["ms"], times["candidate"]["ms"])
+    q = assess(times, "cpu", sp, ci, host={"cores": 2, "others_cores": 0.05}, threads=2)
+    assert q["verdict"] == GOOD and q["reasons"] == []
+    assert q["metrics"]["host_others_cores"] == 0.05
+
+
+def test_spikes_and_drift_make_a_measurement_noisy():
+    rng = np.random.default_rng(1)
+    eager = _samples(rng, 1.0, 60)
+    eager[30:] = [x * 1.8 for x in eager[30:]]            # the machine changed halfway through
+    cand = _samples(rng, 0.5, 60)
+    cand[::3] = [x * 6 for x in cand[::3]]                 # a third of the calls preempted
+    times = {"eager": {"ms": eager}, "candidate": {"ms": cand}}
+    sp, ci = speedup_ci(eager, cand)
+    q = assess(times, "cpu", sp, ci, host={"cores": 2, "others_cores": 0.0}, threads=2)
+    assert q["verdict"] == NOISY
+    text = " ".join(q["reasons"])
+    assert "drifted" in text and "interval" in text
+
+
+def test_other_processes_on_the_workers_cores_mean_contended():
+    rng = np.random.default_rng(2)
+    times = {"eager": {"ms": _samples(rng, 1.0, 60)}, "candidate": {"ms": _samples(rng, 0.5, 60)}}
+    sp, ci = speedup_ci(times["eager"]["ms"], times["candidate"]["ms"])
+    q = assess(times, "cpu", sp, ci, host={"cores": 2, "others_cores": 1.6}, threads=2)
+    assert q["verdict"] == CONTENDED and "1.6 of 2 CPU cores" in q["reasons"][0]
+    # The same load on a 16-core host where the worker uses 2 threads leaves it its cores.
+    assert assess(times, "cpu", sp, ci, host={"cores": 16, "others_cores": 1.6}, threads=2)["verdict"] == GOOD
+    # A GPU process that used the device, and thermal throttling, are contention too.
+    gpu = {"foreign": [{"pid": 4242, "sm": 63, "name": "python3"}], "throttled": ["hardware thermal slowdown"]}
+    q = assess(times, "cuda", sp, ci, gpu=gpu)
+    assert q["verdict"] == CONTENDED and any("pid 4242" in r for r in q["reasons"])
+
+
+def test_the_host_sampler_sees_busy_threads_and_not_the_worker():
+    worker = subprocess.Popen([sys.executable, "-c", "import time\nt=time.time()\nwhile time.time()-t<30: pass"])
+    try:
+        s = HostSampler()
+        with Busy(2):
+            s.start(worker.pid)
+            for _ in range(2000):
+                hashlib.sha256(b"y" * (1 << 16)).digest()      # some wall time with the threads running
+            seen = s.stop()
+    finally:
+        worker.kill()
+        worker.wait()
+    assert seen is not None
+    # Two busy threads are at least one core of competition; the worker's own spinning is excluded.
+    assert seen["others_cores"] >= 1.0, seen
+    assert seen["worker_cores"] > 0.2, seen
+
+
+def test_the_round_judge_times_again_with_backoff_then_reports_the_best_round(tmp_path):
+    import json
+    judge = RoundJudge("cpu", 2, retimes=2, backoff_s=0.5)
+    rng = np.random.default_rng(3)
+    noisy = {"eager": {"ms": _samples(rng, 1.0, 60, 0.5)}, "candidate": {"ms": _samples(rng, 0.5, 60, 0.5)}}
+    quiet = {"eager": {"ms": _samples(rng, 1.0, 60)}, "candidate": {"ms": _samples(rng, 0.5, 60)}}
+    (tmp_path / "timing_0.json").write_text(json.dumps({"times": noisy}))
+    (tmp_path / "timing_1.json").write_text(json.dumps({"times": quiet}))
+    assert judge.on_round(tmp_path, 0) == "again 0.5"
+    assert judge.on_round(tmp_path, 1) == "done 1"
+    s = judge.summary()
+    assert s["verdict"] == GOOD and s["rounds"] == 2 and s["chosen_round"] == 1
+    assert [h["verdict"] for h in s["history"]] == [NOISY, GOOD]
+
+
+# ---- the whole evaluator ------------------------------------------------------------------------
+def _opts(**kw) -> Options:
+    t = TimingConfig(warmup=2, min_reps=30, max_reps=200, time_cap_s=1.0, retimes=1, backoff_s=0.1)
+    return Options(device="cpu", timing=t, build_timeout=600, run_timeout=120, **kw)
+
+
+def test_competing_busy_threads_are_reported_never_a_confident_speedup():
+    cand = Candidate.from_source(GOOD_SRC)
+    evaluate(RELU_TASK, cand, opts=_opts(), timing=None, profile=False)      # build and reference first
+    with Busy(2):
+        r = evaluate(RELU_TASK, cand, opts=_opts())
+    assert r.ok, r.message
+    q = r.profile.quality
+    assert q.verdict in (NOISY, CONTENDED), q
+    assert q.rounds == 2, "a measurement that is not good is timed again"
+    assert any("CPU cores" in why for why in q.reasons), q.reasons
+    # Wherever a person reads it, the speedup carries its interval and its quality.
+    assert f"({q.verdict})" in r.message and "[" in r.message
+    assert any(n.startswith("measurement ") for n in r.profile.notes)
+    # ...and the JSON says it at the top level for scripts.
+    d = r.to_dict()
+    assert d["quality"] == q.verdict and EvalResult.from_dict(d).profile.quality.verdict == q.verdict
+    # A contended timing never classifies the task beyond what its arithmetic intensity says.
+    if r.profile.bottleneck:
+        assert r.profile.bottleneck in ("memory-bound", "compute-bound")
+
+
+def test_an_idle_run_is_not_flagged_for_contention():
+    """On a quiet machine nothing is flagged. On a busy one (CI), the only reasons allowed are the
+    load this test measures itself around the evaluation."""
+    cand = Candidate.from_source(GOOD_SRC)
+    evaluate(RELU_TASK, cand, opts=_opts(), timing=None, profile=False)
+    watch = HostSampler()
+    watch.start(None)          # every process: the machine's whole load during the evaluation
+    r = evaluate(RELU_TASK, cand, opts=_opts())
+    assert r.ok, r.message
+    q = r.profile.quality
+    if q.verdict == CONTENDED:
+        busy = watch.stop()
+        # The worker's own cores are in this count: more than its threads means someone else ran.
+        assert busy and busy["others_cores"] > busy["cores"] * 0.5, (q.reasons, busy)
+    else:
+        assert q.verdict in (GOOD, NOISY)
+        assert not any("CPU cores" in why for why in q.reasons)
+
+
+def test_byte_identical_candidates_are_never_significantly_different():
+    a = Candidate.from_source(GOOD_SRC)
+    b = Candidate.from_source(GOOD_SRC)
+    res = race(RELU_TASK, [a, b], opts=_opts())
+    assert res.status == "ok", res.message
+    assert res.winner is None, res.message
+    assert len(res.entries) == 2 and res.ratio is not None
+
+
+def test_the_race_finds_a_clearly_faster_candidate():
+    res = race(RELU_TASK, [SLOW_SRC, GOOD_SRC], opts=_opts())
+    assert res.status == "ok", res.message
+    # Forty extra launches against one: when the round is good the second wins; when the machine
+    # is busy there is no confident winner, never the slow one.
+    assert res.winner in (1, None), res.message
+    if res.quality.good:
+        assert res.winner == 1
+    assert res.ratio > 1.0
+
+
+@pytest.mark.parametrize("retimes", [0])
+def test_retimes_zero_reports_the_first_round(retimes):
+    t = TimingConfig(warmup=1, min_reps=5, max_reps=20, time_cap_s=0.3, retimes=retimes)
+    with Busy(2):
+        r = evaluate(RELU_TASK, Candidate.from_source(GOOD_SRC), opts=Options(device="cpu", timing=t))
+    assert r.ok and r.profile.quality.rounds == 1
