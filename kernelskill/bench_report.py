@@ -20,9 +20,18 @@ def _ms(v: float | None) -> str:
 
 def summary_line(s: dict) -> str:
     """``n 3 · correct 2 (67%) · fast_1 67% · fast_1.5 33% · fast_2 0% · geomean 1.42×``."""
+    apart = s.get("timing_not_good") or 0
     return (f"n {s['n']} · correct {s['correct']} ({s['correct_rate']:.0%}) · fast_0 {s['fast_0']:.0%} · "
             f"fast_1 {s['fast_1']:.0%} · fast_1.5 {s['fast_1_5']:.0%} · fast_2 {s['fast_2']:.0%} · "
-            f"geomean {_x(s['geomean_speedup'])}")
+            f"geomean {_x(s['geomean_speedup'])}"
+            + (f" · timing not good on {apart} task(s), counted apart: "
+               f"{', '.join(s.get('timing_not_good_tasks', [])[:5])}" if apart else ""))
+
+
+def _sp(r: dict) -> str:
+    """A speedup with its interval, marked when its measurement was not good."""
+    text = _x(r.get("speedup")) + (f" [{r['ci'][0]:.2f}–{r['ci'][1]:.2f}]" if r.get("speedup") and r.get("ci") else "")
+    return text + (f" ({r['quality']})" if r.get("quality") not in ("good", None) else "")
 
 
 def tasks_markdown(rows: list[dict], compile_column: bool = False) -> str:
@@ -30,7 +39,7 @@ def tasks_markdown(rows: list[dict], compile_column: bool = False) -> str:
         ["custom share", "eager (ms)", "best solution"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        cells = [r["task"], str(r["level"] if r["level"] is not None else "-"), r["status"], _x(r["speedup"])]
+        cells = [r["task"], str(r["level"] if r["level"] is not None else "-"), r["status"], _sp(r)]
         cells += [_x(r["speedup_vs_compile"])] if compile_column else []
         cells += [_pct(r["custom_share"]), _ms(r["eager_ms"]), r["solution"] or "-"]
         lines.append("| " + " | ".join(cells) + " |")
@@ -42,7 +51,7 @@ def solutions_markdown(rows: list[dict]) -> str:
     lines = ["| task | level | solution | verdict | eager (ms) | solution (ms) | speedup [95% CI] | custom share |",
              "|---|---|---|---|---|---|---|---|"]
     for r in (s for row in rows for s in row["solutions"]):
-        sp = _x(r["speedup"]) + (f" [{r['ci'][0]:.2f}–{r['ci'][1]:.2f}]" if r["speedup"] and r["ci"] else "")
+        sp = _sp(r)
         verdict = r["status"] + ("" if r["as_expected"] else f" (expected {r['expected']})")
         lines.append(f"| {r['task']} | {r['level']} | {r['solution']} | {verdict} | {_ms(r['eager_ms'])} | "
                      f"{_ms(r['cand_ms'])} | {sp} | {_pct(r['custom_share'])} |")
@@ -56,7 +65,7 @@ def verdicts_line(s: dict) -> str:
             f"{v['honest_rejected']}; faster than eager: {v['faster_than_eager']}/{v['honest']}")
 
 
-CSV_FIELDS = ("task", "level", "preset", "status", "speedup", "speedup_vs_compile", "custom_share", "eager_ms",
+CSV_FIELDS = ("task", "level", "preset", "status", "speedup", "quality", "speedup_vs_compile", "custom_share", "eager_ms",
               "solution", "message")
 
 

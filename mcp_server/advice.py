@@ -24,7 +24,7 @@ def _speed(r: EvalResult) -> str:
     p = r.profile
     if not (p and p.candidate and p.baseline):
         return ""
-    sp = f"{p.speedup:.2f}× vs eager" if p.speedup is not None else "speedup withheld"
+    sp = f"{p.speedup_text()} vs eager" if p.speedup is not None else "speedup withheld"
     return f"; candidate {p.candidate.median_ms:.4g} ms, eager {p.baseline.median_ms:.4g} ms, {sp}" + _roof(p)
 
 
@@ -49,6 +49,11 @@ def evaluation(r: EvalResult, timed: bool = True) -> tuple[str, str]:
         return summary, ("Correct on every trial. Call evaluate(task, source) to time it against the "
                          "reference, then read result.profile.")
     p = r.profile
+    if p and p.quality is not None and not p.quality.good:
+        return summary, (f"Correct, but the timing was {p.quality.verdict} ({'; '.join(p.quality.reasons[:2])}): "
+                         "the speedup is uncertain and was not recorded as a result. Evaluate again when the "
+                         "machine is quieter (result.profile.quality says what competed), or compare two "
+                         "versions head to head with profile(task, source, baseline=other_source).")
     if p and p.speedup is not None and p.speedup < 1.0:
         return summary, ("Correct but slower than PyTorch eager: read result.profile.kernels for where the "
                          f"time goes and result.profile.roofline, then {_lookup(p)} for a better strategy.")

@@ -211,9 +211,17 @@ def test_json_shape_and_summary_consistent_with_rows(first, suite):
         assert (r["speedup"] is not None) == (r["status"] == "ok")
     ok = [r for r in rows if r["status"] == "ok"]
     assert s["n"] == len(rows) == 4 and s["correct"] == len(ok) == 3 and s["correct_rate"] == pytest.approx(0.75)
+    # Speed metrics count only tasks whose timing was good; the others are counted apart.
+    good = [r for r in ok if r["quality"] == "good"]
+    apart = [r["task"] for r in ok if r["quality"] != "good"]
+    assert all(r["quality"] in ("good", "noisy", "contended") for r in ok)
+    assert (s["timing_not_good"], s["timing_not_good_tasks"]) == (len(apart), apart)
     for p, name in ((0, "fast_0"), (1, "fast_1"), (1.5, "fast_1_5"), (2, "fast_2")):
-        assert s[name] == pytest.approx(sum(r["speedup"] > p for r in ok) / 4)
-    assert s["geomean_speedup"] == pytest.approx(math.exp(sum(math.log(r["speedup"]) for r in ok) / 3))
+        assert s[name] == pytest.approx(sum(r["speedup"] > p for r in good) / (4 - len(apart)))
+    if good:
+        assert s["geomean_speedup"] == pytest.approx(math.exp(sum(math.log(r["speedup"]) for r in good) / len(good)))
+    else:
+        assert s["geomean_speedup"] is None
     relu = next(r for r in rows if r["task"] == "relu_dir")
     assert relu["preset"] == "small" and relu["solution"] == "solutions/cpp_relu2.py"
     assert [(x["solution"], x["status"], x["as_expected"]) for x in relu["solutions"]] == \
@@ -446,3 +454,21 @@ def test_optimize_each_task_and_report_its_best_verified_speedup(tmp_path, monke
                                      "local", "--json")
         assert code == 0 and "reused 1 of 1" in stderr and len(server.requests) == calls   # resumed: no new run
         assert last_json(stdout)["tasks"][0]["speedup"] == row["speedup"]
+
+
+def test_noisy_timings_are_counted_apart_from_fast_p_and_the_geomean():
+    from kernelskill.bench import summarize
+    from kernelskill.bench_report import summary_line, tasks_markdown
+    row = lambda task, sp, q: {"task": task, "level": 1, "status": "ok", "speedup": sp, "ci": [sp * 0.9, sp * 1.1],  # noqa: E731
+                               "quality": q, "speedup_vs_compile": None, "custom_share": 1.0, "eager_ms": 1.0,
+                               "solution": "s.py", "solutions": []}
+    rows = [row("a", 2.5, "good"), row("b", 54.6, "noisy"), row("c", 0.8, "good"),
+            {**row("d", 1.0, None), "status": "incorrect", "speedup": None, "ci": None}]
+    s = summarize(rows)
+    # b's 54.6× (a noisy interval) is neither in fast_2 nor in the geometric mean.
+    assert s["timing_not_good"] == 1 and s["timing_not_good_tasks"] == ["b"]
+    assert s["fast_2"] == pytest.approx(1 / 3) and s["fast_1"] == pytest.approx(1 / 3)
+    assert s["geomean_speedup"] == pytest.approx(math.sqrt(2.5 * 0.8))
+    assert s["correct_rate"] == pytest.approx(0.75)
+    assert "counted apart: b" in summary_line(s)
+    assert "54.60× [49.14–60.06] (noisy)" in tasks_markdown(rows)

@@ -26,6 +26,8 @@ def node_label(node: Node, best_id: str | None, room: int = 80) -> Text:
         text.append(f" ={node.duplicate_of}", style="dim")
     elif node.ok:
         text.append(f" {fmt_speedup(node.speedup)}", style="green" if (node.speedup or 0) > 1 else "yellow")
+        if node.quality not in ("good", None):
+            text.append(" ~", style="bold yellow")     # timed noisy or contended: not a result to act on
     else:
         text.append(f" {node.status}", style=style)
     if node.id == best_id:

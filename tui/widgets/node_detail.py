@@ -45,6 +45,13 @@ def profile_text(node: Node) -> Text:
                f"{fmt_ms(base.get('median_ms'))}\n")
     out.append("speedup ", style="dim")
     out.append(fmt_speedup(prof.get("speedup"), prof.get("speedup_ci")) + " (95% interval)\n", style="bold")
+    q = prof.get("quality") or {}
+    if q.get("verdict"):
+        out.append("measurement ", style="dim")
+        rounds = f" · timed {q['rounds']}×" if q.get("rounds", 1) > 1 else ""
+        out.append(q["verdict"] + rounds + "\n", style="green" if q["verdict"] == "good" else "bold yellow")
+        for why in (q.get("reasons") or [])[:3]:
+            out.append(f"  {why}\n", style="yellow")
     share = prof.get("custom_share")
     out.append("custom share ", style="dim")
     out.append(f"{share:.0%}" if share is not None else "-")

@@ -69,6 +69,8 @@ class RunSummary(Vertical):
             ci = profile_of(best).get("speedup_ci")
             if ci and len(ci) == 2:
                 text.append(f" [{ci[0]:.2f}–{ci[1]:.2f}]", style="dim")
+            if best.quality not in ("good", None):
+                text.append(f" ({best.quality})", style="bold yellow")
             text.append(f" {best.id}")
         self.query_one("#best", Label).update(text)
         # One point draws as a full bar: plot from the second attempt on.
