@@ -195,3 +195,18 @@ def test_retimes_zero_reports_the_first_round(retimes):
     with Busy(2):
         r = evaluate(RELU_TASK, Candidate.from_source(GOOD_SRC), opts=Options(device="cpu", timing=t))
     assert r.ok and r.profile.quality.rounds == 1
+
+
+def test_only_our_workers_are_ours_on_the_gpu_a_callers_other_child_competes():
+    from kernelskill.evaluate.quality import _ours
+    import os
+    code = "import time\ntime.sleep(30)"
+    worker = subprocess.Popen([sys.executable, "-c", code, "-m", "kernelskill.evaluate.worker"])
+    other = subprocess.Popen([sys.executable, "-c", code])     # a child of ours that is no worker
+    try:
+        assert _ours(worker.pid, os.getpid()) and not _ours(other.pid, os.getpid())
+        assert not _ours(worker.pid, other.pid)                 # not a descendant of that root
+    finally:
+        for p in (worker, other):
+            p.kill()
+            p.wait()

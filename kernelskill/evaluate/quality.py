@@ -177,7 +177,15 @@ def _smi(args: list[str], timeout: float = 5.0) -> str | None:
 
 
 def _ours(pid: int, root: int) -> bool:
-    """Whether ``pid`` is ``root`` or one of its descendants (our workers, spares, profilers)."""
+    """Whether ``pid`` is one of this evaluator's workers (timing, profiling, spares): a descendant of
+    ``root`` running ``kernelskill.evaluate.worker``. Anything else on the GPU competes, the caller's
+    other children included."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            if b"kernelskill.evaluate.worker" not in f.read():
+                return False
+    except OSError:
+        return False
     for _ in range(64):
         if pid == root:
             return True
