@@ -89,3 +89,10 @@ def test_first_call_is_reported(cand_file, capsys):
     assert main(["eval", str(RELU_TASK), cand_file("return ext.relu2(x)"), "--json", "--time-cap", "0.2"]) == 0
     prof = json.loads(capsys.readouterr().out)["profile"]
     assert prof["first_call_ms"] > 0 and prof["first_call_ms"] >= prof["candidate"]["min_ms"] * 0.01
+
+
+def test_python_dash_m_kernelskill_runs_the_cli():
+    # The same entry point as the console script (pyproject's [project.scripts]).
+    out = subprocess.run([sys.executable, "-m", "kernelskill", "--help"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("usage: kernelskill") and "task show" in out.stdout
