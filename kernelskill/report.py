@@ -67,8 +67,11 @@ def print_task(info: dict, out=print) -> None:
     fmt = lambda s: (f"{s['dtype']}{s['shape']}" if "shape" in s else repr(s.get("value")))
     out("  inputs:  " + ", ".join(fmt(s) for s in info["inputs"]))
     out("  outputs: " + ", ".join(fmt(s) for s in info["outputs"]))
-    params = info["parameters"] + info["buffers"]
-    out(f"  parameters: {len(params)}" + "".join(f"\n    {p['name']}: {fmt(p)}" for p in params[:12]))
+    # Parameters are learned weights; buffers (register_buffer: running stats, masks, constants) are not.
+    for key in ("parameters", "buffers"):
+        items = info[key]
+        more = f"\n    … {len(items) - 12} more" if len(items) > 12 else ""
+        out(f"  {key}: {len(items)}" + "".join(f"\n    {p['name']}: {fmt(p)}" for p in items[:12]) + more)
     out(f"  op classes: {', '.join(info['op_classes']) or '-'}  (aten: {', '.join(info['aten_ops'][:12])})")
     out(f"  FLOPs {info['flops']:.3g} · compulsory bytes {info['bytes']:.3g} · tolerance atol "
         f"{info['tolerance']['atol']:g} rtol {info['tolerance']['rtol']:g}")

@@ -66,8 +66,9 @@ class TaskInfo(BaseModel):
     task_toml: str | None = None
     inputs: list[ValueSpec]
     outputs: list[ValueSpec]
-    parameters: list[ValueSpec]
-    buffers: list[ValueSpec] = Field(default_factory=list)
+    parameters: list[ValueSpec] = Field(description="learned weights (nn.Parameter), by name")
+    buffers: list[ValueSpec] = Field(default_factory=list, description="registered buffers (register_buffer: "
+                                     "running statistics, masks, constants), by name; not parameters")
     op_classes: list[str] = Field(description="what the reference computes; lookup_skills gates on these")
     aten_ops: list[str] = Field(default_factory=list)
     flops: int
