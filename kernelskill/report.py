@@ -4,7 +4,7 @@ from __future__ import annotations
 from .results import CompileResult, EvalResult
 
 _MARK = {"ok": "✓", "incorrect": "✗", "flagged": "⚑", "compile_error": "✗", "runtime_error": "✗",
-         "timeout": "⏱", "crashed": "✗"}
+         "timeout": "⏱", "crashed": "✗", "stochastic": "⚠"}
 
 
 def _ms(x: float) -> str:
@@ -26,7 +26,7 @@ def print_eval(r: EvalResult, out=print) -> None:
     out(f"{_MARK.get(r.status, '?')} {r.status}: {r.message}")
     out(f"  task {r.task} · candidate {r.candidate_hash[:8]} · backend {r.compile.backend} · device "
         f"{r.env.gpu or r.env.device} · {r.seconds:.1f} s")
-    if r.compile.diagnostics or not r.compile.ok:
+    if r.compile.diagnostics or (not r.compile.ok and r.status != "stochastic"):   # stochastic: never built
         print_compile(r.compile, out=lambda s: out("  " + s))
     v = r.verify
     if v:

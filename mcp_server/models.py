@@ -26,7 +26,8 @@ class Compilation(BaseModel):
 
 class Evaluation(BaseModel):
     """One evaluation: compile → verify (seeded trials) → time against the eager reference."""
-    status: str = Field(description="ok | compile_error | runtime_error | timeout | crashed | incorrect | flagged")
+    status: str = Field(description="ok | compile_error | runtime_error | timeout | crashed | incorrect | flagged "
+                        "| stochastic (the task's reference differs from itself under one seed)")
     correct: bool | None = Field(description="all correctness trials passed; null when it never ran")
     speedup: float | None = Field(description="reference median time / candidate median time (>1 is "
                                   "faster); null when not timed or withheld")

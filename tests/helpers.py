@@ -5,6 +5,7 @@ from pathlib import Path
 
 DATA = Path(__file__).resolve().parent / "data"
 RELU_TASK = DATA / "relu_task.py"
+DROPOUT_TASK = DATA / "dropout_task.py"       # dropout in training mode: the reference draws random numbers
 TOOLKIT = (DATA / "toolkit.py").read_text()
 
 
