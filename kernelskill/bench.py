@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .candidate import source_hash
-from .errors import TaskError, UserError
+from .errors import StochasticTask, TaskError, UserError
 from .suite import SuiteTask
 from .task import Task
 
@@ -117,7 +117,7 @@ class EvalJob(_Shippable):
             r = evaluate(self.load_task(), cand, opts=self._options(device, threads))
             status, message, result = r.status, r.message, r.to_dict()
         except UserError as e:
-            status, message, result = ("task_error" if isinstance(e, TaskError) else "error"), str(e), None
+            status, message, result = _error_status(e), str(e), None
         return _record(self, status, message, result, device, threads, started)
 
 
@@ -158,8 +158,16 @@ class OptimizeJob(_Shippable):
                      "attempts": out.attempts, "reason": out.reason, "tokens": out.spend.tokens,
                      "usd": out.spend.usd}
         except UserError as e:
-            status, message, result = ("task_error" if isinstance(e, TaskError) else "error"), str(e), None
+            status, message, result = _error_status(e), str(e), None
         return {**_record(self, status, message, result, device, threads, started), **extra}
+
+
+def _error_status(e: UserError) -> str:
+    """A job's status when it raised: stochastic (the optimizer stopped on a reference that differs
+    from itself: the evaluator's verdict for it), task_error, or error (the LLM endpoint, …)."""
+    if isinstance(e, StochasticTask):
+        return "stochastic"
+    return "task_error" if isinstance(e, TaskError) else "error"
 
 
 def _record(job, status: str, message: str, result: dict | None, device: str, threads: int | None,

@@ -20,7 +20,7 @@ EPILOG = """examples:
 
 A TASK is a KernelBench file (Model, get_inputs, get_init_inputs) or a directory with
 reference.py and task.toml. A CANDIDATE is a Python file that defines ModelNew.
-Exit codes: 0 ok, 1 the candidate failed, 2 usage or task error."""
+Exit codes: 0 ok, 1 the candidate failed, 2 usage or task error (a stochastic reference too)."""
 
 
 def _parse_sets(items: list[str]) -> dict:
@@ -64,7 +64,12 @@ def cmd_eval(args) -> int:
                    baseline=args.baseline, ncu=args.ncu)
     result = evaluate(task, cand, opts=opts, on_phase=_progress(args))
     _emit(result, args, print_eval)
-    return 0 if result.ok else 1
+    return _exit_code(result)
+
+
+def _exit_code(result) -> int:
+    """0 ok, 1 the candidate failed, 2 the task's fault (a reference that differs from itself)."""
+    return 0 if result.ok else 2 if result.status == "stochastic" else 1
 
 
 def _progress(args):
@@ -92,7 +97,7 @@ def cmd_profile(args) -> int:
                    baseline=args.baseline, ncu=args.ncu, remeasure_ceilings=args.remeasure_ceilings)
     result = profile(task, cand, opts=opts, on_phase=_progress(args))
     _emit(result, args, lambda r: print_profile(r, reference=cand is None))
-    return 0 if result.ok or (cand is None and result.profile is not None) else 1
+    return 0 if cand is None and result.profile is not None else _exit_code(result)
 
 
 def _measure_args(p: argparse.ArgumentParser) -> None:

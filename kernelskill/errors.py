@@ -10,3 +10,8 @@ class UserError(Exception):
 
 class TaskError(UserError):
     """A task file or directory that cannot be loaded or run."""
+
+
+class StochasticTask(TaskError):
+    """A task whose reference differs from itself on the same inputs under the same seed: no
+    candidate can be verified against it (the evaluator's ``stochastic`` verdict)."""

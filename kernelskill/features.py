@@ -114,7 +114,7 @@ def trace(task, meta: bool = True, fallback: bool = True) -> dict[str, Any]:
 
 
 def describe(task) -> dict[str, Any]:
-    """Shapes, dtypes, parameters, op classes, FLOPs and compulsory bytes of a task."""
+    """Shapes, dtypes, parameters and buffers (apart), op classes, FLOPs and compulsory bytes of a task."""
     t = trace(task)
     spec = lambda x: ({"shape": list(x.shape), "dtype": str(x.dtype).replace("torch.", "")}
                       if isinstance(x, torch.Tensor) else {"value": x})

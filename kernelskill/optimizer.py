@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from .candidate import Candidate
 from .config import Config, load_config
-from .errors import TaskError, UserError
+from .errors import StochasticTask, TaskError, UserError
 from .events import (BaselineMeasured, BestImproved, BudgetUpdate, CandidateEvaluated, Event, EventBus,
                      FinalistsRetimed, NodeSelected, RunError, RunFinished, RunStarted)
 from .runs import RunState, RunStore, load_run, new_run_id
@@ -109,6 +109,13 @@ def resolve_target(config: Config) -> tuple[str, str]:
     if backend in ("cuda", "triton") and device == "cpu":
         raise UserError(f"backend {backend} needs a CUDA device; use --device cuda, or backend = \"cpp\" in [agents]")
     return backend, device
+
+
+def _stop_if_stochastic(result) -> None:
+    """A reference that differs from itself under one seed is the task's problem: the run stops
+    (what no candidate can fix is not handed to the debugger)."""
+    if result.status == "stochastic":
+        raise StochasticTask(result.message)       # it names the task file and what to do
 
 
 class Optimizer:
@@ -267,6 +274,7 @@ class Optimizer:
         self.timers["eval"] += seconds
         if result.status in ("compile_error", "runtime_error", "timeout", "crashed"):
             raise TaskError(f"{self.task.path}: the reference itself failed to run: {result.status}: {result.message}")
+        _stop_if_stochastic(result)
         root = Node(id="n0", parent=None, kind="root", code=self.task.source, code_hash=cand.hash,
                     result=result.to_dict(), status=result.status, speedup=1.0, message=result.message,
                     eval_seconds=seconds)
@@ -393,6 +401,7 @@ class Optimizer:
         finally:
             node.eval_seconds = time.perf_counter() - t
             self.timers["eval"] += node.eval_seconds
+        _stop_if_stochastic(result)
         node.result, node.status, node.message = result.to_dict(), result.status, result.message
         node.speedup = result.speedup if result.ok else None
         return True

@@ -4,7 +4,7 @@ from __future__ import annotations
 from .results import CompileResult, EvalResult
 
 _MARK = {"ok": "✓", "incorrect": "✗", "flagged": "⚑", "compile_error": "✗", "runtime_error": "✗",
-         "timeout": "⏱", "crashed": "✗"}
+         "timeout": "⏱", "crashed": "✗", "stochastic": "⚠"}
 
 
 def _ms(x: float) -> str:
@@ -26,7 +26,7 @@ def print_eval(r: EvalResult, out=print) -> None:
     out(f"{_MARK.get(r.status, '?')} {r.status}: {r.message}")
     out(f"  task {r.task} · candidate {r.candidate_hash[:8]} · backend {r.compile.backend} · device "
         f"{r.env.gpu or r.env.device} · {r.seconds:.1f} s")
-    if r.compile.diagnostics or not r.compile.ok:
+    if r.compile.diagnostics or (not r.compile.ok and r.status != "stochastic"):   # stochastic: never built
         print_compile(r.compile, out=lambda s: out("  " + s))
     v = r.verify
     if v:
@@ -80,8 +80,11 @@ def print_task(info: dict, out=print) -> None:
     fmt = lambda s: (f"{s['dtype']}{s['shape']}" if "shape" in s else repr(s.get("value")))
     out("  inputs:  " + ", ".join(fmt(s) for s in info["inputs"]))
     out("  outputs: " + ", ".join(fmt(s) for s in info["outputs"]))
-    params = info["parameters"] + info["buffers"]
-    out(f"  parameters: {len(params)}" + "".join(f"\n    {p['name']}: {fmt(p)}" for p in params[:12]))
+    # Parameters are learned weights; buffers (register_buffer: running stats, masks, constants) are not.
+    for key in ("parameters", "buffers"):
+        items = info[key]
+        more = f"\n    … {len(items) - 12} more" if len(items) > 12 else ""
+        out(f"  {key}: {len(items)}" + "".join(f"\n    {p['name']}: {fmt(p)}" for p in items[:12]) + more)
     out(f"  op classes: {', '.join(info['op_classes']) or '-'}  (aten: {', '.join(info['aten_ops'][:12])})")
     out(f"  FLOPs {info['flops']:.3g} · compulsory bytes {info['bytes']:.3g} · tolerance atol "
         f"{info['tolerance']['atol']:g} rtol {info['tolerance']['rtol']:g}")

@@ -233,6 +233,7 @@ class Env(JsonMixin):
 @dataclass
 class EvalResult(JsonMixin):
     status: str                   # ok | compile_error | runtime_error | timeout | crashed | incorrect | flagged
+                                  # | stochastic (the reference differs from itself: the task's problem)
     compile: CompileResult
     verify: VerifyResult | None = None
     profile: ProfileResult | None = None

@@ -10,10 +10,9 @@ from pathlib import Path
 from typing import Iterable
 
 from .errors import TaskError, UserError
-from .task import Task
+from .task import Task, level_of
 
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
-_LEVEL_DIR = re.compile(r"level[_-]?(\d+)$", re.I)
 _EXPECT = re.compile(r"#\s*expect:\s*(\w+)")
 
 
@@ -69,7 +68,7 @@ def discover(suite: Path) -> list[SuiteTask]:
     if _is_task_dir(suite):
         return [_dir_task(suite, suite.parent, None)]
     found: list[SuiteTask] = []
-    _walk(suite, suite, _level_of(suite.name), 0, found)
+    _walk(suite, suite, level_of(suite.name), 0, found)
     if not found:
         raise UserError(f"{suite}: no tasks found (expected directories with task.toml and reference.py, "
                         f"or KernelBench .py files defining Model, get_inputs and get_init_inputs)")
@@ -84,7 +83,7 @@ def _walk(folder: Path, root: Path, level: int | None, depth: int, out: list[Sui
             if _is_task_dir(entry):
                 out.append(_dir_task(entry, root, level))
             elif depth < 2:
-                _walk(entry, root, _level_of(entry.name) or level, depth + 1, out)
+                _walk(entry, root, level_of(entry.name) or level, depth + 1, out)
         elif entry.suffix == ".py" and _is_kernelbench(entry):
             rel = entry.relative_to(root).with_suffix("")
             out.append(SuiteTask(id=rel.as_posix(), path=entry, level=level,
@@ -107,11 +106,6 @@ def _dir_task(p: Path, root: Path, level: int | None) -> SuiteTask:
 def _is_kernelbench(p: Path) -> bool:
     text = p.read_text(errors="replace")
     return "class Model" in text and "def get_inputs" in text and "def get_init_inputs" in text
-
-
-def _level_of(name: str) -> int | None:
-    m = _LEVEL_DIR.search(name)
-    return int(m.group(1)) if m else None
 
 
 def _natural(p: Path) -> list:

@@ -1,5 +1,7 @@
 """Task: a KernelBench-format reference (``Model``, ``get_inputs``, ``get_init_inputs``, size
 constants), optionally in a directory with ``task.toml`` (name, level, dtype, tolerances, presets).
+Without a level in ``task.toml``, a folder named ``level1``, ``level_2``, … above the file gives it
+(KernelBench's layout: ``KernelBench/level1/19_ReLU.py``).
 
 Presets and ``--set`` overrides rewrite the module's top-level constant assignments before the
 module runs, so constants derived from them (``N = batch * dim``) follow.
@@ -8,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import re
 import sys
 import tomllib
 import traceback
@@ -21,6 +24,7 @@ from .errors import TaskError
 TASK_FILE_NAMES = ("reference.py", "task.py", "model.py")
 TOML_KEYS = {"name", "level", "description", "dtype", "tolerance", "presets", "reference", "allow_tf32"}
 DEFAULT_TOLERANCE = {"float32": 1e-4, "float64": 1e-7, "float16": 1e-2, "bfloat16": 1e-2}
+_LEVEL_DIR = re.compile(r"level[_-]?(\d+)$", re.I)
 
 
 @dataclass
@@ -66,7 +70,7 @@ class Task:
         source = file.read_text()
         tol = meta.get("tolerance", {})
         task = cls(name=meta.get("name") or (file.parent.name if file.name in TASK_FILE_NAMES else file.stem),
-                   path=file.resolve(), source=source, level=meta.get("level"),
+                   path=file.resolve(), source=source, level=meta.get("level", folder_level(file)),
                    description=meta.get("description", ""), dtype=meta.get("dtype", "float32"),
                    atol=tol.get("atol"), rtol=tol.get("rtol"),
                    allow_tf32=bool(meta.get("allow_tf32", False)),
@@ -192,6 +196,22 @@ class _ErrorContext:
             return False
         raise TaskError(f"{self.path}:{_tb_line(e, self.path)}: {self.what} raised "
                         f"{type(e).__name__}: {e}") from None
+
+
+def level_of(name: str) -> int | None:
+    """The level a folder's name gives (``level1``, ``level_2``, ``Level-3``), else None."""
+    m = _LEVEL_DIR.search(name)
+    return int(m.group(1)) if m else None
+
+
+def folder_level(file: Path) -> int | None:
+    """The level of a task file from the folder it sits in (or, for a task directory's reference,
+    the folder that directory sits in): ``KernelBench/level2/7_Matmul.py`` is level 2."""
+    parent = file.resolve().parent
+    for folder in (parent, parent.parent) if file.name in TASK_FILE_NAMES else (parent,):
+        if (level := level_of(folder.name)) is not None:
+            return level
+    return None
 
 
 def _read_toml(path: Path) -> dict:

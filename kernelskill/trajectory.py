@@ -14,6 +14,8 @@ from typing import Iterator
 
 from .agents.parsing import normalize_mechanism
 
+# The candidate's failures, which the debugger repairs. "stochastic" is not one: it is the task's
+# problem, and the optimizer stops on it (StochasticTask) before any node is made.
 FAILED = ("compile_error", "runtime_error", "timeout", "crashed", "incorrect", "flagged")
 INVALID = "invalid"                  # the agents produced no usable candidate (malformed, blocked)
 

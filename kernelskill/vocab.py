@@ -20,4 +20,6 @@ BOTTLENECKS = ("memory-bound", "compute-bound", "launch-bound", "latency-bound")
 
 BACKENDS = ("cuda", "triton", "cpp")
 
-STATUSES = ("ok", "compile_error", "runtime_error", "timeout", "crashed", "incorrect", "flagged")
+# An evaluation's verdict. "stochastic" is the task's problem, not the candidate's: the reference
+# differs from itself on the same inputs under the same seed, so nothing can be verified against it.
+STATUSES = ("ok", "compile_error", "runtime_error", "timeout", "crashed", "incorrect", "flagged", "stochastic")

@@ -15,6 +15,9 @@ _NEXT = {
                "reason). Remove it: results with these flags never count.",
     "timeout": "The run exceeded its time limit: look for an infinite loop, a deadlock or a very slow "
                "kernel; on a CPU server use a small preset.",
+    "stochastic": "The task's reference differs from itself on the same inputs under the same seed (result."
+                  "message says how), so no candidate can be verified against it: make the reference "
+                  "deterministic (or widen its tolerance) before writing kernels for it.",
     "crashed": "The worker process died (result.message says how, result.log_tail shows the end of its "
                "output): usually an out-of-bounds memory access or a bad launch configuration.",
 }

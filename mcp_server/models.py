@@ -26,7 +26,8 @@ class Compilation(BaseModel):
 
 class Evaluation(BaseModel):
     """One evaluation: compile → verify (seeded trials) → time against the eager reference."""
-    status: str = Field(description="ok | compile_error | runtime_error | timeout | crashed | incorrect | flagged")
+    status: str = Field(description="ok | compile_error | runtime_error | timeout | crashed | incorrect | flagged "
+                        "| stochastic (the task's reference differs from itself under one seed)")
     correct: bool | None = Field(description="all correctness trials passed; null when it never ran")
     speedup: float | None = Field(description="reference median time / candidate median time (>1 is "
                                   "faster); null when not timed or withheld")
@@ -66,8 +67,9 @@ class TaskInfo(BaseModel):
     task_toml: str | None = None
     inputs: list[ValueSpec]
     outputs: list[ValueSpec]
-    parameters: list[ValueSpec]
-    buffers: list[ValueSpec] = Field(default_factory=list)
+    parameters: list[ValueSpec] = Field(description="learned weights (nn.Parameter), by name")
+    buffers: list[ValueSpec] = Field(default_factory=list, description="registered buffers (register_buffer: "
+                                     "running statistics, masks, constants), by name; not parameters")
     op_classes: list[str] = Field(description="what the reference computes; lookup_skills gates on these")
     aten_ops: list[str] = Field(default_factory=list)
     flops: int

@@ -138,9 +138,10 @@ def _add_tools(server: MCPServer) -> None:  # noqa: C901 - one short function pe
                          "Seeded correctness trials (a second input distribution is added)."))] = 5,
                      preset: PresetArg = None) -> Evaluation:
         """Check a candidate against the task's reference on seeded trials, without timing it. Returns status
-        (ok | compile_error | runtime_error | timeout | crashed | incorrect | flagged), a summary and a
-        next_step; when incorrect, result.verify.mismatch shows the worst elements (expected vs got). The
-        candidate runs in an isolated worker process; expect seconds to minutes (progress is reported)."""
+        (ok | compile_error | runtime_error | timeout | crashed | incorrect | flagged | stochastic: the task's
+        reference differs from itself), a summary and a next_step; when incorrect, result.verify.mismatch
+        shows the worst elements (expected vs got). The candidate runs in an isolated worker process; expect
+        seconds to minutes (progress is reported)."""
         return await _call(ctx, lambda tb, progress: tb.verify(task, source, trials, preset, progress))
 
     @tool(annotations=RUNS_CODE)

@@ -215,7 +215,7 @@ class Toolbox:
                         description=rt.task.description, dtype=rt.task.dtype, preset=rt.task.preset,
                         presets=rt.task.presets, constants=info.get("constants", {}), source=rt.task.source,
                         task_toml=toml_text, inputs=specs(info["inputs"]), outputs=specs(info["outputs"]),
-                        parameters=specs(info["parameters"]), buffers=specs(info.get("buffers", [])),
+                        parameters=specs(info["parameters"]), buffers=specs(info["buffers"]),
                         op_classes=info["op_classes"], aten_ops=info.get("aten_ops", []), flops=info["flops"],
                         bytes=info["bytes"], tolerance=info["tolerance"], baseline=base[0] if base else None,
                         baseline_device=base[1] if base else None, next_step=hint)

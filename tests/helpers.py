@@ -1,10 +1,11 @@
-"""Candidate sources for tests, built on the shared C++ toolkit (one build for all of them)."""
+"""Candidate sources for tests, built on the shared C++ toolkit (one build for all of them), and task files."""
 from __future__ import annotations
 
 from pathlib import Path
 
 DATA = Path(__file__).resolve().parent / "data"
 RELU_TASK = DATA / "relu_task.py"
+DROPOUT_TASK = DATA / "dropout_task.py"       # dropout in training mode: the reference draws random numbers
 TOOLKIT = (DATA / "toolkit.py").read_text()
 
 
@@ -14,3 +15,37 @@ def toolkit_candidate(forward: str, extra: str = "") -> str:
     return (TOOLKIT + "\nimport torch\nimport torch.nn as nn\n" + extra + "\next = load()\n\n\n"
             "class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n\n"
             "    def forward(self, x):\n" + body + "\n")
+
+
+SCALE_TASK = '''import torch
+import torch.nn as nn
+
+batch_size = 4
+dim = 8
+
+
+class Model(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(dim))
+        self.register_buffer("scale", torch.full((dim,), 2.0))
+
+    def forward(self, x):
+        return x * self.weight * self.scale
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return [dim]
+'''
+
+
+def kernelbench_file(root, folder="level2", name="7_Scale.py"):
+    """A KernelBench-layout file (KernelBench/level2/7_Scale.py) with one parameter and one buffer."""
+    path = root / "KernelBench" / folder / name
+    path.parent.mkdir(parents=True)
+    path.write_text(SCALE_TASK)
+    return path

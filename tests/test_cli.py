@@ -9,7 +9,7 @@ import pytest
 
 from kernelskill.cli import main
 
-from helpers import DATA, RELU_TASK, toolkit_candidate
+from helpers import DATA, RELU_TASK, kernelbench_file, toolkit_candidate
 
 STATUSES = {"ok", "compile_error", "runtime_error", "timeout", "crashed", "incorrect", "flagged"}
 
@@ -89,3 +89,24 @@ def test_first_call_is_reported(cand_file, capsys):
     assert main(["eval", str(RELU_TASK), cand_file("return ext.relu2(x)"), "--json", "--time-cap", "0.2"]) == 0
     prof = json.loads(capsys.readouterr().out)["profile"]
     assert prof["first_call_ms"] > 0 and prof["first_call_ms"] >= prof["candidate"]["min_ms"] * 0.01
+
+
+def test_python_dash_m_kernelskill_runs_the_cli():
+    # The same entry point as the console script (pyproject's [project.scripts]).
+    out = subprocess.run([sys.executable, "-m", "kernelskill", "--help"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("usage: kernelskill") and "task show" in out.stdout
+
+
+def test_task_show_level_from_folder_and_buffers_apart(tmp_path, capsys):
+    path = str(kernelbench_file(tmp_path))
+    assert main(["task", "show", path, "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["level"] == 2
+    assert [p["name"] for p in info["parameters"]] == ["weight"]
+    assert [b["name"] for b in info["buffers"]] == ["scale"]
+    assert main(["task", "show", path]) == 0
+    out = capsys.readouterr().out
+    assert "(level 2)" in out
+    assert "parameters: 1\n    weight: float32[8]\n" in out
+    assert "buffers: 1\n    scale: float32[8]\n" in out

@@ -9,7 +9,7 @@ import torch
 from kernelskill.errors import TaskError
 from kernelskill.task import Task, parse_value
 
-from helpers import DATA, RELU_TASK
+from helpers import DATA, RELU_TASK, SCALE_TASK, kernelbench_file
 
 BAD = DATA / "bad"
 
@@ -137,3 +137,26 @@ def test_summary_of_big_task_is_cheap_on_meta():
     info = t.summary()
     assert info["inputs"][0]["shape"] == [65536, 65536]
     assert info["bytes"] == 2 * 4 * (1 << 32)
+
+
+@pytest.mark.parametrize("folder,level", [("level1", 1), ("level2", 2), ("level3", 3), ("level_2", 2),
+                                          ("tasks", None)])
+def test_level_from_kernelbench_folder(tmp_path, folder, level):
+    assert Task.load(kernelbench_file(tmp_path, folder)).level == level
+
+
+def test_level_of_a_task_dir_from_its_folder_and_task_toml_wins(tmp_path):
+    d = tmp_path / "level3" / "scale"
+    d.mkdir(parents=True)
+    (d / "reference.py").write_text(SCALE_TASK)
+    assert Task.load(d).level == 3
+    assert Task.load(d / "reference.py").level == 3
+    (d / "task.toml").write_text("level = 1\n")
+    assert Task.load(d).level == 1
+
+
+def test_summary_lists_buffers_apart_from_parameters(tmp_path):
+    info = Task.load(kernelbench_file(tmp_path)).summary()
+    assert info["level"] == 2
+    assert info["parameters"] == [{"name": "weight", "shape": [8], "dtype": "float32"}]
+    assert info["buffers"] == [{"name": "scale", "shape": [8], "dtype": "float32"}]

@@ -20,7 +20,7 @@ from kernelskill.trajectory import FAILED, INVALID, Node, Trajectory
 # Status → (mark, style) for trees, tables and labels.
 STATUS_STYLE = {"ok": ("✓", "green"), "incorrect": ("✗", "red"), "compile_error": ("✗", "red"),
                 "runtime_error": ("✗", "red"), "crashed": ("✗", "red"), "timeout": ("⏱", "red"),
-                "flagged": ("⚑", "magenta"), INVALID: ("∅", "yellow"), "pending": ("…", "dim")}
+                "flagged": ("⚑", "magenta"), "stochastic": ("⚠", "yellow"), INVALID: ("∅", "yellow"), "pending": ("…", "dim")}
 BUDGET_REASONS = ("attempts", "tokens", "usd", "minutes")
 
 

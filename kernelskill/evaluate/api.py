@@ -22,13 +22,14 @@ from ..errors import TaskError, UserError
 from ..results import CompileResult, Diagnostic, Env, EvalResult
 from ..task import Task, _Expr
 from . import static
-from .verdict import TrialJudge, judge_outputs, reference_outputs, replay_flags, verify_run
+from .verdict import (TrialJudge, judge_outputs, reference_outputs, replay_flags, stochastic_message,
+                      verify_run)
 from .build import cache_root
 from .isolation import WorkerOutcome, run_worker
 from .quality import RoundJudge
 from .timing import TimingConfig
 
-PROTOCOL = "v3"   # bump when the reference cache's contents change
+PROTOCOL = "v4"   # bump when the reference cache's contents change (v4: seeded calls, stochastic/random)
 BASELINES = ("eager", "compile", "both")
 
 
@@ -205,6 +206,8 @@ def evaluate(task, candidate, *, opts: Options | None = None, on_phase: Callable
         return _finish(result, "compile_error", "the CUDA source does not compile", flags, started)
     ref_dir = reference(task, device, opts)
     meta = json.loads((ref_dir / "meta.json").read_text())
+    if meta.get("stochastic"):       # the task's problem: nothing a candidate does can be verified
+        return _finish(result, "stochastic", stochastic_message(task, meta), flags, started)
     base = _workdir(opts)
     req = _request("run", task, cand, device, opts, base)
     req["ref_dir"] = str(ref_dir)

@@ -1,5 +1,5 @@
 """Runtime guards used inside the worker: backend flags, weight alignment, memory poisoning,
-output checks, degenerate references, kernel breakdown and custom share.
+output checks, degenerate and random references, kernel breakdown and custom share.
 
 Static (AST) checks live in ``static.py``; both report flags as ``"code: one-line explanation"``.
 """
@@ -93,6 +93,25 @@ def degenerate_reason(trials: list, outputs: list, dists: list) -> str:
         if finite.numel() and float(finite.max() - finite.min()) <= 1e-6 * max(1.0, float(finite.abs().max())):
             return f"the reference output is constant ({float(finite[0]):.6g} everywhere)"
     return ""
+
+
+_RANDOM_MODULES = (torch.nn.Dropout, torch.nn.Dropout1d, torch.nn.Dropout2d, torch.nn.Dropout3d,
+                   torch.nn.AlphaDropout, torch.nn.FeatureAlphaDropout)
+
+
+def random_modules(model: torch.nn.Module) -> str:
+    """The submodules that draw random numbers as the model stands (dropout with p > 0 and RReLU,
+    in training mode: a KernelBench model is never put in eval()), named; "" when there are none."""
+    found = []
+    for name, m in model.named_modules():
+        where = f"self.{name}" if name else "the model"
+        if isinstance(m, _RANDOM_MODULES) and m.p > 0 and m.training:
+            found.append(f"{where}: {type(m).__name__}(p={m.p:g})")
+        elif isinstance(m, torch.nn.RReLU) and m.training:
+            found.append(f"{where}: RReLU")
+    if not found:
+        return ""
+    return f"{', '.join(found[:4])}{' and more' if len(found) > 4 else ''} in training mode"
 
 
 def _all_equal(a: list, b: list) -> bool:

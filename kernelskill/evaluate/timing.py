@@ -49,8 +49,11 @@ def _ci_halfwidth_rel(xs: list[float]) -> float:
     return float((hi - lo) / 2 / med) if med > 0 else float("inf")
 
 
-def time_pair(models: dict, input_sets: list[list], device: str, cfg: TimingConfig) -> dict:
+def time_pair(models: dict, input_sets: list[list], device: str, cfg: TimingConfig, reseed=None) -> dict:
     """Time each callable in ``models`` interleaved; return raw per-call times in ms.
+
+    ``reseed(set_index)``, when given, runs before each timed call, outside both clocks: a model
+    that draws random numbers then gives the outputs its verified trial gave for that input set.
 
     Returns {name: {"ms": [...], "host_ms": [...]}, "reps": n, "last_outputs": {name: {set: out}}}.
     """
@@ -82,6 +85,8 @@ def time_pair(models: dict, input_sets: list[list], device: str, cfg: TimingConf
             idx = rep % len(input_sets)
             for name in order:
                 args = input_sets[idx]
+                if reseed is not None:
+                    reseed(idx)
                 sync()
                 if cuda:
                     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

@@ -42,6 +42,24 @@ def trial_seeds(seed: int, dists: list[str]) -> list[int]:
     return out
 
 
+def stochastic_message(task, meta: dict) -> str:
+    """The ``stochastic`` verdict's message: what is wrong with the reference and what to do."""
+    return (f"{task.path}: the reference is not reproducible: {meta['stochastic']}. No candidate can be "
+            f"verified against it. Make it deterministic: draw random numbers from torch's global "
+            f"generator (the evaluator seeds it before every call), not from a generator seeded by the "
+            f"clock or os.urandom; for atomics, torch.use_deterministic_algorithms(True). If the "
+            f"differences are rounding noise, raise the task's tolerance ([tolerance] in task.toml).")
+
+
+def random_reference_flag(what: str) -> str:
+    """The note on every verdict against a reference whose output depends on the RNG seed."""
+    return (f"random-reference: the reference draws random numbers ({what}), so its output depends on "
+            f"the RNG seed. Each reference and candidate call is seeded alike: a candidate matches only by "
+            f"drawing the same numbers (torch's own dropout does); a custom kernel must reproduce torch's "
+            f"RNG stream, or the task should put the module in eval() mode (or p=0) if the randomness is "
+            f"not meant to be part of it")
+
+
 class TrialJudge:
     """Compares each trial's outputs as soon as the worker has written them: the worker saves one
     file per trial, and the parent compares trial i while the worker runs trial i + 1."""
@@ -125,6 +143,8 @@ def judge_outputs(result, task, out, ref_dir, meta, flags, res, started, finish,
     result.verify = verify
     if meta.get("degenerate"):
         flags.append(f"degenerate-task: {meta['degenerate']}; a speedup on it means nothing")
+    if meta.get("random"):
+        flags.append(random_reference_flag(meta["random"]))
     if res.get("timing") and verify.correct:
         ref_outs = reference_outputs(ref_dir)
         result.profile = _profile(res, result, task, out, ref_outs, dists, flags, meta, replay)

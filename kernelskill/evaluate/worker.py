@@ -13,11 +13,13 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import random
 import sys
 import time
 import traceback
 from pathlib import Path
 
+import numpy as np
 import torch
 
 # Captured before any candidate code exists in this process.
@@ -26,6 +28,7 @@ _equal = torch.equal
 _isnan = torch.isnan
 _save = torch.save
 _clock = time.perf_counter
+_seeders = (torch.manual_seed, torch.cuda.manual_seed, random.seed, np.random.seed)
 
 from kernelskill.evaluate import build as _build  # noqa: E402
 from kernelskill.evaluate import guards  # noqa: E402
@@ -83,6 +86,32 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+# ---- seeds ----------------------------------------------------------------------------------
+def call_seed(seed: int, trial: int) -> int:
+    """The RNG seed set right before trial ``trial``'s forward call, in the reference worker and in
+    the candidate's alike (KernelBench's harness does the same): a reference that draws random
+    numbers (dropout in training mode) then gives the output that a candidate drawing the same
+    stream gives. Distinct from the seeds the trial inputs were drawn with."""
+    return seed + 1000 * (trial + 1) + 500
+
+
+def seed_call(seed: int, device: str) -> None:
+    """Seed every generator a forward call may draw from: torch's (CPU and each GPU), Python's, NumPy's."""
+    manual_seed, cuda_seed, py_seed, np_seed = _seeders
+    manual_seed(seed)
+    if device.startswith("cuda"):
+        cuda_seed(seed)
+    py_seed(seed)
+    np_seed(seed)
+
+
+def _seeded_call(model, xs: list, device: str, seed: int) -> tuple[list, str]:
+    """One reference forward on ``xs`` under ``seed``: (outputs on the CPU, structure)."""
+    seed_call(seed, device)
+    outs, structure = flatten(model(*_to(xs, device)))
+    return _cpu(outs), structure
+
+
 # ---- reference ------------------------------------------------------------------------------
 def signed_variant(inputs: list, seed: int) -> list:
     """Same shapes and dtypes, another distribution: signed where the task draws non-negative."""
@@ -113,26 +142,56 @@ def mode_reference(req: dict, out: Path) -> dict:
         dists.append("task")
     candidates = [(signed_variant(trials[0], req["seed"] + 7), "signed")]
     with torch.no_grad():
-        for xs in trials:
-            outs, structure = flatten(model(*_to(xs, device)))
-            outputs.append(_cpu(outs))
-            finite &= all(bool(torch.isfinite(o).all()) for o in outputs[-1] if isinstance(o, torch.Tensor))
+        for i, xs in enumerate(trials):
+            outs, structure = _seeded_call(model, xs, device, call_seed(req["seed"], i))
+            outputs.append(outs)
+            finite &= all(bool(torch.isfinite(o).all()) for o in outs if isinstance(o, torch.Tensor))
         for xs, name in candidates:
-            outs, _ = flatten(model(*_to(xs, device)))
-            outs = _cpu(outs)
+            outs, _ = _seeded_call(model, xs, device, call_seed(req["seed"], len(trials)))
             # Only a distribution on which the reference stays finite says anything.
             if not finite or all(bool(torch.isfinite(o).all()) for o in outs if isinstance(o, torch.Tensor)):
                 trials.append(xs)
                 dists.append(name)
                 outputs.append(outs)
+        stochastic, randomness = reference_randomness(model, trials[0], outputs[0], device, req["seed"],
+                                                      task.tolerance)
     degenerate = guards.degenerate_reason(trials, outputs, dists)
     _save(trials, out / "inputs.pt")
     _save(outputs, out / "outputs.pt")
     _save({k: v.detach().cpu() for k, v in model.state_dict().items()}, out / "state.pt")
     out_bytes = sum(o.numel() * o.element_size() for o in outputs[0] if isinstance(o, torch.Tensor))
     return {"status": "ok", "seed": req["seed"], "distributions": dists, "output_bytes": out_bytes,
-            "structure": structure, "degenerate": degenerate,
+            "structure": structure, "degenerate": degenerate, "stochastic": stochastic, "random": randomness,
             "parameter_names": [n for n, _ in model.named_parameters()], **_work(task)}
+
+
+def reference_randomness(model, xs: list, first: list, device: str, seed: int, tol: tuple) -> tuple[str, str]:
+    """(stochastic, random): why the reference differs from itself on the same inputs under the same
+    seed (no candidate can be verified against it), and which random numbers it draws when only
+    a different seed changes its output (a candidate must draw the same stream); "" for none."""
+    s = call_seed(seed, 0)
+    again, _ = _seeded_call(model, xs, device, s)
+    diff = _difference(again, first, tol)
+    del again
+    if diff:
+        return (f"run twice on the same inputs under the same seed, its outputs differ ({diff}); "
+                f"nondeterministic atomics, a generator seeded from the clock or the OS, or "
+                f"time-dependent code"), ""
+    other, _ = _seeded_call(model, xs, device, s + 1)
+    if not _difference(other, first, tol):
+        return "", ""
+    return "", guards.random_modules(model) or "it calls a random function (torch.rand, randn, bernoulli, …)"
+
+
+def _difference(got: list, want: list, tol: tuple) -> str:
+    """"" when two runs' tensor outputs agree within the task's tolerance, else what differs."""
+    from kernelskill.evaluate.correctness import compare_trial
+    keep = lambda outs: [o for o in outs if isinstance(o, torch.Tensor)]  # noqa: E731
+    res, _ = compare_trial(0, 0, "task", keep(got), keep(want), *tol)
+    if res.ok:
+        return ""
+    worst = f", max |diff| {res.max_abs_err:.3g}" if res.max_abs_err else ""
+    return res.message.removesuffix("; worst:") + worst
 
 
 def _work(task: Task) -> dict:
@@ -221,7 +280,8 @@ def _candidate_model(module, init: list, state: dict, req: dict, device: str):
 def mode_run(req: dict, out: Path) -> dict:
     device = _setup(req)
     task, mod, init, trials, state = _reference_data(req)
-    dists = json.loads((Path(req["ref_dir"]) / "meta.json").read_text())["distributions"]
+    meta = json.loads((Path(req["ref_dir"]) / "meta.json").read_text())
+    dists = meta["distributions"]
     torch.manual_seed(req["seed"])
     ref_model = task.build_model(mod, init=init)
     ref_model.load_state_dict(state)
@@ -242,6 +302,7 @@ def mode_run(req: dict, out: Path) -> dict:
         for i, xs in enumerate(device_trials):
             clones = [x.clone() if isinstance(x, torch.Tensor) else x for x in xs]
             guards.poison(device, req.get("poison_bytes", 0))
+            seed_call(call_seed(req["seed"], i), device)    # as before the reference's call on these inputs
             t_call = _clock()
             result = model(*clones)
             _sync(device)
@@ -263,8 +324,11 @@ def mode_run(req: dict, out: Path) -> dict:
         models = {"eager": ref_model, "candidate": model}
         if compiled_ref is not None:
             models["compile"] = compiled_ref
+        # A reference that draws random numbers: each timed call is seeded as its input set's trial
+        # was (set i is trial i), so the timed outputs can be re-checked against the reference.
+        reseed = (lambda idx: seed_call(call_seed(req["seed"], idx), device)) if meta.get("random") else None
         t1 = _clock()
-        timed, rounds = _timing_rounds(models, sets, device, cfg, out)
+        timed, rounds = _timing_rounds(models, sets, device, cfg, out, reseed)
         t2 = _clock()
         last = {idx: _cpu(flatten(o)[0]) for idx, o in timed["last_outputs"]["candidate"].items()}
         _save(last, out / "timed_outputs.pt")
@@ -285,14 +349,15 @@ def mode_run(req: dict, out: Path) -> dict:
     return res
 
 
-def _timing_rounds(models: dict, sets: list, device: str, cfg: TimingConfig, out: Path) -> tuple[dict, int]:
+def _timing_rounds(models: dict, sets: list, device: str, cfg: TimingConfig, out: Path,
+                   reseed=None) -> tuple[dict, int]:
     """Time the models; after each round the parent judges its quality and answers ``again D``
     (wait D seconds, time again) or ``done K`` (report round K). Returns that round's timing
     and the number of rounds. Each round's samples go to ``timing_K.json`` for the parent."""
     kept, k = [], 0
     while True:
         set_phase(out, "time")
-        timed = time_pair(models, sets, device, cfg)
+        timed = time_pair(models, sets, device, cfg, reseed=reseed)
         kept.append(timed)
         _write_json_atomic(out / f"timing_{k}.json", {"times": timed["times"], "reps": timed["reps"]})
         set_phase(out, "timed")
@@ -381,11 +446,13 @@ def mode_race(req: dict, out: Path) -> dict:
     the parent to re-check (``timed_outputs_c{i}.pt``)."""
     device = _setup(req)
     task, mod, init, trials, state = _reference_data(req)
-    dists = json.loads((Path(req["ref_dir"]) / "meta.json").read_text())["distributions"]
+    meta = json.loads((Path(req["ref_dir"]) / "meta.json").read_text())
+    dists = meta["distributions"]
     torch.manual_seed(req["seed"])
     ref_model = task.build_model(mod, init=init)
     ref_model.load_state_dict(state)
     models = {"eager": ref_model.to(device)}
+    reseed = (lambda idx: seed_call(call_seed(req["seed"], idx), device)) if meta.get("random") else None
     set_phase(out, "build")
     log = _build.BuildLog()
     for i, path in enumerate(req["candidate_paths"]):
@@ -398,7 +465,7 @@ def mode_race(req: dict, out: Path) -> dict:
     set_phase(out, "run")
     sets = [_to(xs, device) for xs, d in zip(trials, dists) if d == "task"][:max(1, cfg_rotate(req))]
     (out / "checks.json").write_text(json.dumps({"pid": os.getpid(), "gpu_uuid": _gpu_uuid(device)}))
-    timed, rounds = _timing_rounds(models, sets, device, TimingConfig(**req["timing"]), out)
+    timed, rounds = _timing_rounds(models, sets, device, TimingConfig(**req["timing"]), out, reseed)
     for name, outs in timed["last_outputs"].items():
         if name != "eager":
             _save({idx: _cpu(flatten(o)[0]) for idx, o in outs.items()}, out / f"timed_outputs_{name}.pt")
@@ -423,7 +490,9 @@ def _compile_baseline(req: dict, ref_model, xs: list, device: str):
     try:
         compiled = torch.compile(ref_model)
         with torch.no_grad():
+            seed_call(call_seed(req["seed"], 0), device)
             got, _ = flatten(compiled(*xs))
+            seed_call(call_seed(req["seed"], 0), device)
             want, _ = flatten(ref_model(*xs))
         _sync(device)
     except Exception as e:  # noqa: BLE001

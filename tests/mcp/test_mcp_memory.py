@@ -10,7 +10,7 @@ from mcp import Client
 
 from kernelskill.vocab import BOTTLENECKS
 
-from helpers import DATA, toolkit_candidate
+from helpers import DATA, SCALE_TASK, toolkit_candidate
 
 from support import SOURCE
 
@@ -53,6 +53,13 @@ async def test_task_and_skill_tools(server):
         assert not skills.is_error and 0 < len(skills.structured_content["skills"]) <= 3
         first = skills.structured_content["skills"][0]
         assert first["guidance"] and first["stats"]["success_rate"] > 0 and first["uri"] == f"skill://{first['id']}"
+
+
+async def test_get_task_lists_buffers_apart_from_parameters(server):
+    async with Client(server) as client:
+        info = (await client.call_tool("get_task", {"task": SCALE_TASK})).structured_content
+    assert [p["name"] for p in info["parameters"]] == ["weight"]
+    assert [b["name"] for b in info["buffers"]] == ["scale"]
 
 
 BAD_CALLS = [
