@@ -36,6 +36,9 @@ def print_eval(r: EvalResult, out=print) -> None:
         if v.mismatch:
             for line in v.mismatch.splitlines()[:12]:
                 out(f"    {line}")
+        plan = v.memory_plan or {}
+        if plan.get("inputs") == "seeds" or plan.get("outputs") == "recompute":
+            out(f"  {plan.get('summary', '')}")
     p = r.profile
     if p and p.candidate and p.baseline:
         out(f"  time: candidate {_ms(p.candidate.median_ms)} (IQR {_ms(p.candidate.iqr_ms)}, n={p.candidate.n}) · "

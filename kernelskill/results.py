@@ -116,6 +116,7 @@ class VerifyResult(JsonMixin):
     atol: float | None = None
     rtol: float | None = None
     seconds: float = 0.0
+    memory_plan: dict = field(default_factory=dict)   # how the trials were held (evaluate/trials.py)
 
 
 @dataclass

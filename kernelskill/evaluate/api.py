@@ -5,6 +5,7 @@ decides the verdict from the data they send back.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -29,7 +30,7 @@ from .isolation import WorkerOutcome, run_worker
 from .quality import RoundJudge
 from .timing import TimingConfig
 
-PROTOCOL = "v4"   # bump when the reference cache's contents change (v4: seeded calls, stochastic/random)
+PROTOCOL = "v5"   # bump when the reference cache's contents change (v5: one file per trial, memory plan)
 BASELINES = ("eager", "compile", "both")
 
 
@@ -52,6 +53,10 @@ class Options:
     threads: int | None = None
     memory_fraction: float = 0.5     # CPU runs: the worker's address-space cap, of physical memory
     remeasure_ceilings: bool = False # measure the device's roofline ceilings again (replacing the cache)
+    # At most this many bytes of trial inputs or reference outputs are written to the reference
+    # cache (None: the memory plan's own budgets, trials.py); beyond it inputs come from seeds and
+    # outputs are recomputed on demand.
+    store_limit: int | None = None
     keep_dir: Path | None = None
 
 
@@ -114,7 +119,8 @@ def _workdir(opts: Options) -> Path:
 def reference_key(task: Task, device: str, opts: Options) -> str:
     """The reference cache's key. ``cuda`` and ``cuda:N`` share one: the bench's pool names GPUs
     by index and its local executor does not, and each spelling used to compute its own copy."""
-    return f"{PROTOCOL}-{task.hash}-{device.split(':')[0]}-{opts.trials}-{opts.seed}"
+    limit = f"-s{opts.store_limit}" if opts.store_limit is not None else ""
+    return f"{PROTOCOL}-{task.hash}-{device.split(':')[0]}-{opts.trials}-{opts.seed}{limit}"
 
 
 def reference(task: Task, device: str, opts: Options) -> Path:
@@ -124,6 +130,9 @@ def reference(task: Task, device: str, opts: Options) -> Path:
         return ref_dir
     base = _workdir(opts)
     req = _request("reference", task, None, device, opts, base)
+    req["rotate"] = opts.timing.rotate if opts.timing else 3
+    if opts.store_limit is not None:
+        req["store_limit"] = opts.store_limit
     out = run_worker(req, build_timeout=opts.build_timeout, run_timeout=opts.run_timeout, keep=base)
     if out.result is None or out.result.get("status") != "ok":
         why = (out.result or {}).get("error") or out.died or "unknown failure"
@@ -131,8 +140,8 @@ def reference(task: Task, device: str, opts: Options) -> Path:
             raise TaskError(why)
         raise TaskError(f"{task.path}: the reference failed on {device}: {why}\n{out.log_tail[-1500:]}")
     tmp = Path(tempfile.mkdtemp(prefix="ref-", dir=_mkdir(ref_dir.parent)))
-    for name in ("inputs.pt", "outputs.pt", "state.pt"):
-        shutil.move(str(out.out_dir / name), tmp / name)
+    for path in [out.out_dir / "state.pt", *out.out_dir.glob("inputs_*.pt"), *out.out_dir.glob("outputs_*.pt")]:
+        shutil.move(str(path), tmp / path.name)
     (tmp / "meta.json").write_text(json.dumps(out.result))
     try:
         os.replace(tmp, ref_dir)
@@ -140,6 +149,59 @@ def reference(task: Task, device: str, opts: Options) -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
     shutil.rmtree(base, ignore_errors=True)
     return ref_dir
+
+
+class RefServer:
+    """A trusted reference worker beside an evaluation whose reference outputs are not stored
+    (memory plan ``recompute``): ``get(i)`` asks it for trial i's outputs and returns them; the
+    file it wrote is deleted once read. Runs no candidate code; stopped by ``close``."""
+
+    def __init__(self, task: Task, device: str, opts: Options, ref_dir: Path):
+        self.base = _workdir(opts)
+        self.out = _mkdir(self.base / "out")
+        self.opts = opts
+        req = _request("refserve", task, None, device, opts, self.base) | {"ref_dir": str(ref_dir)}
+        self.outcome: WorkerOutcome | None = None
+        # An empty launcher: never a prestarted spare (this folder is where the requests go).
+        self._thread = threading.Thread(target=self._run, args=(req,), daemon=True, name="kernelskill-refserve")
+        self._thread.start()
+
+    def _run(self, req: dict) -> None:
+        self.outcome = run_worker(req, build_timeout=self.opts.build_timeout, run_timeout=self.opts.run_timeout,
+                                  keep=self.base, launcher=[])
+
+    def get(self, i: int) -> list:
+        want, got = self.out / f"want_{i}", self.out / f"ref_{i}.pt"
+        want.write_text("")
+        deadline = time.monotonic() + self.opts.run_timeout
+        while not got.exists():
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                why = (self.outcome.died or (self.outcome.result or {}).get("error")) if self.outcome else "timed out"
+                raise TaskError(f"the reference worker that recomputes trial outputs stopped: {why}\n"
+                                + (self.outcome.log_tail[-1500:] if self.outcome else ""))
+            time.sleep(0.01)
+        outs = torch.load(got, weights_only=True)
+        got.unlink(missing_ok=True)
+        return outs
+
+    def close(self) -> None:
+        (self.out / "stop").write_text("")
+        self._thread.join(timeout=60)
+        if self.opts.keep_dir is None:
+            shutil.rmtree(self.base, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def reference_server(task: Task, device: str, opts: Options, ref_dir: Path, meta: dict):
+    """A RefServer while the block runs when the task's outputs are recomputed, else None."""
+    if (meta.get("plan") or {}).get("outputs") != "recompute":
+        yield None
+        return
+    server = RefServer(task, device, opts, ref_dir)
+    try:
+        yield server
+    finally:
+        server.close()
 
 
 def _mkdir(p: Path) -> Path:
@@ -218,66 +280,68 @@ def evaluate(task, candidate, *, opts: Options | None = None, on_phase: Callable
     if req["profile"] and (opts.profile_apart if opts.profile_apart is not None else device.startswith("cuda")):
         req["profile"] = "apart"
         apart = _ApartProfile(_request("profile", task, cand, device, opts, base) | {"ref_dir": str(ref_dir)}, opts)
-    judge = TrialJudge(task, ref_dir, meta)
-    verified = {}
+    # A task whose reference outputs are not stored: a trusted worker recomputes them on demand.
+    with reference_server(task, device, opts, ref_dir, meta) as server:
+        judge = TrialJudge(task, ref_dir, meta, server)
+        verified = {}
 
-    def decide(out_dir: Path) -> bool:
-        verified["v"] = verify_run(out_dir, task, ref_dir, meta, judge)
-        v, cheats = verified["v"]
-        go = v is not None and v.correct and not cheats and not any(static.is_cheat(f) for f in flags)
-        if go and apart is not None:
-            apart.ready.wait(opts.run_timeout)   # its profiler set-up never overlaps the timing
-        return go
+        def decide(out_dir: Path) -> bool:
+            verified["v"] = verify_run(out_dir, task, ref_dir, meta, judge)
+            v, cheats = verified["v"]
+            go = v is not None and v.correct and not cheats and not any(static.is_cheat(f) for f in flags)
+            if go and apart is not None:
+                apart.ready.wait(opts.run_timeout)   # its profiler set-up never overlaps the timing
+            return go
 
-    def recheck_timed(out_dir: Path) -> None:
-        if apart is not None:
-            apart.release(True)
-        verified["replay"] = replay_flags(out_dir, task, reference_outputs(ref_dir), meta["distributions"], live=True)
+        def recheck_timed(out_dir: Path) -> None:
+            if apart is not None:
+                apart.release(True)
+            verified["replay"] = replay_flags(out_dir, task, reference_outputs(ref_dir, server), meta["distributions"], live=True)
 
-    if opts.baseline not in BASELINES:
-        raise UserError(f"baseline {opts.baseline!r}: expected one of {', '.join(BASELINES)}")
-    t = opts.timing
-    rounds = RoundJudge(device, req["threads"], t.retimes if t else 0, t.backoff_s if t else 0.0)
+        if opts.baseline not in BASELINES:
+            raise UserError(f"baseline {opts.baseline!r}: expected one of {', '.join(BASELINES)}")
+        t = opts.timing
+        rounds = RoundJudge(device, req["threads"], t.retimes if t else 0, t.backoff_s if t else 0.0)
 
-    def phase(name: str) -> None:
-        rounds.on_phase(name)
-        if on_phase:
-            on_phase(name)
+        def phase(name: str) -> None:
+            rounds.on_phase(name)
+            if on_phase:
+                on_phase(name)
 
-    def poll(out_dir: Path) -> None:
-        judge.poll(out_dir)
-        rounds.poll(out_dir)
+        def poll(out_dir: Path) -> None:
+            judge.poll(out_dir)
+            rounds.poll(out_dir)
 
-    try:
-        out = run_worker(req, build_timeout=opts.build_timeout, run_timeout=opts.run_timeout, keep=base,
-                         on_phase=phase, decide=decide, on_timed=recheck_timed, on_poll=poll,
-                         on_round=rounds.on_round)
-    finally:
-        if apart is not None:
-            apart.release(False)    # never timed (incorrect, crashed): it exits without running
-            apart.join()
-    if apart is not None and (out.result or {}).get("timing"):
-        apart.merge_into(out.result)
-    if (out.result or {}).get("timing"):
-        out.result["timing"]["quality"] = rounds.summary(out.result["timing"].get("chosen_round"))
-    if "v" not in verified and (out.result or {}).get("status") == "ok" and not out.timed_out:
-        verified["v"] = verify_run(out.out_dir, task, ref_dir, meta, judge)   # verify only: no await
-    try:
-        profiled = bool((out.result or {}).get("timing")) and req["profile"]
-        roof = ceilings(device, (out.result or {}).get("env") or {}, opts,
-                        refresh=opts.remeasure_ceilings) if profiled else {}
-        result = _judge(result, task, cand, out, ref_dir, meta, flags, started, verified.get("v"), roof,
-                        verified.get("replay"))
-    finally:
-        if opts.keep_dir is None:
-            shutil.rmtree(base, ignore_errors=True)
-    if opts.ncu and result.ok and result.profile is not None:
-        if on_phase:
-            on_phase("ncu")
-        from .ncu import run_ncu
-        run_ncu(result, task, cand, device, ref_dir, opts)
-        result.seconds = round(time.perf_counter() - started, 3)
-    return result
+        try:
+            out = run_worker(req, build_timeout=opts.build_timeout, run_timeout=opts.run_timeout, keep=base,
+                             on_phase=phase, decide=decide, on_timed=recheck_timed, on_poll=poll,
+                             on_round=rounds.on_round)
+        finally:
+            if apart is not None:
+                apart.release(False)    # never timed (incorrect, crashed): it exits without running
+                apart.join()
+        if apart is not None and (out.result or {}).get("timing"):
+            apart.merge_into(out.result)
+        if (out.result or {}).get("timing"):
+            out.result["timing"]["quality"] = rounds.summary(out.result["timing"].get("chosen_round"))
+        if "v" not in verified and (out.result or {}).get("status") == "ok" and not out.timed_out:
+            verified["v"] = verify_run(out.out_dir, task, ref_dir, meta, judge)   # verify only: no await
+        try:
+            profiled = bool((out.result or {}).get("timing")) and req["profile"]
+            roof = ceilings(device, (out.result or {}).get("env") or {}, opts,
+                            refresh=opts.remeasure_ceilings) if profiled else {}
+            result = _judge(result, task, cand, out, ref_dir, meta, flags, started, verified.get("v"), roof,
+                            verified.get("replay"), server)
+        finally:
+            if opts.keep_dir is None:
+                shutil.rmtree(base, ignore_errors=True)
+        if opts.ncu and result.ok and result.profile is not None:
+            if on_phase:
+                on_phase("ncu")
+            from .ncu import run_ncu
+            run_ncu(result, task, cand, device, ref_dir, opts)
+            result.seconds = round(time.perf_counter() - started, 3)
+        return result
 
 
 class _ApartProfile:
@@ -375,7 +439,7 @@ def _finish(result: EvalResult, status: str, message: str, flags: list[str], sta
 
 def _judge(result: EvalResult, task: Task, cand: Candidate, out: WorkerOutcome, ref_dir: Path, meta: dict,
            flags: list[str], started: float, verified=None, roof: dict | None = None,
-           replay: list[str] | None = None) -> EvalResult:
+           replay: list[str] | None = None, server=None) -> EvalResult:
     res = out.result or {}
     result.compile = _compile_result(cand, res, out)
     if res.get("env"):
@@ -402,7 +466,8 @@ def _judge(result: EvalResult, task: Task, cand: Candidate, out: WorkerOutcome, 
         line, text = res.get("line"), res.get("source_line", "").strip()
         where = "" if not line else f" ({cand.label}:{line}: {text})" if cand.path else f" (candidate line {line}: {text})"
         return _finish(result, "runtime_error", res.get("error", "runtime error") + where, flags, started)
-    return judge_outputs(result, task, out, ref_dir, meta, flags, res, started, _finish, verified, roof, replay)
+    return judge_outputs(result, task, out, ref_dir, meta, flags, res, started, _finish, verified, roof, replay,
+                         server)
 
 
 def _env(device: str) -> Env:

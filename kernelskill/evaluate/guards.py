@@ -82,17 +82,47 @@ def _same(a: torch.Tensor, b: torch.Tensor, equal, isnan) -> bool:
 
 def degenerate_reason(trials: list, outputs: list, dists: list) -> str:
     """Why the reference's output says nothing about its input, or "" when it is informative."""
-    task_outs = [o for o, d in zip(outputs, dists) if d == "task"]
-    if len(task_outs) >= 2 and all(_all_equal(task_outs[0], o) for o in task_outs[1:]):
-        return "the reference output is identical for every input (it ignores its input)"
-    flat = [t.float().flatten() for outs in task_outs for t in outs
-            if isinstance(t, torch.Tensor) and t.numel() > 1 and (t.is_floating_point() or t.dtype != torch.bool)]
-    if flat:
-        cat = torch.cat(flat)
-        finite = cat[torch.isfinite(cat)]
-        if finite.numel() and float(finite.max() - finite.min()) <= 1e-6 * max(1.0, float(finite.abs().max())):
-            return f"the reference output is constant ({float(finite[0]):.6g} everywhere)"
-    return ""
+    check = DegenerateCheck()
+    for outs, d in zip(outputs, dists):
+        if d == "task":
+            check.add(outs)
+    return check.reason()
+
+
+class DegenerateCheck:
+    """``degenerate_reason`` one trial at a time (a task's outputs need not all fit in memory):
+    every task trial's outputs equal the first's, or every finite value is the same constant."""
+
+    def __init__(self) -> None:
+        self.first, self.count, self.all_equal = None, 0, True
+        self.lo, self.hi, self.absmax, self.value = float("inf"), float("-inf"), 0.0, None
+
+    def add(self, outs: list) -> None:
+        self.count += 1
+        if self.first is None:
+            self.first = outs
+        elif self.all_equal:
+            self.all_equal = _all_equal(self.first, outs)
+        for t in outs:
+            if not (isinstance(t, torch.Tensor) and t.numel() > 1 and (t.is_floating_point() or t.dtype != torch.bool)):
+                continue
+            f = t.float()
+            ok = torch.isfinite(f)
+            finite = f if bool(ok.all()) else f[ok]      # no copy of a (gigabyte) output that is all finite
+            del ok
+            if finite.numel():
+                lo, hi = (float(v) for v in torch.aminmax(finite))
+                self.lo, self.hi = min(self.lo, lo), max(self.hi, hi)
+                self.absmax = max(self.absmax, abs(lo), abs(hi))
+                if self.value is None:
+                    self.value = float(finite.flatten()[0])
+
+    def reason(self) -> str:
+        if self.count >= 2 and self.all_equal:
+            return "the reference output is identical for every input (it ignores its input)"
+        if self.value is not None and self.hi - self.lo <= 1e-6 * max(1.0, self.absmax):
+            return f"the reference output is constant ({self.value:.6g} everywhere)"
+        return ""
 
 
 _RANDOM_MODULES = (torch.nn.Dropout, torch.nn.Dropout1d, torch.nn.Dropout2d, torch.nn.Dropout3d,

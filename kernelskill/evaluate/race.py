@@ -16,7 +16,7 @@ import numpy as np
 from ..candidate import Candidate
 from ..results import MeasurementQuality, RaceEntry, RaceResult
 from ..task import Task
-from .api import Options, _request, _resolve, _workdir, reference, resolve_device
+from .api import Options, _request, _resolve, _workdir, reference, reference_server, resolve_device
 from .isolation import run_worker
 from .quality import GOOD, RoundJudge
 from .timing import TimingConfig, speedup_ci, stats
@@ -52,6 +52,11 @@ def race(task, candidates: list, *, opts: Options | None = None) -> RaceResult:
     names = [f"c{i}" for i in range(len(cands))]
     pair = (names[0], names[1]) if len(names) > 1 else ("eager", names[0])
     judge = RoundJudge(device, req["threads"], timing.retimes, timing.backoff_s, pair=pair)
+    with reference_server(task, device, opts, ref_dir, meta) as server:
+        return _run(task, cands, names, device, opts, req, judge, ref_dir, meta, base, server, started)
+
+
+def _run(task, cands, names, device, opts, req, judge, ref_dir, meta, base, server, started) -> RaceResult:
     try:
         out = run_worker(req, build_timeout=opts.build_timeout, run_timeout=opts.run_timeout, keep=base,
                          on_phase=judge.on_phase, on_poll=judge.poll, on_round=judge.on_round)
@@ -61,7 +66,7 @@ def race(task, candidates: list, *, opts: Options | None = None) -> RaceResult:
             return RaceResult(status="failed", message=f"race failed: {why}"[:1000],
                               seconds=round(time.perf_counter() - started, 3))
         times = res["timing"]["times"]
-        ref_outs, dists = reference_outputs(ref_dir), meta["distributions"]
+        ref_outs, dists = reference_outputs(ref_dir, server), meta["distributions"]
         entries = []
         for c, name in zip(cands, names):
             sp, ci = speedup_ci(times["eager"]["ms"], times[name]["ms"])

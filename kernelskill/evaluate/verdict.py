@@ -15,19 +15,44 @@ from .correctness import compare_trial, summarize, verify_outputs
 from .timing import speedup_ci, stats
 
 SPEEDUP_REVIEW = 10.0
+DROP_COMPARED_BYTES = 256 << 20
 
 
-@functools.lru_cache(maxsize=1)
-def _reference_outputs(path: str, mtime: float) -> list:
-    """The reference outputs of one task, read once: an optimizer evaluates many candidates of it.
-
-    Memory-mapped: a task's six trials can hold gigabytes, and the comparison reads each once."""
+@functools.lru_cache(maxsize=64)
+def _stored_output(path: str, mtime: float) -> list:
+    """One trial's stored reference outputs, memory-mapped (read once per optimizer run)."""
     return torch.load(path, weights_only=True, mmap=True)
 
 
-def reference_outputs(ref_dir) -> list:
-    p = ref_dir / "outputs.pt"
-    return _reference_outputs(str(p), p.stat().st_mtime)
+class ReferenceOutputs:
+    """The reference's outputs, trial by trial: stored files of the reference cache (memory-mapped),
+    or — when the memory plan did not store them — recomputed on demand by a trusted reference
+    worker (``server``, api.RefServer)."""
+
+    def __init__(self, ref_dir, server=None):
+        import json
+        self.ref_dir = ref_dir
+        meta = json.loads((ref_dir / "meta.json").read_text())
+        self.n = len(meta["distributions"])
+        self.stored = (meta.get("plan") or {}).get("outputs", "stored") == "stored"
+        self.server = server
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> list:
+        if not 0 <= i < self.n:
+            raise IndexError(i)
+        if self.stored:
+            p = self.ref_dir / f"outputs_{i}.pt"
+            return _stored_output(str(p), p.stat().st_mtime)
+        if self.server is None:
+            raise RuntimeError("the reference outputs are recomputed on demand, but no reference worker runs")
+        return self.server.get(i)
+
+
+def reference_outputs(ref_dir, server=None) -> ReferenceOutputs:
+    return ReferenceOutputs(ref_dir, server)
 
 
 def trial_seeds(seed: int, dists: list[str]) -> list[int]:
@@ -64,11 +89,13 @@ class TrialJudge:
     """Compares each trial's outputs as soon as the worker has written them: the worker saves one
     file per trial, and the parent compares trial i while the worker runs trial i + 1."""
 
-    def __init__(self, task, ref_dir, meta):
+    def __init__(self, task, ref_dir, meta, server=None):
         self.atol, self.rtol = task.tolerance
         self.dists = meta["distributions"]
         self.seeds = trial_seeds(int(meta.get("seed", 42)), self.dists)
-        self.ref_outs = reference_outputs(ref_dir)
+        self.ref_outs = reference_outputs(ref_dir, server)
+        # A task whose outputs are large: each candidate file is deleted once compared (disk).
+        self.drop = int(meta.get("output_bytes") or 0) > DROP_COMPARED_BYTES
         self.done: dict[int, tuple] = {}
         self.unreadable: str | None = None
 
@@ -86,6 +113,9 @@ class TrialJudge:
             self.unreadable = f"output-type: the outputs are not plain tensors ({type(e).__name__})"
             return
         self.done[i] = compare_trial(i, self.seeds[i], self.dists[i], got, self.ref_outs[i], self.atol, self.rtol)
+        if self.drop:
+            del got
+            (out_dir / f"cand_outputs_{i}.pt").unlink(missing_ok=True)
 
     def verdict(self, out_dir):
         """All trials compared (those still unread now): the VerifyResult, or None and a flag."""
@@ -134,7 +164,7 @@ def verify_run(out_dir, task, ref_dir, meta, judge: TrialJudge | None = None) ->
 
 
 def judge_outputs(result, task, out, ref_dir, meta, flags, res, started, finish, verified=None, ceilings=None,
-                  replay=None):
+                  replay=None, server=None):
     dists = meta["distributions"]
     verify, cheats = verified or verify_run(out.out_dir, task, ref_dir, meta)
     flags = flags + cheats
@@ -143,10 +173,13 @@ def judge_outputs(result, task, out, ref_dir, meta, flags, res, started, finish,
     result.verify = verify
     if meta.get("degenerate"):
         flags.append(f"degenerate-task: {meta['degenerate']}; a speedup on it means nothing")
+    if meta.get("plan"):
+        from .trials import describe
+        verify.memory_plan = {**meta["plan"], "summary": describe(meta["plan"])}
     if meta.get("random"):
         flags.append(random_reference_flag(meta["random"]))
     if res.get("timing") and verify.correct:
-        ref_outs = reference_outputs(ref_dir)
+        ref_outs = reference_outputs(ref_dir, server)
         result.profile = _profile(res, result, task, out, ref_outs, dists, flags, meta, replay)
         _roofline(result.profile, task, meta, ceilings or {}, flags, res["timing"]["times"])
     cheat_flags = [f for f in flags if static.is_cheat(f) or f.split(":")[0] in

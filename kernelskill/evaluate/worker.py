@@ -32,6 +32,7 @@ _seeders = (torch.manual_seed, torch.cuda.manual_seed, random.seed, np.random.se
 
 from kernelskill.evaluate import build as _build  # noqa: E402
 from kernelskill.evaluate import guards  # noqa: E402
+from kernelskill.evaluate import trials as trials_mod  # noqa: E402
 from kernelskill.evaluate.timing import TimingConfig, time_pair  # noqa: E402
 from kernelskill.task import Task, _Expr  # noqa: E402
 
@@ -105,63 +106,82 @@ def seed_call(seed: int, device: str) -> None:
     np_seed(seed)
 
 
-def _seeded_call(model, xs: list, device: str, seed: int) -> tuple[list, str]:
-    """One reference forward on ``xs`` under ``seed``: (outputs on the CPU, structure)."""
+def _seeded_call(model, xs: list, device: str, seed: int, cpu: bool = True) -> tuple[list, str]:
+    """One reference forward on ``xs`` under ``seed``: (outputs, on the CPU unless ``cpu`` is False; structure)."""
     seed_call(seed, device)
     outs, structure = flatten(model(*_to(xs, device)))
-    return _cpu(outs), structure
+    return (_cpu(outs) if cpu else outs), structure
 
 
 # ---- reference ------------------------------------------------------------------------------
-def signed_variant(inputs: list, seed: int) -> list:
-    """Same shapes and dtypes, another distribution: signed where the task draws non-negative."""
-    g = torch.Generator().manual_seed(seed)
-    out = []
-    for x in inputs:
-        if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel():
-            fresh = torch.rand(x.shape, generator=g, dtype=torch.float32)
-            y = (fresh * 2 - 1) if x.min() >= 0 else torch.randn(x.shape, generator=g) * 2.0
-            out.append(y.to(x.dtype))
-        else:
-            out.append(x.clone() if isinstance(x, torch.Tensor) else x)
-    return out
-
-
 def mode_reference(req: dict, out: Path) -> dict:
+    """Seeded trials of the reference, one at a time under a memory plan (trials.py): each trial's
+    inputs and outputs are written to their own file, or not at all when they are regenerated from
+    seeds / recomputed on demand. Trial 0 is kept for the randomness checks."""
     device = _setup(req)
     task = _load_task(req)
     mod = task.module()
     init = task.init_inputs(mod)
-    torch.manual_seed(req["seed"])
+    seed, n = req["seed"], req["trials"]
+    cuda = device.startswith("cuda")
+    torch.manual_seed(seed)
     model = task.build_model(mod, init=init).to(device)
-    trials, dists, outputs, structure = [], [], [], None
-    finite = True
-    for i in range(req["trials"]):
-        torch.manual_seed(req["seed"] + 1000 * (i + 1))
-        trials.append(task.inputs(mod))
-        dists.append("task")
-    candidates = [(signed_variant(trials[0], req["seed"] + 7), "signed")]
+    param_bytes = trials_mod.nbytes(list(model.state_dict().values()))
     with torch.no_grad():
-        for i, xs in enumerate(trials):
-            outs, structure = _seeded_call(model, xs, device, call_seed(req["seed"], i))
-            outputs.append(outs)
+        # Trial 0 as get_inputs() draws it: its footprint and one forward's peak decide the plan.
+        first = _to(trials_mod.generate(task, mod, seed, 0, None), device)
+        if cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+        outs0, structure = _seeded_call(model, first, device, call_seed(seed, 0), cpu=False)
+        peak = (torch.cuda.max_memory_allocated() - base) if cuda else 0
+        plan = trials_mod.make_plan(input_bytes=trials_mod.nbytes(first), output_bytes=trials_mod.nbytes(outs0),
+                                    param_bytes=param_bytes, peak_bytes=peak, trials=n + 1, device=device,
+                                    out_dir=out, rotate=int(req.get("rotate", 3)), store_limit=req.get("store_limit"))
+        if not plan["fits"]:
+            gb = lambda b: f"{b / 1e9:.1f} GB"  # noqa: E731
+            return {"status": "task_error", "plan": plan,
+                    "error": f"{task.path}: one reference and one candidate forward need about {gb(plan['needs_bytes'])} "
+                             f"of GPU memory and {device} has {gb(plan['gpu_free'])} free; use a smaller preset or "
+                             f"--set, or a GPU with more memory"}
+        if plan["generated_on"]:          # regenerated from seeds on the device by every worker
+            del first, outs0
+            first = trials_mod.generate(task, mod, seed, 0, device)
+            outs0, structure = _seeded_call(model, first, device, call_seed(seed, 0), cpu=False)
+        dists, finite, degenerate = [], True, guards.DegenerateCheck()
+        first_cpu = None
+
+        def keep(i: int, xs: list, outs: list, dist: str) -> None:
+            dists.append(dist)
+            if plan["inputs"] == "stored":
+                _save(_cpu(xs), out / f"inputs_{i}.pt")
+            if plan["outputs"] == "stored":
+                _save(_cpu(outs), out / f"outputs_{i}.pt")
+
+        for i in range(n):
+            xs, outs = (first, outs0) if i == 0 else (None, None)
+            if i:
+                xs = _to(trials_mod.generate(task, mod, seed, i, plan["generated_on"]), device)
+                outs, _ = _seeded_call(model, xs, device, call_seed(seed, i), cpu=False)
             finite &= all(bool(torch.isfinite(o).all()) for o in outs if isinstance(o, torch.Tensor))
-        for xs, name in candidates:
-            outs, _ = _seeded_call(model, xs, device, call_seed(req["seed"], len(trials)))
-            # Only a distribution on which the reference stays finite says anything.
-            if not finite or all(bool(torch.isfinite(o).all()) for o in outs if isinstance(o, torch.Tensor)):
-                trials.append(xs)
-                dists.append(name)
-                outputs.append(outs)
-        stochastic, randomness = reference_randomness(model, trials[0], outputs[0], device, req["seed"],
-                                                      task.tolerance)
-    degenerate = guards.degenerate_reason(trials, outputs, dists)
-    _save(trials, out / "inputs.pt")
-    _save(outputs, out / "outputs.pt")
+            degenerate.add(outs)
+            keep(i, xs, outs, "task")
+            if i:
+                del xs, outs
+        signed = trials_mod.signed_variant(first, seed + trials_mod.SIGNED_OFFSET, plan["generated_on"])
+        outs, _ = _seeded_call(model, signed, device, call_seed(seed, n), cpu=False)
+        # Only a distribution on which the reference stays finite says anything.
+        if not finite or all(bool(torch.isfinite(o).all()) for o in outs if isinstance(o, torch.Tensor)):
+            keep(n, signed, outs, "signed")
+        del signed, outs
+        first_cpu = _cpu(outs0)
+        stochastic, randomness = reference_randomness(model, first, first_cpu, device, seed, task.tolerance)
+    plan["trials"] = len(dists)
     _save({k: v.detach().cpu() for k, v in model.state_dict().items()}, out / "state.pt")
-    out_bytes = sum(o.numel() * o.element_size() for o in outputs[0] if isinstance(o, torch.Tensor))
-    return {"status": "ok", "seed": req["seed"], "distributions": dists, "output_bytes": out_bytes,
-            "structure": structure, "degenerate": degenerate, "stochastic": stochastic, "random": randomness,
+    return {"status": "ok", "seed": seed, "distributions": dists, "output_bytes": plan["output_bytes"],
+            "structure": structure, "degenerate": degenerate.reason(), "stochastic": stochastic,
+            "random": randomness, "plan": plan,
             "parameter_names": [n for n, _ in model.named_parameters()], **_work(task)}
 
 
@@ -257,14 +277,16 @@ def mode_compile(req: dict, out: Path) -> dict:
 
 
 def _reference_data(req: dict):
-    """The task, its module and constructor arguments, the cached trial inputs and weights.
+    """The task, its module and constructor arguments, the trial inputs and the weights.
 
-    The inputs are memory-mapped from the reference cache: each is read once, straight to the device."""
+    ``trials.get(i)`` puts trial i on the device: memory-mapped from the reference cache, or
+    regenerated from its seed (trials.py)."""
     ref_dir = Path(req["ref_dir"])
     task = _load_task(req)
     mod = task.module()
     init = task.init_inputs(mod)
-    trials = torch.load(ref_dir / "inputs.pt", weights_only=True, mmap=True)
+    meta = json.loads((ref_dir / "meta.json").read_text())
+    trials = trials_mod.TrialInputs(ref_dir, meta, task, mod, req["device"])
     state = torch.load(ref_dir / "state.pt", weights_only=True)
     return task, mod, init, trials, state
 
@@ -286,8 +308,10 @@ def mode_run(req: dict, out: Path) -> dict:
     ref_model = task.build_model(mod, init=init)
     ref_model.load_state_dict(state)
     ref_model = ref_model.to(device)
-    compiled_ref, compile_info = _compile_baseline(req, ref_model, _to(trials[0], device), device)
+    compiled_ref, compile_info = _compile_baseline(req, ref_model, trials.get(0), device)
     before = guards.backend_flags()
+    # The timed calls rotate through the first task trials, as many as the memory plan holds.
+    rotate = max(1, min(cfg_rotate(req), (meta.get("plan") or {}).get("rotate", 3)))
 
     compiled = mode_compile(req, out)
     if compiled["status"] != "ok":
@@ -296,10 +320,10 @@ def mode_run(req: dict, out: Path) -> dict:
     set_phase(out, "run")
     t0 = _clock()
     model, aligned = _candidate_model(module, init, state, req, device)
-    device_trials = [_to(xs, device) for xs in trials]
-    checks = []
+    checks, sets = [], []
     with torch.no_grad():
-        for i, xs in enumerate(device_trials):
+        for i in range(len(trials)):
+            xs = trials.get(i)          # one trial on the device at a time (a level-1 task: gigabytes)
             clones = [x.clone() if isinstance(x, torch.Tensor) else x for x in xs]
             guards.poison(device, req.get("poison_bytes", 0))
             seed_call(call_seed(req["seed"], i), device)    # as before the reference's call on these inputs
@@ -314,12 +338,14 @@ def mode_run(req: dict, out: Path) -> dict:
             # this process runs trial i + 1.
             _save_atomic(_cpu([o if isinstance(o, _Tensor) else torch.tensor(float("nan")) for o in flat]),
                          out / f"cand_outputs_{i}.pt")
+            if dists[i] == "task" and len(sets) < rotate:
+                sets.append(xs)
+            del xs, clones, result, flat
     verify_s = _clock() - t0
     res = {"status": "ok", "build": compiled["build"], "checks": checks, "aligned": aligned,
            "verify_seconds": verify_s, "pid": os.getpid(), "gpu_uuid": _gpu_uuid(device), "flags_after": guards.flag_changes(before, guards.backend_flags())}
     (out / "checks.json").write_text(json.dumps(res, default=str))
     if req.get("timing") and _await_decision(out, req):
-        sets = [xs for xs, d in zip(device_trials, dists) if d == "task"][:max(1, cfg_rotate(req))]
         cfg = TimingConfig(**req["timing"])
         models = {"eager": ref_model, "candidate": model}
         if compiled_ref is not None:
@@ -357,6 +383,8 @@ def _timing_rounds(models: dict, sets: list, device: str, cfg: TimingConfig, out
     kept, k = [], 0
     while True:
         set_phase(out, "time")
+        if kept:                 # only the newest round's outputs are held (a large task's are gigabytes)
+            kept[-1]["last_outputs"] = None
         timed = time_pair(models, sets, device, cfg, reseed=reseed)
         kept.append(timed)
         _write_json_atomic(out / f"timing_{k}.json", {"times": timed["times"], "reps": timed["reps"]})
@@ -367,8 +395,10 @@ def _timing_rounds(models: dict, sets: list, device: str, cfg: TimingConfig, out
             k += 1
             continue
         pick = int(answer[1]) if len(answer) > 1 and answer[0] == "done" and answer[1].isdigit() else k
+        # The reported round's times; the last round's timed outputs, re-checked by the parent (any
+        # round's calls must match the reference, so the newest stands for all of them).
         chosen = kept[min(pick, k)]
-        return {**chosen, "round": min(pick, k)}, k + 1
+        return {**chosen, "last_outputs": timed["last_outputs"], "round": min(pick, k)}, k + 1
 
 
 def _write_json_atomic(path: Path, data: dict) -> None:
@@ -435,7 +465,7 @@ def mode_profile(req: dict, out: Path) -> dict:
     set_phase(out, "profile")
     t0 = _clock()
     model, _ = _candidate_model(compiled.pop("module"), init, state, req, device)
-    kernels = guards.kernel_breakdown(model, _to(trials[0], device), device, Path(req["candidate_path"]).read_text())
+    kernels = guards.kernel_breakdown(model, trials.get(0), device, Path(req["candidate_path"]).read_text())
     return {"status": "ok", "build": compiled["build"], "kernels": kernels,
             "cost_s": {"profiler_setup": round(warm_s, 3), "profile": round(_clock() - t0, 3)}}
 
@@ -463,7 +493,8 @@ def mode_race(req: dict, out: Path) -> dict:
                     "build": _buildlog(log)}
         models[f"c{i}"], _ = _candidate_model(module, init, state, req, device)
     set_phase(out, "run")
-    sets = [_to(xs, device) for xs, d in zip(trials, dists) if d == "task"][:max(1, cfg_rotate(req))]
+    rotate = max(1, min(cfg_rotate(req), (meta.get("plan") or {}).get("rotate", 3)))
+    sets = [trials.get(i) for i, d in enumerate(dists) if d == "task"][:rotate]
     (out / "checks.json").write_text(json.dumps({"pid": os.getpid(), "gpu_uuid": _gpu_uuid(device)}))
     timed, rounds = _timing_rounds(models, sets, device, TimingConfig(**req["timing"]), out, reseed)
     for name, outs in timed["last_outputs"].items():
@@ -472,6 +503,35 @@ def mode_race(req: dict, out: Path) -> dict:
     return {"status": "ok", "build": _buildlog(log),
             "timing": {"times": timed["times"], "reps": timed["reps"], "threads": torch.get_num_threads(),
                        "rounds": rounds, "chosen_round": timed["round"]}}
+
+
+def mode_refserve(req: dict, out: Path) -> dict:
+    """A trusted reference worker (no candidate code) for tasks whose outputs are not stored
+    (memory plan ``recompute``): for each ``want_I`` file the parent writes, trial I's reference
+    output under its call seed goes to ``ref_I.pt``, until ``stop`` or the parent's death."""
+    device = _setup(req)
+    task, mod, init, trials, state = _reference_data(req)
+    torch.manual_seed(req["seed"])
+    model = task.build_model(mod, init=init)
+    model.load_state_dict(state)
+    model = model.to(device)
+    parent = os.getppid()
+    set_phase(out, "serve")
+    served = 0
+    with torch.no_grad():
+        while os.getppid() == parent and not (out / "stop").exists():
+            wants = sorted(out.glob("want_*"))
+            if not wants:
+                time.sleep(0.01)
+                continue
+            for w in wants:
+                i = int(w.name.split("_")[1])
+                outs, _ = _seeded_call(model, trials.get(i), device, call_seed(req["seed"], i))
+                _save_atomic(outs, out / f"ref_{i}.pt")
+                w.unlink()
+                served += 1
+                set_phase(out, "serve")          # each answer restarts the phase's clock
+    return {"status": "ok", "served": served}
 
 
 def cfg_rotate(req: dict) -> int:
@@ -512,7 +572,7 @@ def mode_ncu(req: dict, out: Path) -> dict:
     """Run the candidate once between cudaProfilerStart/Stop, under ``ncu --profile-from-start off``."""
     device = _setup(req)
     _, _, init, trials, state = _reference_data(req)
-    xs = _to(trials[0], device)
+    xs = trials.get(0)
     compiled = mode_compile(req, out)
     if compiled["status"] != "ok":
         return compiled
@@ -557,7 +617,7 @@ def _await_decision(out: Path, req: dict) -> bool:
 
 
 MODES = {"reference": mode_reference, "compile": mode_compile, "run": mode_run, "ceilings": mode_ceilings,
-         "ncu": mode_ncu, "profile": mode_profile, "race": mode_race}
+         "ncu": mode_ncu, "profile": mode_profile, "race": mode_race, "refserve": mode_refserve}
 
 SPARE_IDLE_S = 1800.0
 

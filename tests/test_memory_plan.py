@@ -1,0 +1,57 @@
+"""The memory plan: trials held by what fits (inputs from seeds, outputs recomputed), nothing
+written that is not needed, the plan reported, and a task that cannot fit refused with why."""
+from __future__ import annotations
+
+import pytest
+
+from kernelskill import Candidate
+from kernelskill.evaluate import evaluate
+from kernelskill.evaluate.api import Options, reference
+from kernelskill.evaluate.timing import TimingConfig
+from kernelskill.evaluate.trials import GB, describe, make_plan
+from kernelskill.task import Task
+
+from helpers import RELU_TASK, toolkit_candidate
+
+GOOD = toolkit_candidate("return ext.relu2(x)")
+
+
+def test_a_shipped_level1_size_is_not_stored_and_rotates_what_fits(tmp_path):
+    # level1/19_ReLU as shipped: 4096 × 393216 fp32, 6.4 GB in and out, on an 80 GB GPU.
+    six = 4096 * 393216 * 4
+    plan = make_plan(input_bytes=six, output_bytes=six, param_bytes=0, peak_bytes=six, trials=6, device="cpu",
+                     out_dir=tmp_path)
+    assert (plan["inputs"], plan["outputs"], plan["stored_bytes"]) == ("seeds", "recompute", 0)
+    assert plan["needs_bytes"] == 2 * six + six + six + six + six     # candidate side + recomputing reference
+    text = describe(plan)
+    assert "6.44 GB per trial, regenerated from seeds" in text and "recomputed by a reference worker" in text
+    small = make_plan(input_bytes=256_000, output_bytes=256_000, param_bytes=0, peak_bytes=0, trials=6,
+                      device="cpu", out_dir=tmp_path)
+    assert (small["inputs"], small["outputs"], small["rotate"]) == ("stored", "stored", 3)
+    assert small["stored_bytes"] == 2 * 6 * 256_000
+
+
+def test_nothing_is_written_when_the_plan_stores_nothing_and_the_plan_is_reported():
+    opts = Options(device="cpu", store_limit=0, timing=TimingConfig(warmup=1, min_reps=5, max_reps=20,
+                                                                   time_cap_s=0.3, retimes=0))
+    ref_dir = reference(Task.load(RELU_TASK), "cpu", opts)
+    assert sorted(p.name for p in ref_dir.iterdir()) == ["meta.json", "state.pt"]
+    r = evaluate(RELU_TASK, Candidate.from_source(GOOD), opts=opts)
+    assert r.ok, r.message
+    plan = r.verify.memory_plan
+    assert (plan["inputs"], plan["outputs"], plan["trials"]) == ("seeds", "recompute", 6)
+    assert "regenerated from seeds" in plan["summary"]
+    # The same candidate against stored trials: the same verdict on the same trials.
+    stored = evaluate(RELU_TASK, Candidate.from_source(GOOD), opts=Options(device="cpu", timing=None, profile=False))
+    assert stored.ok and [t.seed for t in stored.verify.trials] == [t.seed for t in r.verify.trials]
+    assert stored.verify.memory_plan["inputs"] == "stored"
+
+
+def test_a_task_that_cannot_fit_the_gpu_says_how_much_it_needs(tmp_path):
+    # No GPU here: the rule itself, as the reference worker applies it with the GPU's free memory.
+    plan = make_plan(input_bytes=40 * GB, output_bytes=40 * GB, param_bytes=0, peak_bytes=40 * GB, trials=6,
+                     device="cpu", out_dir=tmp_path)
+    assert plan["fits"] is True and plan["needs_bytes"] > 200 * GB       # a CPU has no GPU limit
+    with pytest.raises(Exception):
+        make_plan(input_bytes=1, output_bytes=1, param_bytes=0, peak_bytes=0, trials=6, device="cuda",
+                  out_dir=tmp_path)                                     # torch without CUDA: no GPU to plan for
