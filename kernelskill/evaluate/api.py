@@ -162,6 +162,7 @@ class RefServer:
         self.opts = opts
         req = _request("refserve", task, None, device, opts, self.base) | {"ref_dir": str(ref_dir)}
         self.outcome: WorkerOutcome | None = None
+        self._n = 0
         # An empty launcher: never a prestarted spare (this folder is where the requests go).
         self._thread = threading.Thread(target=self._run, args=(req,), daemon=True, name="kernelskill-refserve")
         self._thread.start()
@@ -171,8 +172,28 @@ class RefServer:
                                   keep=self.base, launcher=[])
 
     def get(self, i: int) -> list:
-        want, got = self.out / f"want_{i}", self.out / f"ref_{i}.pt"
-        want.write_text("")
+        """Trial i's reference outputs, on the host."""
+        got = self._ask(f"want_{i}", "", f"ref_{i}.pt")
+        outs = torch.load(got, weights_only=True)
+        got.unlink(missing_ok=True)
+        return outs
+
+    def compare(self, trial: int, file: Path, *, key=None, seed: int, dist: str, atol: float, rtol: float) -> dict:
+        """A candidate's outputs (a file its worker wrote) compared with trial ``trial``'s reference on
+        the reference worker's device: the TrialResult as a dict, or {"unreadable": why}."""
+        self._n += 1
+        name = f"cmp_{trial}_{self._n}.json"
+        ask = {"file": str(file), "key": key, "trial": trial, "seed": seed, "dist": dist, "atol": atol, "rtol": rtol}
+        got = self._ask(name, json.dumps(ask), name.replace("cmp_", "res_"))
+        answer = json.loads(got.read_text())
+        got.unlink(missing_ok=True)
+        return answer
+
+    def _ask(self, name: str, text: str, reply: str) -> Path:
+        tmp = self.out / (name + ".tmp")
+        tmp.write_text(text)
+        os.replace(tmp, self.out / name)
+        got = self.out / reply
         deadline = time.monotonic() + self.opts.run_timeout
         while not got.exists():
             if not self._thread.is_alive() or time.monotonic() > deadline:
@@ -180,9 +201,7 @@ class RefServer:
                 raise TaskError(f"the reference worker that recomputes trial outputs stopped: {why}\n"
                                 + (self.outcome.log_tail[-1500:] if self.outcome else ""))
             time.sleep(0.01)
-        outs = torch.load(got, weights_only=True)
-        got.unlink(missing_ok=True)
-        return outs
+        return got
 
     def close(self) -> None:
         (self.out / "stop").write_text("")

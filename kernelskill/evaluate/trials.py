@@ -62,6 +62,17 @@ def generate(task, mod, seed: int, i: int, on_device: str | None) -> list:
     return task.inputs(mod)
 
 
+def input_bytes_on_meta(task, mod, seed: int) -> int | None:
+    """Bytes of one trial's inputs, from get_inputs() on the meta device (nothing allocated);
+    None when the task's get_inputs() cannot run there."""
+    try:
+        torch.manual_seed(input_seed(seed, 0))
+        with torch.device("meta"):
+            return nbytes(task.inputs(mod))
+    except Exception:  # noqa: BLE001 — a get_inputs() that needs real data: measured for real instead
+        return None
+
+
 def nbytes(xs) -> int:
     return sum(x.numel() * x.element_size() for x in xs if isinstance(x, torch.Tensor))
 
@@ -129,7 +140,8 @@ def make_plan(*, input_bytes: int, output_bytes: int, param_bytes: int, peak_byt
     # a forward. What is left holds the timed input sets.
     need = 2 * param_bytes + 2 * input_bytes + output_bytes + peak_bytes
     if plan["outputs"] == "recompute":
-        need += param_bytes + input_bytes + peak_bytes
+        # its model, one trial, a forward, and the comparison: the candidate's copy and temporaries
+        need += param_bytes + input_bytes + peak_bytes + 3 * output_bytes
     plan["needs_bytes"] = need
     if gpu_free is not None:
         spare = gpu_free - need

@@ -106,6 +106,18 @@ class TrialJudge:
                 self._compare(out_dir, i)
 
     def _compare(self, out_dir, i: int) -> None:
+        server = self.ref_outs.server
+        if server is not None:           # compared on the reference worker's device, not read here
+            from ..results import TrialResult
+            ans = server.compare(i, out_dir / f"cand_outputs_{i}.pt", seed=self.seeds[i], dist=self.dists[i],
+                                 atol=self.atol, rtol=self.rtol)
+            if "unreadable" in ans:
+                self.unreadable = f"output-type: the outputs are not plain tensors ({ans['unreadable']})"
+                return
+            self.done[i] = (TrialResult.from_dict(ans["result"]), ans.get("lines") or "")
+            if self.drop:
+                (out_dir / f"cand_outputs_{i}.pt").unlink(missing_ok=True)
+            return
         try:
             # Read in full, not mapped: the worker is still alive while this is judged.
             got = torch.load(out_dir / f"cand_outputs_{i}.pt", weights_only=True)
@@ -204,6 +216,20 @@ def replay_flags(out_dir, task, ref_outs: list, dists: list[str], live: bool,
     to its folder, so the file is read in full rather than mapped."""
     atol, rtol = task.tolerance
     task_idx = [i for i, d in enumerate(dists) if d == "task"]
+    server = getattr(ref_outs, "server", None)
+    if server is not None:
+        # Large outputs: each set's timed outputs compared on the reference worker's device.
+        import json as _json
+        keys = _json.loads((out_dir / "timed_keys.json").read_text())
+        for idx in keys:
+            ans = server.compare(task_idx[int(idx)], out_dir / file, key=int(idx), seed=0, dist="task",
+                                 atol=atol, rtol=rtol)
+            if "unreadable" in ans:
+                return ["replay: the outputs of the timed calls are not plain tensors"]
+            if not ans["result"].get("ok"):
+                return [f"replay: outputs of timed calls do not match the reference for input set {idx} "
+                        f"(results cached or replayed across calls?)"]
+        return []
     try:
         timed = torch.load(out_dir / file, weights_only=True, mmap=not live)
     except Exception:  # noqa: BLE001

@@ -128,8 +128,16 @@ def mode_reference(req: dict, out: Path) -> dict:
     model = task.build_model(mod, init=init).to(device)
     param_bytes = trials_mod.nbytes(list(model.state_dict().values()))
     with torch.no_grad():
-        # Trial 0 as get_inputs() draws it: its footprint and one forward's peak decide the plan.
-        first = _to(trials_mod.generate(task, mod, seed, 0, None), device)
+        # Inputs too large to store are drawn on the device (seconds on a CPU for gigabytes): their
+        # size comes from get_inputs() on the meta device, where nothing is computed.
+        sized = trials_mod.input_bytes_on_meta(task, mod, seed)
+        where = None
+        if sized is not None and cuda:
+            pre = trials_mod.make_plan(input_bytes=sized, output_bytes=0, param_bytes=param_bytes, peak_bytes=0,
+                                       trials=n + 1, device=device, out_dir=out, store_limit=req.get("store_limit"))
+            where = device if pre["inputs"] == "seeds" else None
+        # Trial 0: its footprint and one forward's peak decide the plan.
+        first = _to(trials_mod.generate(task, mod, seed, 0, where), device)
         if cuda:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
@@ -145,12 +153,11 @@ def mode_reference(req: dict, out: Path) -> dict:
                     "error": f"{task.path}: one reference and one candidate forward need about {gb(plan['needs_bytes'])} "
                              f"of GPU memory and {device} has {gb(plan['gpu_free'])} free; use a smaller preset or "
                              f"--set, or a GPU with more memory"}
-        if plan["generated_on"]:          # regenerated from seeds on the device by every worker
+        if plan["generated_on"] and plan["generated_on"] != where:   # regenerated on the device by every worker
             del first, outs0
             first = trials_mod.generate(task, mod, seed, 0, device)
             outs0, structure = _seeded_call(model, first, device, call_seed(seed, 0), cpu=False)
         dists, finite, degenerate = [], True, guards.DegenerateCheck()
-        first_cpu = None
 
         def keep(i: int, xs: list, outs: list, dist: str) -> None:
             dists.append(dist)
@@ -175,8 +182,7 @@ def mode_reference(req: dict, out: Path) -> dict:
         if not finite or all(bool(torch.isfinite(o).all()) for o in outs if isinstance(o, torch.Tensor)):
             keep(n, signed, outs, "signed")
         del signed, outs
-        first_cpu = _cpu(outs0)
-        stochastic, randomness = reference_randomness(model, first, first_cpu, device, seed, task.tolerance)
+        stochastic, randomness = reference_randomness(model, first, outs0, device, seed, task.tolerance)
     plan["trials"] = len(dists)
     _save({k: v.detach().cpu() for k, v in model.state_dict().items()}, out / "state.pt")
     return {"status": "ok", "seed": seed, "distributions": dists, "output_bytes": plan["output_bytes"],
@@ -190,14 +196,14 @@ def reference_randomness(model, xs: list, first: list, device: str, seed: int, t
     seed (no candidate can be verified against it), and which random numbers it draws when only
     a different seed changes its output (a candidate must draw the same stream); "" for none."""
     s = call_seed(seed, 0)
-    again, _ = _seeded_call(model, xs, device, s)
+    again, _ = _seeded_call(model, xs, device, s, cpu=False)      # compared where ``first`` lives
     diff = _difference(again, first, tol)
     del again
     if diff:
         return (f"run twice on the same inputs under the same seed, its outputs differ ({diff}); "
                 f"nondeterministic atomics, a generator seeded from the clock or the OS, or "
                 f"time-dependent code"), ""
-    other, _ = _seeded_call(model, xs, device, s + 1)
+    other, _ = _seeded_call(model, xs, device, s + 1, cpu=False)
     if not _difference(other, first, tol):
         return "", ""
     return "", guards.random_modules(model) or "it calls a random function (torch.rand, randn, bernoulli, …)"
@@ -358,6 +364,7 @@ def mode_run(req: dict, out: Path) -> dict:
         t2 = _clock()
         last = {idx: _cpu(flatten(o)[0]) for idx, o in timed["last_outputs"]["candidate"].items()}
         _save(last, out / "timed_outputs.pt")
+        _write_json_atomic(out / "timed_keys.json", sorted(last))
         t3 = _clock()
         res["timing"] = {"times": timed["times"], "reps": timed["reps"], "threads": torch.get_num_threads(),
                          "first_call_ms": first_call_ms, "compile": compile_info, "rounds": rounds,
@@ -500,6 +507,7 @@ def mode_race(req: dict, out: Path) -> dict:
     for name, outs in timed["last_outputs"].items():
         if name != "eager":
             _save({idx: _cpu(flatten(o)[0]) for idx, o in outs.items()}, out / f"timed_outputs_{name}.pt")
+            _write_json_atomic(out / "timed_keys.json", sorted(outs))
     return {"status": "ok", "build": _buildlog(log),
             "timing": {"times": timed["times"], "reps": timed["reps"], "threads": torch.get_num_threads(),
                        "rounds": rounds, "chosen_round": timed["round"]}}
@@ -507,8 +515,17 @@ def mode_race(req: dict, out: Path) -> dict:
 
 def mode_refserve(req: dict, out: Path) -> dict:
     """A trusted reference worker (no candidate code) for tasks whose outputs are not stored
-    (memory plan ``recompute``): for each ``want_I`` file the parent writes, trial I's reference
-    output under its call seed goes to ``ref_I.pt``, until ``stop`` or the parent's death."""
+    (memory plan ``recompute``). It answers the parent's request files until ``stop`` or the
+    parent's death:
+
+    ``want_I``      trial I's reference outputs (under its call seed) → ``ref_I.pt``
+    ``cmp_I_K.json`` {"file", "key", "trial", "seed", "dist", "atol", "rtol"}: a candidate's outputs
+                    (a file the candidate's worker wrote; ``key`` picks one entry of a dict) loaded
+                    straight to the device and compared there with trial I's reference outputs
+                    → ``res_I_K.json`` (the TrialResult). Gigabytes never cross to the host twice.
+    """
+    from kernelskill.evaluate.correctness import compare_trial
+    from kernelskill.results import to_dict
     device = _setup(req)
     task, mod, init, trials, state = _reference_data(req)
     torch.manual_seed(req["seed"])
@@ -520,14 +537,30 @@ def mode_refserve(req: dict, out: Path) -> dict:
     served = 0
     with torch.no_grad():
         while os.getppid() == parent and not (out / "stop").exists():
-            wants = sorted(out.glob("want_*"))
+            wants = sorted(out.glob("want_*")) + sorted(out.glob("cmp_*.json"))
             if not wants:
                 time.sleep(0.01)
                 continue
             for w in wants:
-                i = int(w.name.split("_")[1])
-                outs, _ = _seeded_call(model, trials.get(i), device, call_seed(req["seed"], i))
-                _save_atomic(outs, out / f"ref_{i}.pt")
+                if w.name.startswith("want_"):
+                    i = int(w.name.split("_")[1])
+                    outs, _ = _seeded_call(model, trials.get(i), device, call_seed(req["seed"], i))
+                    _save_atomic(outs, out / f"ref_{i}.pt")
+                else:
+                    ask = json.loads(w.read_text())
+                    i = int(ask["trial"])
+                    want, _ = _seeded_call(model, trials.get(i), device, call_seed(req["seed"], i), cpu=False)
+                    try:
+                        got = torch.load(ask["file"], weights_only=True, map_location=device)
+                        if ask.get("key") is not None:
+                            got = got[ask["key"]]
+                        res, lines = compare_trial(i, int(ask["seed"]), ask["dist"], list(got), want,
+                                                   float(ask["atol"]), float(ask["rtol"]))
+                        answer = {"result": to_dict(res), "lines": lines}
+                    except Exception as e:  # noqa: BLE001 — anything but plain tensors: the parent flags it
+                        answer = {"unreadable": f"{type(e).__name__}: {e}"[:300]}
+                    del want
+                    _write_json_atomic(out / w.name.replace("cmp_", "res_"), answer)
                 w.unlink()
                 served += 1
                 set_phase(out, "serve")          # each answer restarts the phase's clock
