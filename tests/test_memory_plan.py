@@ -22,7 +22,7 @@ def test_a_shipped_level1_size_is_not_stored_and_rotates_what_fits(tmp_path):
     plan = make_plan(input_bytes=six, output_bytes=six, param_bytes=0, peak_bytes=six, trials=6, device="cpu",
                      out_dir=tmp_path)
     assert (plan["inputs"], plan["outputs"], plan["stored_bytes"]) == ("seeds", "recompute", 0)
-    assert plan["needs_bytes"] == (2 * six + six + six) + (six + six + 3 * six)   # candidate side + reference worker
+    assert plan["needs_bytes"] == (2 * six + 2 * six) + (six + 3 * six) + 2 * GB   # candidate side + reference worker + margin
     text = describe(plan)
     assert "6.44 GB per trial, regenerated from seeds" in text and "recomputed by a reference worker" in text
     small = make_plan(input_bytes=256_000, output_bytes=256_000, param_bytes=0, peak_bytes=0, trials=6,

@@ -296,7 +296,10 @@ def evaluate(task, candidate, *, opts: Options | None = None, on_phase: Callable
     req["timing"] = dataclasses.asdict(opts.timing) if opts.timing else None
     req["profile"] = opts.profile and opts.timing is not None
     apart = None
-    if req["profile"] and (opts.profile_apart if opts.profile_apart is not None else device.startswith("cuda")):
+    # A task whose outputs are recomputed fills the GPU with two workers already: no third one.
+    huge = (meta.get("plan") or {}).get("outputs") == "recompute"
+    if req["profile"] and (opts.profile_apart if opts.profile_apart is not None else
+                           device.startswith("cuda") and not huge):
         req["profile"] = "apart"
         apart = _ApartProfile(_request("profile", task, cand, device, opts, base) | {"ref_dir": str(ref_dir)}, opts)
     # A task whose reference outputs are not stored: a trusted worker recomputes them on demand.

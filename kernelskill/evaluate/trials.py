@@ -27,6 +27,8 @@ STORE_INPUTS_MAX = 8 * GB       # at most this much of trial inputs is written t
 STORE_OUTPUTS_MAX = 16 * GB     # ... and of reference outputs
 DISK_SHARE = 0.25               # of the free disk, at most, for either
 HOST_SHARE = 0.25               # of the host's available memory, at most, for stored inputs
+MARGIN_BYTES = 2 * GB           # CUDA contexts, the L2 flush buffer, the profiler: kept free on the GPU
+MARGIN_SHARE = 0.05             # ... and this share of the free memory (allocator fragmentation)
 
 
 def input_seed(seed: int, i: int) -> int:
@@ -124,7 +126,10 @@ def make_plan(*, input_bytes: int, output_bytes: int, param_bytes: int, peak_byt
     short of disk) caps what is written, in bytes."""
     disk_free = shutil.disk_usage(out_dir).free
     host = _host_available()
-    gpu_free = torch.cuda.mem_get_info(torch.device(device))[0] if device.startswith("cuda") else None
+    gpu_free = None
+    if device.startswith("cuda"):
+        # What the evaluation's workers will find: free now, plus what this process holds (it exits).
+        gpu_free = torch.cuda.mem_get_info(torch.device(device))[0] + torch.cuda.memory_reserved(torch.device(device))
     in_cap = min(STORE_INPUTS_MAX, int(disk_free * DISK_SHARE), int((host or 1 << 62) * HOST_SHARE))
     out_cap = min(STORE_OUTPUTS_MAX, int(disk_free * DISK_SHARE))
     if store_limit is not None:
@@ -138,13 +143,17 @@ def make_plan(*, input_bytes: int, output_bytes: int, param_bytes: int, peak_byt
     # The candidate's worker holds both models, a trial's inputs, their clones and its outputs, and
     # a forward's working set; the recomputing reference worker beside it its model, one trial and
     # a forward. What is left holds the timed input sets.
-    need = 2 * param_bytes + 2 * input_bytes + output_bytes + peak_bytes
+    # ``peak_bytes``: one forward's allocations beyond its inputs (its outputs included). The
+    # candidate's worker: both models, a trial's inputs and their clones, then the poisoned buffers
+    # (twice the outputs, kept by the allocator for the candidate's own) or a forward.
+    need = 2 * param_bytes + 2 * input_bytes + max(peak_bytes, 2 * output_bytes)
     if plan["outputs"] == "recompute":
-        # its model, one trial, a forward, and the comparison: the candidate's copy and temporaries
-        need += param_bytes + input_bytes + peak_bytes + 3 * output_bytes
+        # its model, one trial, and a forward or the comparison (reference, candidate's copy, temporaries)
+        need += param_bytes + input_bytes + max(peak_bytes, 3 * output_bytes)
+    need += MARGIN_BYTES
     plan["needs_bytes"] = need
     if gpu_free is not None:
-        spare = gpu_free - need
+        spare = gpu_free * (1 - MARGIN_SHARE) - need
         per_set = input_bytes + output_bytes
         plan["rotate"] = max(1, min(rotate, int(spare // per_set) if per_set else rotate))
         plan["fits"] = spare >= 0

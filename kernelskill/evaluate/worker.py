@@ -560,6 +560,9 @@ def mode_refserve(req: dict, out: Path) -> dict:
                     except Exception as e:  # noqa: BLE001 — anything but plain tensors: the parent flags it
                         answer = {"unreadable": f"{type(e).__name__}: {e}"[:300]}
                     del want
+                    got = None
+                    if device.startswith("cuda"):
+                        torch.cuda.empty_cache()     # the candidate's worker shares this GPU
                     _write_json_atomic(out / w.name.replace("cmp_", "res_"), answer)
                 w.unlink()
                 served += 1
