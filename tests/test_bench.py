@@ -295,7 +295,11 @@ def test_ctrl_c_keeps_what_finished_and_the_rerun_goes_on(suite, tmp_path):
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "kernelskill.cli", "bench", str(suite), "--include-wrong", "--executor", "local",
            "--out", str(out), *FAST]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    # A terminal's process starts with SIGINT at its default; a process this test runs in may have
+    # inherited it ignored (a library an earlier test loaded), and an ignored SIGINT is inherited
+    # and never becomes KeyboardInterrupt. Start the bench as a terminal would.
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 240
         while not ((out / "results.jsonl").is_file() and (out / "results.jsonl").read_text().count("\n") >= 1):
@@ -309,7 +313,8 @@ def test_ctrl_c_keeps_what_finished_and_the_rerun_goes_on(suite, tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
     kept = lines(out / "results.jsonl")
-    assert proc.returncode == 130 and "interrupted:" in err and "run the same command again" in err
+    assert proc.returncode == 130 and "interrupted:" in err and "run the same command again" in err, \
+        (proc.returncode, err[-1500:])
     assert 1 <= len(kept) < 4
     code, stdout, stderr = bench(str(suite), "--include-wrong", "--executor", "local", "--out", str(out), "--json",
                                  *FAST)

@@ -23,6 +23,7 @@ from .timing import TimingConfig, speedup_ci, stats
 from .verdict import reference_outputs, replay_flags
 
 MIN_GAIN = (0.02, 0.01)      # (CPU, GPU): a confident win must also be at least this much faster
+NOISY_GAIN = 0.5             # ... and in a round that was not good, at least this much by the interval's low end
 
 
 def race(task, candidates: list, *, opts: Options | None = None) -> RaceResult:
@@ -90,11 +91,13 @@ def _winner(times: dict, names: list[str], entries: list[RaceEntry], device: str
             q: MeasurementQuality | None) -> int | None:
     """The entry faster than every other with confidence, in a good round; else None."""
     ok = [i for i, e in enumerate(entries) if not e.flags]
-    if not ok or (q is not None and q.verdict != GOOD):
+    if not ok:
         return None
     if len(ok) == 1:
-        return ok[0]
-    gain = MIN_GAIN[1 if device.startswith("cuda") else 0]
+        return ok[0] if q is None or q.verdict == GOOD else None
+    # In a round that was not good only a difference far beyond any noise seen counts: the low end
+    # of the interval 50 % above the other (a 10× kernel against a slow one is still a decision).
+    gain = MIN_GAIN[1 if device.startswith("cuda") else 0] if q is None or q.verdict == GOOD else NOISY_GAIN
     best = min(ok, key=lambda i: float(np.median(times[names[i]]["ms"])))
     for j in ok:
         if j != best:
