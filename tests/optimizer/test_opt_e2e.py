@@ -111,7 +111,6 @@ def test_compile_error_repair_slow_then_fast_budget_report_resume(project, tmp_p
         assert (n2.kind, n2.parent, n2.status, n2.code) == ("repair", "n1", "ok", SLOW)
         assert (n3.kind, n3.parent, n3.status, n3.code) == ("plan", "n0", "ok", FAST)
         assert n2.speedup < 1.0                   # 201 passes of the kernel: slower than eager, whatever the load
-        assert n2.speedup < n3.speedup
         # the debugger read the compiler's diagnostic mapped to the candidate's line
         debug = script.prompts("debugger")[0]
         assert "compile_error" in debug and "expected" in debug and "return y;" in debug
@@ -134,7 +133,11 @@ def test_compile_error_repair_slow_then_fast_budget_report_resume(project, tmp_p
         assert [e.node_id for e in improved] in (["n2", "n3"], ["n3"]), [(e.node_id, e.why) for e in improved]
         assert all(e.why for e in improved)
         final = [e for e in events if e.name == "FinalistsRetimed"]
-        assert len(final) == 1 and final[0].node_ids == ["n3", "n2"] and final[0].winner in ("n3", None)
+        assert len(final) == 1 and set(final[0].node_ids) == {"n2", "n3"} and final[0].winner in ("n3", None)
+        # Head to head, in one worker, the fast candidate is faster than the 201-pass one (the two
+        # separate evaluations with this test's few repetitions may say otherwise on a busy machine).
+        by_id = dict(zip(final[0].node_ids, final[0].race["entries"]))
+        assert by_id["n3"]["speedup"] > by_id["n2"]["speedup"], final[0].race["message"]
         assert events[-1].reason == "attempts" and events[-1].best_node == "n3"
         assert out["best_speedup"] == events[-1].best_speedup and len(events[-1].best_speedup_ci) == 2
         assert out["best_quality"] in ("good", "noisy", "contended")
