@@ -305,15 +305,20 @@ def _candidate_model(module, init: list, state: dict, req: dict, device: str):
     return model.to(device), aligned
 
 
+def _reference_model(task, mod, init: list, state: dict, req: dict, device: str):
+    """The task's Model built under the reference's seed, with the cached weights, on the device."""
+    torch.manual_seed(req["seed"])
+    model = task.build_model(mod, init=init)
+    model.load_state_dict(state)
+    return model.to(device)
+
+
 def mode_run(req: dict, out: Path) -> dict:
     device = _setup(req)
     task, mod, init, trials, state = _reference_data(req)
-    meta = json.loads((Path(req["ref_dir"]) / "meta.json").read_text())
+    meta = trials.meta
     dists = meta["distributions"]
-    torch.manual_seed(req["seed"])
-    ref_model = task.build_model(mod, init=init)
-    ref_model.load_state_dict(state)
-    ref_model = ref_model.to(device)
+    ref_model = _reference_model(task, mod, init, state, req, device)
     compiled_ref, compile_info = _compile_baseline(req, ref_model, trials.get(0), device)
     before = guards.backend_flags()
     # The timed calls rotate through the first task trials, as many as the memory plan holds.
@@ -483,12 +488,9 @@ def mode_race(req: dict, out: Path) -> dict:
     the parent to re-check (``timed_outputs_c{i}.pt``)."""
     device = _setup(req)
     task, mod, init, trials, state = _reference_data(req)
-    meta = json.loads((Path(req["ref_dir"]) / "meta.json").read_text())
+    meta = trials.meta
     dists = meta["distributions"]
-    torch.manual_seed(req["seed"])
-    ref_model = task.build_model(mod, init=init)
-    ref_model.load_state_dict(state)
-    models = {"eager": ref_model.to(device)}
+    models = {"eager": _reference_model(task, mod, init, state, req, device)}
     reseed = (lambda idx: seed_call(call_seed(req["seed"], idx), device)) if meta.get("random") else None
     set_phase(out, "build")
     log = _build.BuildLog()
@@ -528,10 +530,7 @@ def mode_refserve(req: dict, out: Path) -> dict:
     from kernelskill.results import to_dict
     device = _setup(req)
     task, mod, init, trials, state = _reference_data(req)
-    torch.manual_seed(req["seed"])
-    model = task.build_model(mod, init=init)
-    model.load_state_dict(state)
-    model = model.to(device)
+    model = _reference_model(task, mod, init, state, req, device)
     parent = os.getppid()
     set_phase(out, "serve")
     served = 0
