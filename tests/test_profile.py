@@ -100,6 +100,134 @@ def test_a_candidate_faster_than_the_floor_is_flagged_for_review_on_the_gpu():
     assert flags == [] and prof.roofline["fraction"] == pytest.approx(2.0)
 
 
+def _eager_prof(eager_ms: float, cand_ms: float) -> ProfileResult:
+    prof = _prof(cand_ms)
+    prof.baseline = TimingStats(median_ms=eager_ms, iqr_ms=0.0, n=10)
+    return prof
+
+
+# 1 TFLOP in fp32 with TF32 off: a 20 ms floor at H100ISH's 50 TFLOP/s (compute roof).
+GEMM = {"flops": 1e12, "bytes": 3 * 4096 * 4096 * 4}
+
+
+def test_eager_faster_than_its_floor_raises_the_ceiling_it_beat():
+    # The H100 case: fp32 GEMM eager at 1.006 of its floor, because the measured fp32 ceiling was
+    # below what cuBLAS reaches on that call.
+    task = Task.load(RELU_TASK)
+    eager_ms = 20.0 / 1.006
+    prof, flags = _eager_prof(eager_ms, cand_ms=30.0), []
+    _roofline(prof, task, GEMM, H100ISH, flags)
+    assert flags == []
+    raised = prof.roofline["raised_ceiling"]
+    assert raised["ceiling"] == "peak_flops.float32" and raised["from"] == 50e12
+    assert raised["to"] == pytest.approx(1e12 / (eager_ms / 1e3))
+    note = next(n for n in prof.notes if n.startswith("review: eager"))
+    assert "50.3 TFLOP/s" in note and "float32 ceiling 50 TFLOP/s" in note and "raised" in note
+    # This profile already measures against the raised ceiling: eager is on its roof, not above.
+    assert prof.roofline["eager_fraction"] == pytest.approx(1.0) and prof.roofline["eager_fraction"] <= 1.0
+    assert prof.roofline["peak_tflops"] == pytest.approx(50.3, abs=0.01)
+    assert H100ISH["peak_flops"]["float32"] == 50e12          # the caller's dict is left as it was
+    # Under the task's TF32 setting the TF32 ceiling is the one raised; a memory-roof task raises bandwidth.
+    tf32 = Task.load(RELU_TASK)
+    tf32.allow_tf32 = True
+    prof = _eager_prof(2.5 / 1.01, cand_ms=3.0)
+    _roofline(prof, tf32, GEMM, H100ISH, [])
+    assert prof.roofline["raised_ceiling"]["ceiling"] == "peak_flops.tf32"
+    assert any("tf32 ceiling 400 TFLOP/s" in n for n in prof.notes)
+    prof = _eager_prof(1.0 / 1.02, cand_ms=2.0)
+    _roofline(prof, task, {"flops": 0, "bytes": 3e9}, H100ISH, [])
+    assert prof.roofline["raised_ceiling"]["ceiling"] == "bandwidth"
+    assert any("3060 GB/s" in n and "bandwidth ceiling 3000 GB/s" in n for n in prof.notes)
+
+
+def test_eager_at_or_below_its_floor_or_far_above_it_raises_nothing():
+    task = Task.load(RELU_TASK)
+    prof = _eager_prof(20.0, cand_ms=30.0)                  # exactly on the floor: strictly faster only
+    _roofline(prof, task, GEMM, H100ISH, [])
+    assert "raised_ceiling" not in prof.roofline and not any(n.startswith("review:") for n in prof.notes)
+    # Twice the ceiling: the task's counted work, not the ceiling, is the likelier error.
+    prof = _eager_prof(10.0, cand_ms=30.0)
+    _roofline(prof, task, GEMM, H100ISH, [])
+    assert "raised_ceiling" not in prof.roofline
+    assert any(n.startswith("review: eager") and "not raised" in n for n in prof.notes)
+    # CPU caches can hold the working set: eager above the bandwidth floor raises nothing there.
+    prof = _eager_prof(0.9, cand_ms=2.0)
+    prof.device = "cpu"
+    _roofline(prof, task, {"flops": 0, "bytes": 3e9}, H100ISH, [])
+    assert "raised_ceiling" not in prof.roofline
+
+
+def test_a_candidate_just_faster_than_the_floor_gets_a_note_and_raises_nothing():
+    task = Task.load(RELU_TASK)
+    prof, flags = _prof(0.97), []                            # 0.97 × a 1 ms floor; eager at 5 ms
+    _roofline(prof, task, {"flops": 0, "bytes": 3e9}, H100ISH, flags)
+    assert flags == []
+    assert any(n.startswith("review: the candidate") and "faster than the roofline floor" in n for n in prof.notes)
+    assert "raised_ceiling" not in prof.roofline and prof.roofline["bandwidth_gbs"] == 3000.0
+
+
+def test_the_raise_is_stored_in_the_ceilings_cache_and_later_floors_use_it(monkeypatch, tmp_path):
+    from kernelskill.evaluate import api
+    from kernelskill.results import CompileResult, EvalResult
+    monkeypatch.setenv("KERNELSKILL_CACHE", str(tmp_path))
+    env = {"gpu": "NVIDIA H100 80GB HBM3"}
+    key, _ = api._ceilings_key("cuda", env)
+    stored = {**H100ISH, "version": roofline.CEILINGS_VERSION, "quality": "good"}
+    roofline.store(tmp_path, key, stored)
+    task = Task.load(RELU_TASK)
+    eager_ms = 20.0 / 1.006
+
+    def evaluated(status: str, eager: float, cand_ms: float = 30.0) -> EvalResult:
+        prof = _eager_prof(eager, cand_ms)
+        _roofline(prof, task, GEMM, roofline.cached(tmp_path, key), [])
+        return EvalResult(status=status, compile=CompileResult(ok=True, backend="cuda"), profile=prof)
+
+    # A flagged evaluation: eager ran beside a candidate that may have touched it, so nothing is stored.
+    r = evaluated("flagged", eager_ms)
+    api.store_raised_ceiling(r, "cuda", env, stored, task.dtype)
+    assert r.profile.roofline["raised_ceiling"]["stored"] is False
+    assert roofline.cached(tmp_path, key)["peak_flops"]["float32"] == 50e12
+    r = evaluated("ok", eager_ms)
+    api.store_raised_ceiling(r, "cuda", env, stored, task.dtype)
+    assert r.profile.roofline["raised_ceiling"]["stored"] is True
+    data = json.loads((tmp_path / "ceilings" / f"{key}.json").read_text())
+    assert data["peak_flops"]["float32"] == pytest.approx(1e12 / (eager_ms / 1e3))
+    assert data["raised"]["peak_flops.float32"]["from"] == 50e12
+    assert data["peak_flops"]["tf32"] == 400e12 and data["bandwidth"] == 3e12      # the others as they were
+    # The next evaluation's floor: eager on its roof (fraction ≤ 1), and nothing raised again.
+    assert 1e12 / data["peak_flops"]["float32"] * 1e3 / eager_ms <= 1.0
+    again = evaluated("ok", eager_ms)
+    assert again.profile.roofline["eager_fraction"] <= 1.0 and "raised_ceiling" not in again.profile.roofline
+    # Re-measured (merged) ceilings keep the raise: a ceiling is a peak.
+    merged = roofline.merge(data, {**stored, "peak_flops": {"float32": 49e12}})
+    assert merged["peak_flops"]["float32"] == data["peak_flops"]["float32"] and "raised" in merged
+
+
+def test_a_candidate_never_raises_a_ceiling(monkeypatch, tmp_path):
+    from kernelskill.evaluate import api
+    from kernelskill.results import CompileResult, EvalResult
+    monkeypatch.setenv("KERNELSKILL_CACHE", str(tmp_path))
+    key, _ = api._ceilings_key("cuda", {"gpu": "G"})
+    roofline.store(tmp_path, key, {**H100ISH, "version": roofline.CEILINGS_VERSION})
+    task = Task.load(RELU_TASK)
+    for cand_ms in (19.5, 15.0):                # within 5 % of the 20 ms floor, and far below it
+        prof, flags = _eager_prof(25.0, cand_ms), []
+        _roofline(prof, task, GEMM, H100ISH, flags)
+        assert "raised_ceiling" not in prof.roofline
+        api.store_raised_ceiling(EvalResult(status="ok", compile=CompileResult(ok=True, backend="cuda"), profile=prof), "cuda", {"gpu": "G"}, H100ISH, task.dtype)
+        assert roofline.cached(tmp_path, key)["peak_flops"]["float32"] == 50e12
+    assert any("below the roofline floor" in f for f in flags)
+
+
+def test_raise_ceiling_only_raises():
+    up = roofline.raise_ceiling(H100ISH, "peak_flops.bfloat16", 900e12)
+    assert up["peak_flops"]["bfloat16"] == 900e12 and H100ISH["peak_flops"]["bfloat16"] == 800e12
+    assert roofline.raise_ceiling(H100ISH, "bandwidth", 2e12)["bandwidth"] == 3e12
+    # A dtype without its own peak (read as float32's) gets one.
+    half = roofline.raise_ceiling(H100ISH, "peak_flops.float16", 60e12)
+    assert half["peak_flops"]["float16"] == 60e12 and half["peak_flops"]["float32"] == 50e12
+
+
 def test_missing_ceilings_or_work_become_notes():
     task = Task.load(RELU_TASK)
     prof = _prof(1.0)

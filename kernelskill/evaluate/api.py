@@ -354,6 +354,8 @@ def evaluate(task, candidate, *, opts: Options | None = None, on_phase: Callable
                             refresh=opts.remeasure_ceilings) if profiled else {}
             result = _judge(result, task, cand, out, ref_dir, meta, flags, started, verified.get("v"), roof,
                             verified.get("replay"), server)
+            if roof:
+                store_raised_ceiling(result, device, (out.result or {}).get("env") or {}, roof, task.dtype)
         finally:
             if opts.keep_dir is None:
                 shutil.rmtree(base, ignore_errors=True)
@@ -416,12 +418,18 @@ class _ApartProfile:
         result["kernels_note"] = f"kernel breakdown: the profiling worker failed ({why})"[:500]
 
 
-def ceilings(device: str, worker_env: dict, opts: Options, refresh: bool = False) -> dict:
-    """This device's measured ceilings: from the cache, or measured once (in a worker) and cached."""
+def _ceilings_key(device: str, worker_env: dict) -> tuple[str, int | None]:
+    """The ceilings cache key of this device (as the worker saw it), and the CPU threads it counts."""
     from . import roofline
     name = worker_env.get("gpu") if device.startswith("cuda") else _env(device).cpu
     threads = worker_env.get("threads") if not device.startswith("cuda") else None
-    key = roofline.cache_key(name or "unknown", device, threads, torch.__version__)
+    return roofline.cache_key(name or "unknown", device, threads, torch.__version__), threads
+
+
+def ceilings(device: str, worker_env: dict, opts: Options, refresh: bool = False) -> dict:
+    """This device's measured ceilings: from the cache, or measured once (in a worker) and cached."""
+    from . import roofline
+    key, threads = _ceilings_key(device, worker_env)
     hit = roofline.cached(cache_root(), key)
     if hit and not refresh and not roofline.stale(hit):
         return hit
@@ -437,6 +445,27 @@ def ceilings(device: str, worker_env: dict, opts: Options, refresh: bool = False
     data = new if (refresh or not hit) else roofline.merge(hit, new)
     roofline.store(cache_root(), key, data)
     return data
+
+
+def store_raised_ceiling(result: EvalResult, device: str, worker_env: dict, measured: dict, dtype: str) -> None:
+    """Eager ran faster than its floor (verdict._roofline raised the ceiling it beat): store the
+    raise in the cached ceilings, so later evaluations measure against it. Only from an evaluation
+    whose status is ok: eager ran beside the candidate, and a flagged one may have touched it."""
+    from . import roofline
+    prof = result.profile
+    raised = (prof.roofline or {}).get("raised_ceiling") if prof is not None else None
+    if not raised:
+        return
+    if result.status != "ok":
+        raised["stored"] = False
+        prof.notes.append(f"roofline: the raised {raised['ceiling']} ceiling is not stored: the evaluation is "
+                          f"{result.status}")
+        return
+    key, _ = _ceilings_key(device, worker_env)
+    # Re-read the cache: another evaluation may have stored (or raised) it since this one began.
+    current = roofline.cached(cache_root(), key) or measured
+    roofline.store(cache_root(), key, roofline.raise_ceiling(current, raised["ceiling"], raised["to"], dtype))
+    raised["stored"] = True
 
 
 def verify(task, candidate, **kw) -> EvalResult:

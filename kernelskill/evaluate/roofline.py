@@ -16,6 +16,12 @@ The bottleneck class, from the roofline position and launch counts (``classify``
   compute-bound  at or above the ridge
 With Nsight Compute metrics, measured DRAM and SM throughput (≥ 60 % of peak) decide between
 memory- and compute-bound instead of the compulsory-traffic estimate.
+
+A ceiling is never below what a library kernel reaches on the device: when eager (the task's own
+PyTorch reference, library kernels) runs faster than its floor, the binding ceiling is raised to
+the rate eager reached (``raise_ceiling``) and stored in the cache — by at most ``RAISE_LIMIT``,
+beyond which the task's counted work, not the ceiling, is the likelier error. A candidate (untrusted
+code) never raises a ceiling.
 """
 from __future__ import annotations
 
@@ -29,6 +35,10 @@ from pathlib import Path
 LAUNCH_BOUND_SHARE = 0.5
 LATENCY_FRACTION = 0.10
 NCU_SATURATED = 60.0      # % of peak at which Nsight Compute calls a unit saturated
+# Eager above its floor raises the ceiling only up to this factor: a larger excess means the task's
+# FLOPs or bytes overcount what eager does (an input it reads in part, attention it masks), and
+# raising a device-wide ceiling by it would hide candidates below every other task's floor.
+RAISE_LIMIT = 1.2
 CEILINGS_VERSION = 1
 
 
@@ -65,12 +75,19 @@ def _copy_ms(n: int, dev, device: str, reps: int) -> float:
     return _time_ms(lambda: y.copy_(x), device, reps)
 
 
-def _matmul_ms(n: int, dt, dev, device: str, reps: int) -> float:
+def _matmul_ms(shape: tuple[int, int, int], dt, dev, device: str, reps: int) -> float:
+    """(m, k, n): an m×k by k×n product."""
     import torch
-    a = torch.randn(n, n, device=dev).to(dt)
-    b = torch.randn(n, n, device=dev).to(dt)
-    c = torch.empty(n, n, device=dev, dtype=dt)
+    m, k, n = shape
+    a = torch.randn(m, k, device=dev).to(dt)
+    b = torch.randn(k, n, device=dev).to(dt)
+    c = torch.empty(m, n, device=dev, dtype=dt)
     return _time_ms(lambda: torch.mm(a, b, out=c), device, reps)
+
+
+def _gemm_rate(shapes, dt, dev, device: str, reps: int) -> float:
+    """The vendor GEMM's best FLOP rate over the shapes: a ceiling is the best it reaches."""
+    return max(2 * m * k * n / (_matmul_ms((m, k, n), dt, dev, device, reps) / 1e3) for m, k, n in shapes)
 
 
 def measure(device: str) -> dict:
@@ -82,12 +99,15 @@ def measure(device: str) -> dict:
     if cuda:
         props = torch.cuda.get_device_properties(dev)
         out["name"] = props.name
-        n_copy, sizes = (1 << 28), (4096, 8192)   # 1 GiB of fp32; 4096³ and 8192³ matmuls
+        # 1 GiB of fp32; square matmuls at 4096, 6144 and 8192 and a wide 4096×8192 by 8192×4096
+        # (cuBLAS picks its kernel by shape, and the best one can sit at any of them).
+        n_copy = 1 << 28
+        shapes = ((4096, 4096, 4096), (6144, 6144, 6144), (8192, 8192, 8192), (4096, 8192, 4096))
     else:
         import platform
         out["name"] = platform.processor() or platform.machine()
         out["threads"] = torch.get_num_threads()
-        n_copy, sizes = (1 << 26), (1024,)        # 256 MiB; 1024³ (2 GFLOP)
+        n_copy, shapes = (1 << 26), ((1024, 1024, 1024),)        # 256 MiB; 1024³ (2 GFLOP)
     from .quality import HostSampler
     host = HostSampler()
     host.start(os.getpid())
@@ -97,16 +117,16 @@ def measure(device: str) -> dict:
     if cuda:
         dtypes.update(bfloat16=torch.bfloat16, float16=torch.float16)
     peaks = {}
+    # Only TF32 is switched (off for float32, on for tf32); the reduced-precision-reduction switches
+    # keep the defaults eager runs with.
     old = torch.backends.cuda.matmul.allow_tf32
     try:
         for name, dt in dtypes.items():
             torch.backends.cuda.matmul.allow_tf32 = False
-            # The vendor GEMM at more than one size: the ceiling is the best rate it reaches.
-            peaks[name] = max(2 * n ** 3 / (_matmul_ms(n, dt, dev, device, 10 if cuda else 3) / 1e3)
-                              for n in sizes)
+            peaks[name] = _gemm_rate(shapes, dt, dev, device, 10 if cuda else 3)
             if cuda and name == "float32":
                 torch.backends.cuda.matmul.allow_tf32 = True
-                peaks["tf32"] = max(2 * n ** 3 / (_matmul_ms(n, dt, dev, device, 10) / 1e3) for n in sizes)
+                peaks["tf32"] = _gemm_rate(shapes, dt, dev, device, 10)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = old
     out["peak_flops"] = peaks
@@ -149,6 +169,8 @@ def merge(old: dict, new: dict) -> dict:
         out["launch_us"] = min(old["launch_us"], new["launch_us"])
     if old.get("quality") == "good" and new.get("quality") != "good":
         out["quality"] = "good"         # the higher values came from a quiet measurement
+    if old.get("raised") or new.get("raised"):
+        out["raised"] = {**(old.get("raised") or {}), **(new.get("raised") or {})}
     return out
 
 
@@ -187,11 +209,50 @@ def store(root: Path, key: str, data: dict) -> Path:
 
 
 # ---- the model -------------------------------------------------------------------------------
+def peak_key(ceilings: dict, dtype: str, allow_tf32: bool = False) -> str:
+    """The peak_flops entry a task of this dtype runs under: "tf32" for float32 with TF32 allowed
+    (when measured), else the dtype's own (``peak_for`` falls back to float32 while it is absent)."""
+    if dtype == "float32" and allow_tf32 and "tf32" in (ceilings.get("peak_flops") or {}):
+        return "tf32"
+    return dtype
+
+
 def peak_for(ceilings: dict, dtype: str, allow_tf32: bool = False) -> float:
     peaks = ceilings.get("peak_flops") or {}
-    if dtype == "float32" and allow_tf32 and "tf32" in peaks:
-        return peaks["tf32"]
-    return peaks.get(dtype) or peaks.get("float32") or 0.0
+    return peaks.get(peak_key(ceilings, dtype, allow_tf32)) or peaks.get("float32") or 0.0
+
+
+def binding_ceiling(flops: int, nbytes: int, ceilings: dict, dtype: str, allow_tf32: bool = False) -> str:
+    """Which ceiling sets the floor: "bandwidth" or "peak_flops.<key>" (the slower of the two roofs)."""
+    peak, bw = peak_for(ceilings, dtype, allow_tf32), ceilings.get("bandwidth") or 0.0
+    if bw > 0 and (peak <= 0 or nbytes / bw >= flops / peak):
+        return "bandwidth"
+    return f"peak_flops.{peak_key(ceilings, dtype, allow_tf32)}"
+
+
+def ceiling_value(ceilings: dict, which: str, dtype: str = "float32") -> float:
+    """The value a ``binding_ceiling`` name reads (a peak absent for its dtype: the float32 one)."""
+    if which == "bandwidth":
+        return ceilings.get("bandwidth") or 0.0
+    peaks = ceilings.get("peak_flops") or {}
+    return peaks.get(which.split(".", 1)[1]) or peaks.get("float32") or 0.0
+
+
+def raise_ceiling(data: dict, which: str, rate: float, dtype: str = "float32") -> dict:
+    """``data`` with the ceiling ``which`` ("bandwidth" or "peak_flops.<key>") raised to ``rate``
+    (never lowered), and a record of the raise under "raised"; ``data`` itself is left as it was."""
+    out = dict(data)
+    old = ceiling_value(data, which, dtype)
+    if rate <= old:
+        return out
+    if which == "bandwidth":
+        out["bandwidth"] = rate
+    else:
+        out["peak_flops"] = {**(data.get("peak_flops") or {}), which.split(".", 1)[1]: rate}
+    out["raised"] = {**(data.get("raised") or {}),
+                     which: {"from": old, "to": rate, "at": time.strftime("%Y-%m-%d %H:%M:%S"),
+                             "by": "eager above its floor"}}
+    return out
 
 
 def floor_ms(flops: int | None, nbytes: int | None, ceilings: dict, dtype: str, allow_tf32: bool = False) -> float | None:

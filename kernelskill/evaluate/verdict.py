@@ -193,7 +193,8 @@ def judge_outputs(result, task, out, ref_dir, meta, flags, res, started, finish,
     if res.get("timing") and verify.correct:
         ref_outs = reference_outputs(ref_dir, server)
         result.profile = _profile(res, result, task, out, ref_outs, dists, flags, meta, replay)
-        _roofline(result.profile, task, meta, ceilings or {}, flags, res["timing"]["times"])
+        _roofline(result.profile, task, meta, ceilings or {}, flags, res["timing"]["times"],
+                  flush_l2=res["timing"].get("flush_l2", True))
     cheat_flags = [f for f in flags if static.is_cheat(f) or f.split(":")[0] in
                    ("tensor-subclass", "backend-flag", "replay", "timer-mismatch", "output-type")]
     if cheat_flags:
@@ -301,8 +302,13 @@ def _profile(res, result, task, out, ref_outs, dists, flags, meta, replay=None) 
     return prof
 
 
-def _roofline(prof: ProfileResult, task, meta: dict, ceilings: dict, flags: list[str], times: dict | None = None) -> None:
-    """Roofline record, bottleneck class and the floor check of a timed candidate."""
+def _roofline(prof: ProfileResult, task, meta: dict, ceilings: dict, flags: list[str], times: dict | None = None,
+              flush_l2: bool = True) -> None:
+    """Roofline record, bottleneck class and the floor check of a timed candidate.
+
+    Eager faster than its floor raises the binding ceiling to what eager reached (within
+    ``roofline.RAISE_LIMIT``; recorded in ``prof.roofline["raised_ceiling"]``, which the caller
+    stores in the ceilings cache) before the candidate is measured against it."""
     from . import roofline
     gpu = prof.device.startswith("cuda")
     if not ceilings:
@@ -313,13 +319,21 @@ def _roofline(prof: ProfileResult, task, meta: dict, ceilings: dict, flags: list
         return
     launches = sum(k.calls for k in prof.kernels) if prof.kernels else None
     busy = sum(k.time_ms for k in prof.kernels) if (gpu and prof.kernels) else None
-    args = (meta["flops"], meta["bytes"], ceilings, task.dtype, task.allow_tf32)
+    flops, nbytes = meta["flops"], meta["bytes"]
+    base_times = (times or {}).get("eager", {}).get("ms")
+    eager_ms = quality.low_quantile(base_times) if base_times else prof.baseline.median_ms
+    raised = _eager_above_floor(prof, task, flops, nbytes, ceilings, eager_ms, gpu, flush_l2)
+    if raised:
+        ceilings = roofline.raise_ceiling(ceilings, raised["ceiling"], raised["to"], task.dtype)
+    args = (flops, nbytes, ceilings, task.dtype, task.allow_tf32)
     # Decisions use a low quantile of the interleaved samples: contention only ever adds time, so
     # a busy machine does not make a memory-bound kernel look latency-bound.
     cand_ms = prof.decision_ms or prof.candidate.median_ms
     prof.roofline, prof.bottleneck = roofline.analyse(*args, cand_ms, launches=launches, busy_ms=busy, gpu=gpu)
     if prof.roofline:
         prof.roofline["measured"] = f"p{int(quality.QUANTILE * 100)} of the timed calls"
+        if raised:
+            prof.roofline["raised_ceiling"] = raised
     if ceilings.get("quality", "good") != "good":
         prof.notes.append(f"roofline: the ceilings were measured under load ({ceilings.get('quality')}); "
                           "`kernelskill profile --remeasure-ceilings` on a quiet machine measures them again")
@@ -329,18 +343,54 @@ def _roofline(prof: ProfileResult, task, meta: dict, ceilings: dict, flags: list
         prof.bottleneck = "memory-bound" if prof.roofline.get("roof") == "memory" else "compute-bound"
         prof.notes.append(f"bottleneck from the arithmetic intensity only ({prof.bottleneck}): the timing was "
                           f"{prof.quality.verdict}")
-    base_times = (times or {}).get("eager", {}).get("ms")
-    eager_ms = quality.low_quantile(base_times) if base_times else prof.baseline.median_ms
     eager, _ = roofline.analyse(*args, eager_ms, gpu=gpu)
     if eager:
         prof.roofline["eager_fraction"] = eager["fraction"]
     floor = prof.roofline.get("floor_ms")
     # On a GPU the L2 is flushed before each timed call, so the floor binds; CPU caches can hold a
     # small task's whole working set, so there it is information, not a bound.
-    if gpu and floor and cand_ms < 0.95 * floor:
+    if not (gpu and floor) or (prof.roofline.get("roof") == "memory" and not flush_l2):
+        return
+    work = "compulsory FLOPs at the measured peak" if prof.roofline.get("roof") == "compute" else \
+        "compulsory bytes at the measured bandwidth"
+    if cand_ms < 0.95 * floor:
         flags.append(f"review: {cand_ms:.4f} ms is below the roofline floor {floor:.4f} ms "
-                     f"(compulsory bytes at the measured bandwidth); check it before trusting it")
-    if gpu and floor and eager_ms < 0.95 * floor:
-        prof.notes.append(f"review: eager's {eager_ms:.4f} ms is below the roofline floor {floor:.4f} ms: the "
-                          "measured ceilings are below what this device reaches; remeasure them "
-                          "(`kernelskill profile --remeasure-ceilings`)")
+                     f"({work}); check it before trusting it")
+    elif cand_ms < floor:
+        # Within 5 %: a note, not a flag; a candidate's time never raises a ceiling.
+        prof.notes.append(f"review: the candidate's {cand_ms:.4f} ms is faster than the roofline floor "
+                          f"{floor:.4f} ms ({work}, fraction {floor / cand_ms:.3f}): the ceiling may be low, "
+                          "or the candidate does less work than the compulsory bytes/FLOPs; the ceilings "
+                          "are not raised from a candidate's time")
+
+
+def _ceiling_label(which: str) -> str:
+    return "bandwidth" if which == "bandwidth" else which.split(".", 1)[1]
+
+
+def _eager_above_floor(prof: ProfileResult, task, flops, nbytes, ceilings: dict, eager_ms: float, gpu: bool,
+                       flush_l2: bool) -> dict | None:
+    """Eager (the task's PyTorch reference: library kernels, trusted) faster than its floor: a
+    review note, and the raise of the binding ceiling to the rate eager reached (None: no raise)."""
+    from . import roofline
+    floor = roofline.floor_ms(flops, nbytes, ceilings, task.dtype, task.allow_tf32)
+    if not floor or not eager_ms or eager_ms <= 0 or eager_ms >= floor:
+        return None
+    which = roofline.binding_ceiling(flops, nbytes, ceilings, task.dtype, task.allow_tf32)
+    memory = which == "bandwidth"
+    if memory and not (gpu and flush_l2):
+        return None          # caches can hold the working set: the bandwidth floor is no bound here
+    old = roofline.ceiling_value(ceilings, which, task.dtype)
+    rate = (nbytes if memory else flops) / (eager_ms / 1e3)
+    unit, scale = ("GB/s", 1e9) if memory else ("TFLOP/s", 1e12)
+    label = _ceiling_label(which)
+    reached = (f"review: eager's {eager_ms:.4f} ms is faster than the roofline floor {floor:.4f} ms: it reached "
+               f"{rate / scale:.4g} {unit}, above the measured {label} ceiling {old / scale:.4g} {unit}")
+    if rate > roofline.RAISE_LIMIT * old:
+        prof.notes.append(f"{reached} — more than {roofline.RAISE_LIMIT:g}× it, so the ceiling is not raised: the "
+                          "task's counted work (FLOPs, compulsory bytes) likely exceeds what eager does; "
+                          "`kernelskill profile --remeasure-ceilings` if the ceilings were measured badly")
+        return None
+    prof.notes.append(f"{reached}; the ceiling is raised to what eager reached ({rate / scale:.4g} {unit}) in the "
+                      "cached ceilings, and this profile's floor uses it")
+    return {"ceiling": which, "from": old, "to": rate}

@@ -373,7 +373,7 @@ def mode_run(req: dict, out: Path) -> dict:
         t3 = _clock()
         res["timing"] = {"times": timed["times"], "reps": timed["reps"], "threads": torch.get_num_threads(),
                          "first_call_ms": first_call_ms, "compile": compile_info, "rounds": rounds,
-                         "chosen_round": timed["round"]}
+                         "chosen_round": timed["round"], "flush_l2": cfg.flush_l2}
         if req.get("profile"):
             # The parent re-checks the timed outputs while the profiler runs: here (True), or in
             # a profiling worker that waited for this phase with CUPTI set up ("apart").
