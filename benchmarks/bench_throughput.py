@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from kernelskill.bench import BenchSettings, ResultStore, plan, run, unique_jobs
-from kernelskill.bench_report import machine_info
+from kernelskill.bench.report import machine_info
 from kernelskill.evaluate.api import resolve_device
 from kernelskill.executors import cpu_cores, make_executor
 from kernelskill.suite import EXAMPLES_DIR, discover, select

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from kernelskill.bench import BenchSettings, ResultStore, plan, run, summarize, task_rows
-from kernelskill.bench_report import solutions_markdown, verdicts_line
+from kernelskill.bench.report import solutions_markdown, verdicts_line
 from kernelskill.cli_bench import Progress
 from kernelskill.evaluate.api import resolve_device
 from kernelskill.executors import PoolExecutor, cpu_cores

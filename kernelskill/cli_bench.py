@@ -129,10 +129,11 @@ def setup(args):
     # A Ray driver may sit on a machine without the GPUs its cluster has: cuda is not checked here.
     remote_gpu = args.executor == "ray" and args.device.startswith("cuda")
     device = args.device if remote_gpu else resolve_device(args.device)
-    mode = "optimize" if args.optimize else "solutions"
-    if not args.optimize and not args.solutions and not any(t.has_solutions() for t in tasks):
-        raise UserError(f"{suite}: no task here has solutions to evaluate; pass --optimize to let the agents "
-                        f"write them (with --base-url and --model, or [llm] in kernelskill.toml)")
+    mode = "optimize" if args.optimize else "reference" if args.reference else "solutions"
+    if mode == "solutions" and not args.solutions and not any(t.has_solutions() for t in tasks):
+        raise UserError(f"{suite}: no task here has solutions to evaluate; pass --reference to evaluate and time "
+                        f"each task's reference (no LLM), or --optimize to let the agents write solutions "
+                        f"(with --base-url and --model, or [llm] in kernelskill.toml)")
     env = {}
     settings = BenchSettings(device=device, mode=mode, preset=args.preset, include_wrong=args.include_wrong,
                              baseline=args.baseline, trials=args.trials or 5,
@@ -147,7 +148,7 @@ def setup(args):
     plans = plan(tasks, settings)
     label = args.preset or ("small" if any(p.preset == "small" for p in plans) else "default")
     out = Path(args.out) if args.out else Path("bench-runs") / (
-        f"{suite.name}-{device.replace(':', '')}-{label}" + ("-optimize" if args.optimize else ""))
+        f"{suite.name}-{device.replace(':', '')}-{label}" + ("" if mode == "solutions" else f"-{mode}"))
     settings.runs_dir = str(out / "runs")
     for p in plans:
         for j in p.jobs:
@@ -157,9 +158,11 @@ def setup(args):
 
 
 def cmd_bench(args) -> int:
-    from .bench import ResultStore, all_as_expected, run, summarize, task_rows, unique_jobs
-    from .bench_report import machine_info, report_markdown
+    from .bench import ResultStore, all_as_expected, all_evaluated, run, summarize, task_rows, unique_jobs
+    from .bench import baseline as baselines
+    from .bench.report import machine_info, report_markdown
     suite, settings, executor, plans, out, label = setup(args)
+    base = baselines.load(Path(args.compare)) if args.compare else None     # a bad file fails before any run
     store = ResultStore(out / "results.jsonl")
     progress = Progress(slots=len(executor.slots()) if executor.name == "pool" else (args.workers or 1))
     started = time.monotonic()
@@ -180,16 +183,27 @@ def cmd_bench(args) -> int:
            "summary": summarize(rows), "tasks": rows, "jobs": len(unique_jobs(plans)), "reused": reused,
            "evaluated": progress.done, "seconds": round(time.monotonic() - started, 1),
            "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    if base is not None:
+        doc["compare"] = baselines.compare(rows, doc, base, any_machine=args.compare_any_machine)
     out.mkdir(parents=True, exist_ok=True)
+    if settings.mode == "reference":
+        doc["baseline_file"] = str(baselines.write(doc, out / "baseline.json"))
     (out / "report.md").write_text(report_markdown(doc), encoding="utf-8")
     (out / "report.json").write_text(json.dumps(doc, indent=2, default=str), encoding="utf-8")
     _print(doc, args)
+    if settings.mode == "reference":
+        return 0 if all_evaluated(rows) else 1
     return 0 if all_as_expected(rows) else 1
 
 
 def _print(doc: dict, args) -> None:
-    from .bench_report import CSV_FIELDS, summary_line, tasks_markdown
+    from .bench.report import CSV_FIELDS, reference_line, reference_markdown, summary_line, tasks_markdown
     rows = doc["tasks"]
+    reference = doc["mode"] == "reference"
+    summary = reference_line(doc["summary"]) if reference else summary_line(doc["summary"])
+    if doc.get("compare"):
+        from .bench.baseline import compare_line
+        summary += "\n" + compare_line(doc["compare"])
     if args.json:
         print(json.dumps(doc, default=str), flush=True)
     elif args.csv:
@@ -197,8 +211,22 @@ def _print(doc: dict, args) -> None:
         w.writeheader()
         w.writerows(rows)
     elif args.md:
-        print(tasks_markdown(rows, doc["settings"]["baseline"] != "eager"))
-        print(f"\n{summary_line(doc['summary'])}")
+        print(reference_markdown(rows) if reference else tasks_markdown(rows, doc["settings"]["baseline"] != "eager"))
+        print(f"\n{summary}")
+    elif reference:
+        print(f"{'task':<34} {'level':>5}  {'verdict':<12} {'eager ms':>9} {'compile ms':>10} {'floor ms':>9} "
+              f"{'of floor':>8}  {'bottleneck':<14} op classes")
+        f = lambda v, spec: format(v, spec) if v is not None else "-"  # noqa: E731
+        for r in rows:
+            print(f"{r['task'][:34]:<34} {str(r['level'] or '-'):>5}  {r['status'][:12]:<12} "
+                  f"{f(r.get('eager_ms'), '.3f'):>9} {f(r.get('compile_ms'), '.3f'):>10} {f(r.get('floor_ms'), '.3f'):>9} "
+                  f"{f(r.get('eager_fraction'), '.0%'):>8}  {(r.get('bottleneck') or '-'):<14} "
+                  f"{', '.join(r.get('op_classes') or []) or '-'}")
+            if r["status"] not in ("ok",):
+                print(f"{'':<42}{r['message'][:110]}")
+        print(f"\n{summary}")
+        print(f"report: {Path(doc['out']) / 'report.md'}; baseline: {doc.get('baseline_file')} "
+              f"({doc['evaluated']} run, {doc['reused']} reused, {doc['seconds']:.0f} s)")
     else:
         vs_compile = doc["settings"]["baseline"] != "eager"
         print(f"{'task':<28} {'level':>5}  {'status':<14} {'speedup':>8}" + ("  vs compile" if vs_compile else "")
@@ -210,7 +238,7 @@ def _print(doc: dict, args) -> None:
             cs = f"{r['custom_share']:.0%}" if r["custom_share"] is not None else "-"
             detail = r["solution"] or (r["message"][:60] if r["status"] != "ok" else "")
             print(f"{r['task'][:28]:<28} {str(r['level'] or '-'):>5}  {r['status']:<14} {sp:>8}{vc} {cs:>7}  {detail}")
-        print(f"\n{summary_line(doc['summary'])}")
+        print(f"\n{summary}")
         print(f"report: {Path(doc['out']) / 'report.md'} ({doc['evaluated']} run, {doc['reused']} reused, "
               f"{doc['seconds']:.0f} s)")
 
@@ -227,6 +255,9 @@ def add_parser(sub) -> None:
                       "when the suite has any)")
     mode.add_argument("--optimize", action="store_true", help="run the optimizer on each task; report its best "
                       "verified candidate")
+    mode.add_argument("--reference", action="store_true", help="each task's reference as its own candidate (no "
+                      "LLM, no solutions): its verdict against itself, eager (and torch.compile) time, roofline "
+                      "floor and fraction, bottleneck, op classes; writes OUT/baseline.json")
     p.add_argument("--include-wrong", action="store_true", help="also the solutions/wrong/ files: each must get "
                    "the verdict its `# expect:` line names")
     p.add_argument("--levels", metavar="1,2,3", help="only tasks of these levels")
@@ -251,6 +282,11 @@ def add_parser(sub) -> None:
     g.add_argument("--out", metavar="DIR", help="results.jsonl, report.md and report.json (default "
                    "bench-runs/<suite>-<device>-<preset>)")
     g.add_argument("--fresh", action="store_true", help="ignore finished results in OUT; run everything again")
+    g.add_argument("--compare", metavar="BASELINE", help="score this run against a baseline file (OUT/baseline.json "
+                   "of a --reference run): fast_p and geomean against its eager and torch.compile times, verdicts "
+                   "that changed")
+    g.add_argument("--compare-any-machine", action="store_true", help="compare with a baseline measured on "
+                   "another device (refused otherwise: times from two devices are not comparable)")
     fmt = g.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print one JSON object: suite, device, machine, summary, "
                      "tasks")

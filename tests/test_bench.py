@@ -380,7 +380,7 @@ def test_usage_errors_exit_2_with_a_clear_message(suite, tmp_path, monkeypatch):
     only_refs = tmp_path / "refs"
     only_refs.mkdir()
     shutil.copy(RELU_TASK, only_refs / "1_relu.py")
-    cases.append(([str(only_refs)], "pass --optimize"))
+    cases.append(([str(only_refs)], "pass --reference"))
     for argv, message in cases:
         code, _, err = bench(*argv, "--device", "cpu", "--out", str(tmp_path / "o"))
         assert code == 2 and message in err, (argv, err)
@@ -463,7 +463,7 @@ def test_optimize_each_task_and_report_its_best_verified_speedup(tmp_path, monke
 
 def test_noisy_timings_are_counted_apart_from_fast_p_and_the_geomean():
     from kernelskill.bench import summarize
-    from kernelskill.bench_report import summary_line, tasks_markdown
+    from kernelskill.bench.report import summary_line, tasks_markdown
     row = lambda task, sp, q: {"task": task, "level": 1, "status": "ok", "speedup": sp, "ci": [sp * 0.9, sp * 1.1],  # noqa: E731
                                "quality": q, "speedup_vs_compile": None, "custom_share": 1.0, "eager_ms": 1.0,
                                "solution": "s.py", "solutions": []}

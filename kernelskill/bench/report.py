@@ -46,6 +46,47 @@ def tasks_markdown(rows: list[dict], compile_column: bool = False) -> str:
     return "\n".join(lines)
 
 
+def _classes(r: dict) -> str:
+    return ", ".join(r.get("op_classes") or []) or ("?" if r.get("op_classes") is None else "-")
+
+
+def reference_markdown(rows: list[dict]) -> str:
+    """A --reference run: what each task's reference costs and where its floor lies."""
+    lines = ["| task | level | verdict | eager (ms) | torch.compile (ms) | floor (ms) | eager / floor | bottleneck | "
+             "op classes | seconds |", "|" + "---|" * 10]
+    for r in rows:
+        verdict = r["status"] + ("" if r["status"] in ("ok",) else f": {_short(r['message'])}")
+        lines.append(f"| {r['task']} | {r['level'] if r['level'] is not None else '-'} | {verdict} | "
+                     f"{_ms(r.get('eager_ms'))} | {_ms(r.get('compile_ms'))} | {_ms(r.get('floor_ms'))} | "
+                     f"{_pct(r.get('eager_fraction'))} | {r.get('bottleneck') or '-'} | {_classes(r)} | "
+                     f"{_s(r.get('seconds'))} |")
+    return "\n".join(lines)
+
+
+def reference_line(s: dict) -> str:
+    """``n 250 · evaluated 249 (ok 248, stochastic 1) · task_error 1 · torch.compile faster on 120 of 200 …``."""
+    st = s["statuses"]
+    done = sum(st.get(k, 0) for k in ("ok", "stochastic"))
+    rest = " · ".join(f"{k} {v}" for k, v in st.items() if k not in ("ok", "stochastic"))
+    text = (f"n {s['n']} · evaluated {done} (ok {st.get('ok', 0)}, stochastic {st.get('stochastic', 0)})"
+            + (f" · {rest}" if rest else ""))
+    c = s.get("compile_over_eager")
+    if c:
+        text += f" · torch.compile faster than eager on {c['faster']} of {c['n']} (geomean {_x(c['geomean'])})"
+    if s.get("bottlenecks"):
+        text += " · " + ", ".join(f"{k} {v}" for k, v in s["bottlenecks"].items())
+    return text + f" · {s.get('job_seconds', 0):.0f} s of evaluation"
+
+
+def _short(text: str, n: int = 90) -> str:
+    text = " ".join((text or "").split()).replace("|", "/")
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _s(v: float | None) -> str:
+    return f"{v:.0f}" if v is not None else "-"
+
+
 def solutions_markdown(rows: list[dict]) -> str:
     """Every solution: examples_table's table (verdict, eager and solution times, speedup with CI)."""
     lines = ["| task | level | solution | verdict | eager (ms) | solution (ms) | speedup [95% CI] | custom share |",
@@ -66,7 +107,7 @@ def verdicts_line(s: dict) -> str:
 
 
 CSV_FIELDS = ("task", "level", "preset", "status", "speedup", "quality", "speedup_vs_compile", "custom_share", "eager_ms",
-              "solution", "message")
+              "compile_ms", "floor_ms", "eager_fraction", "bottleneck", "solution", "message")
 
 
 def report_markdown(doc: dict) -> str:
@@ -81,13 +122,22 @@ def report_markdown(doc: dict) -> str:
              f"- machine: {m['cpu']}, {m['cores']} cores{gpus}; torch {m['torch']}{cuda}",
              f"- timing: {timing}; {cfg['trials']} trials; baseline {cfg['baseline']}",
              f"- finished {doc['finished']}; {doc['evaluated']} jobs run, {doc['reused']} reused from results.jsonl",
-             "", "## Summary", "", summary_line(s), "",
+             "", "## Summary", "", reference_line(s) if doc.get("mode") == "reference" else summary_line(s), "",
              "| n | correct_rate | fast_0 | fast_1 | fast_1_5 | fast_2 | geomean_speedup |",
              "|---|---|---|---|---|---|---|",
              f"| {s['n']} | {s['correct_rate']:.3f} | {s['fast_0']:.3f} | {s['fast_1']:.3f} | {s['fast_1_5']:.3f} | "
              f"{s['fast_2']:.3f} | {_x(s['geomean_speedup'])} |",
-             "", "## Tasks", "", tasks_markdown(doc["tasks"], cfg["baseline"] != "eager")]
-    if any(r["solutions"] for r in doc["tasks"]):
+             "", "## Tasks", ""]
+    if doc.get("mode") == "reference":
+        lines += [reference_markdown(doc["tasks"])]
+    else:
+        lines += [tasks_markdown(doc["tasks"], cfg["baseline"] != "eager")]
+    if doc.get("compare"):
+        from .baseline import compare_line
+        lines += ["", "## Against the baseline", "", compare_line(doc["compare"])]
+    if doc.get("baseline_file"):
+        lines += ["", f"Baseline file: `{doc['baseline_file']}` (`kernelskill bench SUITE --compare` it)."]
+    if doc.get("mode") != "reference" and any(r["solutions"] for r in doc["tasks"]):
         lines += ["", "## Solutions", "", solutions_markdown(doc["tasks"]), "", verdicts_line(s)]
     return "\n".join(lines) + "\n"
 
@@ -99,7 +149,7 @@ def machine_info(executor) -> dict:
 
     import torch
 
-    from .executors import cpu_cores
+    from ..executors import cpu_cores
     cpu = platform.processor() or platform.machine()
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():

@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .candidate import source_hash
-from .errors import StochasticTask, TaskError, UserError
-from .suite import SuiteTask
-from .task import Task
+from ..candidate import source_hash
+from ..errors import StochasticTask, TaskError, UserError
+from ..suite import SuiteTask
+from ..task import Task
 
 BACKENDS = {"cpu": ("cpp",), "cuda": ("cuda", "triton")}
 # The suite's timing: examples_table's settings (a 3 s cap per model); `kernelskill eval` allows 10 s.
@@ -42,7 +42,7 @@ FAST = (0.0, 1.0, 1.5, 2.0)
 class BenchSettings:
     """What to run and how. ``preset`` None: ``small`` on a CPU for tasks that define it."""
     device: str                                   # cpu, cuda or cuda:N (resolved)
-    mode: str = "solutions"                       # solutions | optimize
+    mode: str = "solutions"                       # solutions | optimize | reference
     preset: str | None = None
     include_wrong: bool = False
     backends: tuple[str, ...] | None = None       # default: by device (BACKENDS)
@@ -79,8 +79,21 @@ class _Shippable:
         return Task.load(self.task_path, preset=self.preset)
 
 
+class _Evaluates:
+    """A job that runs the trusted evaluator under the bench's settings."""
+    trials: int
+    timing: dict
+    baseline: str
+
+    def _options(self, device: str, threads: int | None):
+        from ..evaluate.api import Options
+        from ..evaluate.timing import TimingConfig
+        return Options(device=device, trials=self.trials, timing=TimingConfig(**self.timing),
+                       baseline=self.baseline, threads=threads)
+
+
 @dataclass
-class EvalJob(_Shippable):
+class EvalJob(_Shippable, _Evaluates):
     """One solution of one task: compile, verify and time it."""
     key: str
     task: str
@@ -95,22 +108,16 @@ class EvalJob(_Shippable):
     files: dict = field(default_factory=dict, repr=False)
     kind: str = "eval"
 
-    def _options(self, device: str, threads: int | None):
-        from .evaluate.api import Options
-        from .evaluate.timing import TimingConfig
-        return Options(device=device, trials=self.trials, timing=TimingConfig(**self.timing),
-                       baseline=self.baseline, threads=threads)
-
     def build(self, device: str) -> None:
         """Fill the build cache (the pool's first phase); failures show again in ``run``."""
-        from .candidate import Candidate
-        from .evaluate.api import compile
+        from ..candidate import Candidate
+        from ..evaluate.api import compile
         with contextlib.suppress(UserError):
             compile(Candidate.from_source(self.source), device=device, opts=self._options(device, None))
 
     def run(self, device: str, threads: int | None) -> dict:
-        from .candidate import Candidate
-        from .evaluate.api import evaluate
+        from ..candidate import Candidate
+        from ..evaluate.api import evaluate
         started = time.perf_counter()
         try:
             cand = Candidate.from_source(self.source, path=Path(self.solution))
@@ -119,6 +126,51 @@ class EvalJob(_Shippable):
         except UserError as e:
             status, message, result = _error_status(e), str(e), None
         return _record(self, status, message, result, device, threads, started)
+
+
+@dataclass
+class ReferenceJob(_Shippable, _Evaluates):
+    """A task's reference as its own candidate (``--reference``; no solution, no LLM): the whole
+    protocol on it — seeded trials against itself, where a reference that differs from itself under
+    one seed is ``stochastic``; eager (and torch.compile) timed; roofline floor, fraction and
+    bottleneck — plus the task's op classes. What a suite costs and where its floors lie, before
+    any kernel is written; the rows of a baseline file (``--save-baseline``)."""
+    key: str
+    task: str
+    task_path: str
+    preset: str | None
+    trials: int
+    timing: dict
+    baseline: str
+    files: dict = field(default_factory=dict, repr=False)
+    solution: str = "reference"
+    expected: str = "ok"
+    kind: str = "reference"
+
+    def build(self, device: str) -> None:
+        pass                        # nothing to build: the candidate is the reference
+
+    def run(self, device: str, threads: int | None) -> dict:
+        from ..evaluate.api import profile
+        started = time.perf_counter()
+        classes = None
+        try:
+            task = self.load_task()
+            classes = op_classes(task)
+            r = profile(task, None, opts=self._options(device, threads))
+            status, message, result = r.status, r.message, r.to_dict()
+        except UserError as e:
+            status, message, result = _error_status(e), str(e), None
+        return {**_record(self, status, message, result, device, threads, started), "op_classes": classes}
+
+
+def op_classes(task: Task) -> list[str] | None:
+    """The task's op classes (traced on meta tensors); None when its forward cannot be traced."""
+    from ..features import trace
+    try:
+        return trace(task)["op_classes"]
+    except Exception:  # noqa: BLE001 — an op with neither a meta kernel nor a small CPU run: unknown
+        return None
 
 
 @dataclass
@@ -140,9 +192,9 @@ class OptimizeJob(_Shippable):
         pass                        # the optimizer builds as it goes
 
     def run(self, device: str, threads: int | None) -> dict:
-        from .config import Config
-        from .optimizer import eval_options, optimize
-        from .runs import load_run
+        from ..config import Config
+        from ..optimizer import eval_options, optimize
+        from ..runs import load_run
         started = time.perf_counter()
         config = Config(copy.deepcopy(self.config))
         extra: dict[str, Any] = {}
@@ -212,7 +264,10 @@ def plan(tasks: list[SuiteTask], s: BenchSettings) -> list[TaskPlan]:
             plans.append(p)
             continue
         files = _task_files(t.path, task)
-        if s.mode == "optimize":
+        if s.mode == "reference":
+            key = job_key("reference", task.hash, s.device, p.preset, s.trials, s.timing, s.baseline, s.threads)
+            p.jobs.append(ReferenceJob(key, t.id, str(t.path), p.preset, s.trials, dict(s.timing), s.baseline, files))
+        elif s.mode == "optimize":
             key = job_key("optimize", task.hash, s.device, p.preset, s.baseline, s.threads,
                           {k: s.optimize_config.get(k) for k in ("llm", "budget", "search", "eval", "agents")})
             p.jobs.append(OptimizeJob(key, t.id, str(t.path), p.preset, s.optimize_config, s.runs_dir or "runs",
@@ -310,7 +365,7 @@ def run(plans: list[TaskPlan], executor, store: ResultStore, *, fresh: bool = Fa
     reused = len(jobs) - len(todo)
     if on_start:
         on_start(len(todo), reused)
-    from .evaluate.isolation import prestarting
+    from ..evaluate.isolation import prestarting
     # On a GPU machine the next worker imports torch while this one runs; on a CPU that would
     # take cores from the evaluations being timed.
     with prestarting(str(getattr(executor, "device", "")).startswith("cuda")):
@@ -335,7 +390,9 @@ def solution_row(p: TaskPlan, job, rec: dict) -> dict:
            "speedup_vs_compile": prof.get("speedup_vs_compile"), "eager_ms": ms("baseline"),
            "cand_ms": ms("candidate"), "compile_ms": ms("compile_baseline"), "custom_share": res.get("custom_share"),
            "flags": res.get("flags", []), "message": rec.get("message", ""), "seconds": rec.get("seconds"),
-           "device": rec.get("device")}
+           "device": rec.get("device"), "floor_ms": (prof.get("roofline") or {}).get("floor_ms"),
+           "eager_fraction": (prof.get("roofline") or {}).get("eager_fraction"),
+           "bottleneck": prof.get("bottleneck"), "op_classes": rec.get("op_classes")}
     if job.kind == "optimize":
         row.update({k: rec.get(k) for k in ("run_dir", "attempts", "reason", "tokens", "usd")})
     return row
@@ -364,7 +421,10 @@ def task_rows(plans: list[TaskPlan], records: dict[str, dict]) -> list[dict]:
                      "speedup_vs_compile": best["speedup_vs_compile"] if best else None,
                      "custom_share": best["custom_share"] if best else None,
                      "eager_ms": (first or {}).get("eager_ms"), "solution": best["solution"] if best else None,
-                     "message": message, "solutions": sols})
+                     "message": message, "solutions": sols,
+                     # What the task itself costs (the same in every solution's run): from the first.
+                     **{k: (first or {}).get(k) for k in ("compile_ms", "floor_ms", "eager_fraction", "bottleneck",
+                                                          "op_classes", "seconds")}})
     return rows
 
 
@@ -391,6 +451,16 @@ def summarize(rows: list[dict]) -> dict:
     if vs_compile:
         out["geomean_speedup_vs_compile"] = math.exp(sum(map(math.log, vs_compile)) / len(vs_compile))
     out["statuses"] = {s: sum(r["status"] == s for r in rows) for s in sorted({r["status"] for r in rows})}
+    # What the suite's tasks are, whatever solved them: torch.compile against eager where both were
+    # timed, the bottleneck classes, and the evaluation time the jobs took (summed, every executor slot).
+    both = [r["eager_ms"] / r["compile_ms"] for r in rows if r["status"] == "ok" and r.get("eager_ms")
+            and r.get("compile_ms") and r.get("quality") in ("good", None)]
+    if both:
+        out["compile_over_eager"] = {"n": len(both), "geomean": math.exp(sum(map(math.log, both)) / len(both)),
+                                     "faster": sum(x > 1 for x in both)}
+    out["bottlenecks"] = {b: sum(r.get("bottleneck") == b for r in rows)
+                          for b in sorted({r["bottleneck"] for r in rows if r.get("bottleneck")})}
+    out["job_seconds"] = round(sum(s.get("seconds") or 0.0 for r in rows for s in r["solutions"]), 1)
     sols = [s for r in rows for s in r["solutions"]]
     honest = [s for s in sols if s["expected"] == "ok"]
     out["verdicts"] = {"solutions": len(sols), "as_expected": sum(s["as_expected"] for s in sols),
@@ -398,6 +468,15 @@ def summarize(rows: list[dict]) -> dict:
                        "faster_than_eager": sum(s["status"] == "ok" and (s["speedup"] or 0) > 1 for s in honest),
                        "honest": len(honest)}
     return out
+
+
+EVALUATED = ("ok", "stochastic")
+
+
+def all_evaluated(rows: list[dict]) -> bool:
+    """A --reference run: every task got a verdict of its own (ok, or stochastic: a reference that
+    differs from itself under one seed); anything else (task_error, timeout, crashed, …) did not."""
+    return all(r["status"] in EVALUATED for r in rows)
 
 
 def all_as_expected(rows: list[dict]) -> bool:

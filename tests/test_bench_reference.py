@@ -1,0 +1,144 @@
+"""``kernelskill bench SUITE --reference``: each task's reference as its own candidate, no LLM and no
+solutions — verdict, eager time, floor, roofline fraction, bottleneck, op classes — resumable, with
+a baseline file that later runs are scored against (``--compare``). Real evaluator, CPU device.
+
+The suite is KernelBench-shaped: plain files under ``level1/`` and ``level2/``: a ReLU, KernelBench's
+matmul + dropout (training mode) + softmax at a small size, a reference seeded from the clock (no
+seed reproduces it: stochastic) and a file whose module fails to load.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from kernelskill.bench import baseline as baselines
+from kernelskill.cli import main
+
+from helpers import DROPOUT_TASK, RELU_TASK
+from test_stochastic import CLOCK_SEEDED
+
+FAST = ["--time-cap", "0.3", "--trials", "2", "--device", "cpu", "--executor", "local"]
+
+
+def bench(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["bench", *argv])
+    return code, out.getvalue(), err.getvalue()
+
+
+def last_json(text: str) -> dict:
+    return json.loads(text.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("kb")
+    (root / "level1").mkdir()
+    (root / "level2").mkdir()
+    (root / "level1" / "19_ReLU.py").write_text(RELU_TASK.read_text())
+    (root / "level2" / "66_Matmul_Dropout_Softmax.py").write_text(DROPOUT_TASK.read_text())
+    (root / "level2" / "90_clock_seeded.py").write_text(CLOCK_SEEDED)
+    (root / "level2" / "91_broken.py").write_text(RELU_TASK.read_text().replace("return torch.relu(x) * 2.0",
+                                                                                  "return torch.relu(x) * undefined_name"))
+    return root
+
+
+@pytest.fixture(scope="module")
+def first(suite, tmp_path_factory):
+    out = tmp_path_factory.mktemp("ref") / "out"
+    code, stdout, stderr = bench(str(suite), "--reference", "--out", str(out), "--json", *FAST)
+    return out, code, last_json(stdout), stderr
+
+
+def rows(doc: dict) -> dict:
+    return {r["task"]: r for r in doc["tasks"]}
+
+
+def test_every_task_gets_its_verdict_eager_time_floor_and_op_classes(first):
+    out, code, doc, stderr = first
+    r = rows(doc)
+    assert doc["mode"] == "reference"
+    assert {t: x["status"] for t, x in r.items()} == {
+        "level1/19_ReLU": "ok", "level2/66_Matmul_Dropout_Softmax": "ok",      # same seed before each call
+        "level2/90_clock_seeded": "stochastic", "level2/91_broken": "task_error"}
+    assert code == 1, "a task that could not be evaluated makes the run exit 1"
+    relu, drop = r["level1/19_ReLU"], r["level2/66_Matmul_Dropout_Softmax"]
+    for x in (relu, drop):
+        assert x["eager_ms"] > 0 and x["floor_ms"] > 0 and 0 < x["eager_fraction"]
+        assert x["bottleneck"] in ("memory-bound", "compute-bound", "launch-bound", "latency-bound")
+        assert x["level"] in (1, 2) and x["seconds"] > 0
+    assert relu["op_classes"] == ["elementwise"]
+    assert {"matmul", "softmax"} <= set(drop["op_classes"])
+    assert "clock" in r["level2/90_clock_seeded"]["message"] or "differ" in r["level2/90_clock_seeded"]["message"]
+    assert "undefined_name" in r["level2/91_broken"]["message"]
+    s = doc["summary"]
+    assert s["statuses"] == {"ok": 2, "stochastic": 1, "task_error": 1}
+    assert sum(s["bottlenecks"].values()) >= 2 and s["job_seconds"] > 0
+    assert "[4/4]" in stderr
+
+
+def test_the_report_and_the_baseline_file(first):
+    out, _, doc, _ = first
+    report = (out / "report.md").read_text()
+    assert "| task | level | verdict | eager (ms) | torch.compile (ms) | floor (ms) | eager / floor |" in report
+    assert "n 4 · evaluated 3 (ok 2, stochastic 1) · task_error 1" in report
+    base = baselines.load(out / "baseline.json")
+    assert base["device"] == "cpu" and set(base["tasks"]) == {r["task"] for r in doc["tasks"]}
+    relu = base["tasks"]["level1/19_ReLU"]
+    assert relu["eager_ms"] == rows(doc)["level1/19_ReLU"]["eager_ms"] and relu["status"] == "ok"
+    assert relu["op_classes"] == ["elementwise"] and relu["floor_ms"] > 0
+
+
+def test_the_rerun_resumes_and_a_run_compares_with_its_baseline(first, suite):
+    out, _, doc, _ = first
+    code, stdout, stderr = bench(str(suite), "--reference", "--out", str(out), "--json",
+                                 "--compare", str(out / "baseline.json"), *FAST)
+    again = last_json(stdout)
+    assert again["reused"] == 4 and again["evaluated"] == 0, stderr
+    c = again["compare"]
+    assert c["n"] == 4 and c["changed"] == [] and c["missing_from_baseline"] == 0
+    # The same records against themselves: eager over eager is 1 on both correct tasks.
+    assert c["geomean_vs_eager"] == pytest.approx(1.0) and c["fast_0_vs_eager"] == pytest.approx(0.5)
+    assert c["fast_1_vs_eager"] == 0.0
+
+
+def test_compare_counts_fast_p_against_eager_and_compile_and_changed_verdicts():
+    doc = {"mode": "solutions", "machine": {"gpus": ["NVIDIA H100 80GB HBM3"]}}
+    base = {"machine": {"gpus": ["NVIDIA H100 80GB HBM3"]}, "finished": "then", "suite": "kb", "device": "cuda",
+            "tasks": {"a": {"status": "ok", "eager_ms": 2.0, "compile_ms": 1.0},
+                      "b": {"status": "ok", "eager_ms": 3.0, "compile_ms": 4.0},
+                      "c": {"status": "ok", "eager_ms": 1.0, "compile_ms": None},
+                      "d": {"status": "stochastic", "eager_ms": None, "compile_ms": None}}}
+    sol = lambda ms: [{"solution": "s.py", "cand_ms": ms}]  # noqa: E731
+    got = [{"task": "a", "status": "ok", "solution": "s.py", "solutions": sol(1.0)},      # 2× eager, 1× compile
+           {"task": "b", "status": "ok", "solution": "s.py", "solutions": sol(1.0)},      # 3× eager, 4× compile
+           {"task": "c", "status": "incorrect", "solution": None, "solutions": sol(0.1)},  # not ok: no speedup
+           {"task": "d", "status": "stochastic", "solution": None, "solutions": []},
+           {"task": "e", "status": "ok", "solution": "s.py", "solutions": sol(1.0)}]      # not in the baseline
+    c = baselines.compare(got, doc, base)
+    assert c["n"] == 4 and c["missing_from_baseline"] == 1
+    assert c["fast_1_vs_eager"] == pytest.approx(2 / 4) and c["fast_2_vs_eager"] == pytest.approx(1 / 4)
+    assert c["fast_1_vs_compile"] == pytest.approx(1 / 4)      # a: exactly 1×, not faster
+    assert c["geomean_vs_eager"] == pytest.approx(6 ** 0.5) and c["geomean_vs_compile"] == pytest.approx(2.0)
+    assert c["changed"] == [{"task": "c", "was": "ok", "now": "incorrect"}]
+    assert "fast_1 vs eager 50%" in baselines.compare_line(c) and "c (ok → incorrect)" in baselines.compare_line(c)
+
+
+def test_a_baseline_from_another_device_or_not_a_baseline_exits_2(first, suite, tmp_path):
+    out, *_ = first
+    other = json.loads((out / "baseline.json").read_text())
+    other["machine"]["gpus"] = ["NVIDIA H100 80GB HBM3"]
+    (tmp_path / "h100.json").write_text(json.dumps(other))
+    code, _, err = bench(str(suite), "--reference", "--out", str(out), "--compare", str(tmp_path / "h100.json"), *FAST)
+    assert code == 2 and "measured on NVIDIA H100 80GB HBM3" in err and "--compare-any-machine" in err
+    code, stdout, _ = bench(str(suite), "--reference", "--out", str(out), "--compare", str(tmp_path / "h100.json"),
+                            "--compare-any-machine", "--json", *FAST)
+    assert code == 1 and last_json(stdout)["compare"]["n"] == 4
+    for bad, message in ((out / "report.json", "not a baseline file"), (tmp_path / "nope.json", "cannot read it")):
+        code, _, err = bench(str(suite), "--reference", "--out", str(out), "--compare", str(bad), *FAST)
+        assert code == 2 and message in err, err
