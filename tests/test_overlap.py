@@ -139,6 +139,23 @@ def test_a_prestarted_worker_serves_the_next_request_and_leaves_its_files_in_pla
     assert _spare_pids() and _spare_pids()[0] != spare
 
 
+def test_on_a_gpu_the_next_spare_starts_while_the_worker_runs(prestart, fast, tmp_path):
+    # A request for a GPU (the compile mode of a pure-Python candidate never touches CUDA, so this
+    # runs here): the spare for the next request exists while this worker is still in its build.
+    req, base = _compile_request(fast, tmp_path)
+    req["device"] = "cuda"
+    seen = []
+    first = isolation.run_worker(req, build_timeout=600, run_timeout=60, keep=base,
+                                 on_phase=lambda phase: seen.append((phase, list(_spare_pids()))))
+    assert first.result["status"] == "ok" and not first.prestarted
+    assert seen and all(pids for _, pids in seen), seen       # started before the first phase was seen
+    req, base = _compile_request(fast, tmp_path)
+    req["device"] = "cuda"
+    second = isolation.run_worker(req, build_timeout=600, run_timeout=60, keep=base)
+    assert second.result["status"] == "ok" and second.prestarted
+    assert len(_spare_pids()) == 1                             # one waits for the next: never two
+
+
 def test_a_spare_started_for_another_environment_is_not_used(prestart, fast, tmp_path):
     req, base = _compile_request(fast, tmp_path, threads=1)
     isolation.run_worker(req, build_timeout=600, run_timeout=60, keep=base)

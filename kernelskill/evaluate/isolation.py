@@ -173,10 +173,18 @@ def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
     first round is kept). ``on_poll(out_dir)`` runs every ~50 ms while the worker lives (the parent
     compares trials as they appear). ``launcher`` is a command the worker runs under (Nsight
     Compute: ``["ncu", …]``). With ``prestart_workers()`` on, a worker started ahead serves the
-    request when one matches, and another is started for the next request once this one ends.
+    request when one matches, and another is started for the next request: at once on a GPU,
+    once this one ends on a CPU.
     """
     base = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="kernelskill-"))
     spare = _take_spare(request) if _PRESTART and launcher is None else None
+    # On a GPU the next worker of this kind starts importing now, while this one runs: an
+    # evaluation chains three or four workers (reference, run, profile), each of which would
+    # otherwise wait for `import torch`. On a CPU it waits until this one ends: an import beside a
+    # timing worker takes the cores the timing measures.
+    early = _PRESTART and launcher is None and str(request.get("device", "")).startswith("cuda")
+    if early:
+        _spawn_spare(request)
     if spare is not None:
         scratch, out_dir = spare.base / "scratch", spare.base / "out"
     else:
@@ -247,7 +255,7 @@ def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
             shutil.move(str(spare.base / name), str(base / name))
         shutil.rmtree(spare.base, ignore_errors=True)
         out_dir, log_path = base / "out", base / "out" / "worker.log"
-    if _PRESTART and launcher is None:
+    if _PRESTART and launcher is None and not early:
         _spawn_spare(request)
     result_path = out_dir / "result.json"
     result = None
