@@ -202,3 +202,51 @@ def _zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
     except OSError:
         return True
+
+
+_ORPHAN_PARENT = '''
+import dataclasses, os, sys, threading, time
+from pathlib import Path
+sys.path.insert(0, {tests!r})
+from kernelskill import Candidate, Task
+from kernelskill.evaluate import isolation
+from kernelskill.evaluate.api import Options, _request, reference
+from kernelskill.evaluate.timing import TimingConfig
+from helpers import RELU_TASK, toolkit_candidate
+opts = Options(device="cpu", timing=TimingConfig(warmup=1, min_reps=5, max_reps=20, time_cap_s=0.5, retimes=0))
+task = Task.load(RELU_TASK)
+ref_dir = reference(task, "cpu", opts)
+base = Path({base!r})
+base.mkdir(parents=True, exist_ok=True)
+req = _request("run", task, Candidate.from_source(toolkit_candidate("return ext.relu2(x)")), "cpu", opts, base)
+req.update(ref_dir=str(ref_dir), timing=dataclasses.asdict(opts.timing), profile=False, poison_bytes=0)
+# The bench's shape: the worker is run from a thread other than the main one.
+threading.Thread(target=isolation.run_worker, args=(req,), daemon=True,
+                 kwargs=dict(build_timeout=600, run_timeout=600, keep=base, decide=lambda d: time.sleep(3600))).start()
+while "await" not in ((base / "out" / "phases").read_text() if (base / "out" / "phases").exists() else ""):
+    time.sleep(0.05)
+import json
+print(json.loads((base / "out" / "checks.json").read_text())["pid"], flush=True)
+{ending}
+'''
+
+
+@pytest.mark.parametrize("ending", ["os._exit(0)", "raise KeyboardInterrupt"], ids=["killed", "ctrl-c"])
+def test_a_worker_never_outlives_its_parent(tmp_path, ending):
+    # A worker waiting for its parent's decision (or for a timing round's answer) whose parent
+    # is gone: killed without clean-up (the worker's own watch ends it), or Ctrl-C'd while the
+    # worker runs from another thread (the parent's exit kills it). Either way it must not hold
+    # its memory (gigabytes on a GPU) for the ten minutes the wait allows.
+    script = tmp_path / "parent.py"
+    script.write_text(_ORPHAN_PARENT.format(tests=str(Path(__file__).parent), base=str(tmp_path / "w"),
+                                            ending=ending))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    pid = int(out.stdout.split()[-1])
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and Path(f"/proc/{pid}").exists() and not _zombie(pid):
+        time.sleep(0.2)
+    alive = Path(f"/proc/{pid}").exists() and not _zombie(pid)
+    if alive:
+        os.kill(pid, 9)
+    assert not alive, f"worker {pid} outlived its parent ({ending})\n{out.stderr[-2000:]}"

@@ -120,6 +120,23 @@ def stop_spares() -> None:
 
 atexit.register(stop_spares)
 
+# Every worker this process runs, until it is reaped: killed at exit. A Ctrl-C reaches the main
+# thread only; workers run from other threads (the bench's pool, the profiling worker, the
+# reference server) would otherwise outlive their parent, holding GPU memory until their own
+# watch on the parent notices.
+_LIVE: set = set()
+
+
+def _kill_live() -> None:
+    with _LOCK:
+        live = list(_LIVE)
+        _LIVE.clear()
+    for proc in live:
+        kill_group(proc)
+
+
+atexit.register(_kill_live)
+
 
 def _spare_key(request: dict) -> tuple:
     """Spares are interchangeable when the environment they started with is the request's
@@ -205,6 +222,8 @@ def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
                                     cwd=scratch, env=scrubbed_env(scratch, request.get("env")),
                                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                     start_new_session=True)
+        with _LOCK:
+            _LIVE.add(proc)
         phase, phase_started, timed_out, rounds = "setup", started, False, 0
         try:
             phases = _PhaseLog(out_dir / "phases")
@@ -241,6 +260,8 @@ def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
             kill_group(proc)
             raise
         kill_group(proc)   # stray children of a finished worker go too
+        with _LOCK:
+            _LIVE.discard(proc)
     if not timed_out:
         for phase in phases.read_new():       # what it reported just before it exited
             if on_phase:

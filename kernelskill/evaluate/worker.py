@@ -419,13 +419,26 @@ def _write_json_atomic(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
+# The process that started this worker (the evaluating parent); set in main().
+_PARENT: int | None = None
+
+
+def orphaned() -> bool:
+    """The parent is gone (killed, Ctrl-C'd): nobody will read what this worker writes, and the
+    GPU memory it holds is the next evaluation's. Every wait on the parent checks this."""
+    return _PARENT is not None and os.getppid() != _PARENT
+
+
 def _await_file(path: Path, timeout: float) -> str:
-    """The text of a decision file the parent writes atomically; "" if it never comes."""
+    """The text of a decision file the parent writes atomically; "" if it never comes. A worker
+    whose parent died exits here at once."""
     deadline = _clock() + timeout
     while _clock() < deadline:
         try:
             return path.read_text().strip()
         except OSError:
+            if orphaned():
+                os._exit(3)
             time.sleep(0.01)
     return ""
 
@@ -531,11 +544,10 @@ def mode_refserve(req: dict, out: Path) -> dict:
     device = _setup(req)
     task, mod, init, trials, state = _reference_data(req)
     model = _reference_model(task, mod, init, state, req, device)
-    parent = os.getppid()
     set_phase(out, "serve")
     served = 0
     with torch.no_grad():
-        while os.getppid() == parent and not (out / "stop").exists():
+        while not orphaned() and not (out / "stop").exists():
             wants = sorted(out.glob("want_*")) + sorted(out.glob("cmp_*.json"))
             if not wants:
                 time.sleep(0.01)
@@ -650,13 +662,7 @@ def worker_env(device: str) -> dict:
 def _await_decision(out: Path, req: dict) -> bool:
     """Outputs are on disk: wait for the parent's verdict before spending time on timing."""
     set_phase(out, "await")
-    deadline = _clock() + req.get("await_timeout", 600)
-    while _clock() < deadline:
-        try:
-            return (out / "decision").read_text().strip() == "go"
-        except OSError:
-            time.sleep(0.02)
-    return False
+    return _await_file(out / "decision", req.get("await_timeout", 600)) == "go"
 
 
 MODES = {"reference": mode_reference, "compile": mode_compile, "run": mode_run, "ceilings": mode_ceilings,
@@ -684,6 +690,8 @@ def wait_as_spare(out: Path, parent: int, warm: str | None) -> Path | None:
 
 
 def main(argv: list[str]) -> int:
+    global _PARENT
+    _PARENT = int(argv[3]) if argv[1] == "--spare" else os.getppid()
     if argv[1] == "--spare":
         path = wait_as_spare(Path(argv[2]), int(argv[3]), argv[4] if len(argv) > 4 else None)
         if path is None:
