@@ -22,11 +22,16 @@ EPILOG = """examples:
   kernelskill bench examples --executor ray --ray-address auto # the same jobs on a Ray cluster
   kernelskill bench KernelBench/level1 --optimize --limit 10 --base-url http://localhost:8000/v1 \\
       --model qwen2.5-coder-32b --budget 20
+  kernelskill bench KernelBench --levels 1,2,3 --reference   # no LLM: each reference, timed; OUT/baseline.json
+  kernelskill bench KernelBench --solutions --compare OUT/baseline.json   # scored against that baseline
 
 SUITE is `examples` (the shipped suite), a directory of task directories (task.toml, reference.py,
 solutions/) or a directory of plain KernelBench files (level1/19_ReLU.py; solutions of a plain file,
 if any, in level1/solutions/19_ReLU/*.py). --solutions evaluates each task's solutions for the
-device (cpu: C++; cuda: CUDA and Triton); --optimize lets the agents write them.
+device (cpu: C++; cuda: CUDA and Triton); --optimize lets the agents write them; --reference
+evaluates each task's reference as its own candidate (verdict against itself, eager and
+torch.compile times, roofline floor and fraction, bottleneck, op classes) and writes a baseline
+file that --compare scores any later run against (fast_p vs eager and vs torch.compile).
 
 Metrics (KernelBench's): n tasks (a task without a solution counts), correct_rate = correct / n,
 fast_p = (correct and speedup > p) / n for p = 0, 1, 1.5, 2, geomean_speedup over correct tasks.
@@ -36,7 +41,8 @@ bench-runs/<suite>-<device>-<preset>); the same command again skips every finish
 starts over); OUT/report.md and OUT/report.json are rewritten at the end.
 
 Exit codes: 0 every solution got its expected verdict (solutions/: ok; solutions/wrong/: its
-`# expect:` line; --optimize: a verified candidate per task); 1 some did not; 2 usage error;
+`# expect:` line; --optimize: a verified candidate per task; --reference: every task a verdict of
+its own, ok or stochastic); 1 some did not; 2 usage error;
 130 interrupted (every finished job is kept for the rerun)."""
 
 
