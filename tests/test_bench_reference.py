@@ -8,31 +8,18 @@ seed reproduces it: stochastic) and a file whose module fails to load.
 """
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from pathlib import Path
 
 import pytest
 
 from kernelskill.bench import baseline as baselines
-from kernelskill.cli import main
 
 from helpers import DROPOUT_TASK, RELU_TASK
+from test_bench import bench, last_json
 from test_stochastic import CLOCK_SEEDED
 
 FAST = ["--time-cap", "0.3", "--trials", "2", "--device", "cpu", "--executor", "local"]
-
-
-def bench(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(["bench", *argv])
-    return code, out.getvalue(), err.getvalue()
-
-
-def last_json(text: str) -> dict:
-    return json.loads(text.strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="module")

@@ -188,13 +188,18 @@ def test_a_spare_exits_when_its_parent_dies(tmp_path):
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
     pid = int(out.stdout.split()[-1])
-    deadline = time.monotonic() + 60
+    assert _gone(pid), f"spare {pid} outlived its parent"
+
+
+def _gone(pid: int, within: float = 60.0) -> bool:
+    """Wait until ``pid`` has exited (at most ``within`` seconds); a survivor is killed, and False."""
+    deadline = time.monotonic() + within
     while time.monotonic() < deadline and Path(f"/proc/{pid}").exists() and not _zombie(pid):
         time.sleep(0.2)
     alive = Path(f"/proc/{pid}").exists() and not _zombie(pid)
     if alive:
         os.kill(pid, 9)
-    assert not alive, f"spare {pid} outlived its parent"
+    return not alive
 
 
 def _zombie(pid: int) -> bool:
@@ -243,10 +248,4 @@ def test_a_worker_never_outlives_its_parent(tmp_path, ending):
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
     pid = int(out.stdout.split()[-1])
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and Path(f"/proc/{pid}").exists() and not _zombie(pid):
-        time.sleep(0.2)
-    alive = Path(f"/proc/{pid}").exists() and not _zombie(pid)
-    if alive:
-        os.kill(pid, 9)
-    assert not alive, f"worker {pid} outlived its parent ({ending})\n{out.stderr[-2000:]}"
+    assert _gone(pid), f"worker {pid} outlived its parent ({ending})\n{out.stderr[-2000:]}"
