@@ -134,6 +134,9 @@ class PoolExecutor:
 
     def _build_all(self, jobs: Sequence[Job], note: Note) -> None:
         """Phase 1: fill the build cache, so the timing phase never waits for a compiler."""
+        jobs = [j for j in jobs if getattr(j, "kind", "eval") == "eval"]    # the others build nothing here
+        if not jobs:
+            return
         n = self.jobs or cpu_cores()
         started = time.perf_counter()
         pool = ThreadPoolExecutor(n, thread_name_prefix="kernelskill-build")

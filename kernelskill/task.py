@@ -194,8 +194,13 @@ class _ErrorContext:
     def __exit__(self, et, e, tb):
         if e is None or isinstance(e, TaskError) or not isinstance(e, Exception):
             return False
+        hint = ""
+        if isinstance(e, ModuleNotFoundError) and e.name:
+            # KernelBench's Mamba2 problems import einops: the task needs a package this Python lacks.
+            hint = (f"; the task imports `{e.name.split('.')[0]}`, which this Python does not have: "
+                    f"`pip install {e.name.split('.')[0]}` in the environment that runs kernelskill (and its workers)")
         raise TaskError(f"{self.path}:{_tb_line(e, self.path)}: {self.what} raised "
-                        f"{type(e).__name__}: {e}") from None
+                        f"{type(e).__name__}: {e}{hint}") from None
 
 
 def level_of(name: str) -> int | None:

@@ -87,6 +87,15 @@ def test_bad_task_files_name_file_and_line(name, pattern):
         t.inputs(mod)
 
 
+def test_a_task_importing_a_missing_package_says_which_and_how_to_get_it(tmp_path):
+    # KernelBench's level3 48/49 (Mamba2) import einops at the top of the file.
+    f = tmp_path / "48_needs_a_package.py"
+    f.write_text("import torch\nimport kernelskill_no_such_package.sub as q\n" + (DATA / "relu_task.py").read_text())
+    with pytest.raises(TaskError, match=r"48_needs_a_package.py:2: running the module raised ModuleNotFoundError.*"
+                                        r"imports `kernelskill_no_such_package`.*pip install kernelskill_no_such_package"):
+        Task.load(f).module()
+
+
 def test_missing_path():
     with pytest.raises(TaskError, match="no such task"):
         Task.load(DATA / "nope.py")
