@@ -74,6 +74,7 @@ def test_the_report_and_the_baseline_file(first):
     report = (out / "report.md").read_text()
     assert "| task | level | verdict | eager (ms) | torch.compile (ms) | floor (ms) | eager / floor |" in report
     assert "n 4 · evaluated 3 (ok 2, stochastic 1) · task_error 1" in report
+    assert "fast_1" not in report           # a reference against itself: no speedup to score
     base = baselines.load(out / "baseline.json")
     assert base["device"] == "cpu" and set(base["tasks"]) == {r["task"] for r in doc["tasks"]}
     relu = base["tasks"]["level1/19_ReLU"]
