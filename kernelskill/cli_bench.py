@@ -168,7 +168,9 @@ def cmd_bench(args) -> int:
     from .bench import baseline as baselines
     from .bench.report import machine_info, report_markdown
     suite, settings, executor, plans, out, label = setup(args)
-    base = baselines.load(Path(args.compare)) if args.compare else None     # a bad file fails before any run
+    base = baselines.load(Path(args.compare)) if args.compare else None
+    if base is not None:              # a bad file, or one from another device, fails before any run
+        baselines.check_machine(base, machine_info(executor), args.compare_any_machine)
     store = ResultStore(out / "results.jsonl")
     progress = Progress(slots=len(executor.slots()) if executor.name == "pool" else (args.workers or 1))
     started = time.monotonic()

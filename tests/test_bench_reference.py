@@ -122,11 +122,25 @@ def test_a_baseline_from_another_device_or_not_a_baseline_exits_2(first, suite, 
     other = json.loads((out / "baseline.json").read_text())
     other["machine"]["gpus"] = ["NVIDIA H100 80GB HBM3"]
     (tmp_path / "h100.json").write_text(json.dumps(other))
-    code, _, err = bench(str(suite), "--reference", "--out", str(out), "--compare", str(tmp_path / "h100.json"), *FAST)
+    code, _, err = bench(str(suite), "--reference", "--out", str(tmp_path / "o"), "--compare",
+                         str(tmp_path / "h100.json"), *FAST)
     assert code == 2 and "measured on NVIDIA H100 80GB HBM3" in err and "--compare-any-machine" in err
+    assert not (tmp_path / "o" / "results.jsonl").exists()        # refused before anything ran
     code, stdout, _ = bench(str(suite), "--reference", "--out", str(out), "--compare", str(tmp_path / "h100.json"),
                             "--compare-any-machine", "--json", *FAST)
     assert code == 1 and last_json(stdout)["compare"]["n"] == 4
     for bad, message in ((out / "report.json", "not a baseline file"), (tmp_path / "nope.json", "cannot read it")):
         code, _, err = bench(str(suite), "--reference", "--out", str(out), "--compare", str(bad), *FAST)
         assert code == 2 and message in err, err
+
+
+def test_op_classes_never_run_the_task_for_real(tmp_path):
+    # A forward that cannot run on meta tensors: at KernelBench's sizes a real run on this CPU
+    # could take minutes or all its memory, so the classes are unknown (None), not traced for real.
+    from kernelskill.bench import op_classes
+    from kernelskill.task import Task
+    f = tmp_path / "needs_data.py"
+    f.write_text(RELU_TASK.read_text().replace("return torch.relu(x) * 2.0",
+                                               "return torch.relu(x) * float(x.sum().item() > 0)"))
+    assert op_classes(Task.load(RELU_TASK)) == ["elementwise"]
+    assert op_classes(Task.load(f)) is None

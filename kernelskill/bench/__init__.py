@@ -134,7 +134,7 @@ class ReferenceJob(_Shippable, _Evaluates):
     protocol on it — seeded trials against itself, where a reference that differs from itself under
     one seed is ``stochastic``; eager (and torch.compile) timed; roofline floor, fraction and
     bottleneck — plus the task's op classes. What a suite costs and where its floors lie, before
-    any kernel is written; the rows of a baseline file (``--save-baseline``)."""
+    any kernel is written; the rows of ``OUT/baseline.json``."""
     key: str
     task: str
     task_path: str
@@ -168,8 +168,8 @@ def op_classes(task: Task) -> list[str] | None:
     """The task's op classes (traced on meta tensors); None when its forward cannot be traced."""
     from ..features import trace
     try:
-        return trace(task)["op_classes"]
-    except Exception:  # noqa: BLE001 — an op with neither a meta kernel nor a small CPU run: unknown
+        return trace(task, fallback=False)["op_classes"]    # never the task's real sizes on this CPU
+    except Exception:  # noqa: BLE001 — an op without a meta kernel, or an __init__ that needs data: unknown
         return None
 
 

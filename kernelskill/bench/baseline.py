@@ -65,13 +65,19 @@ def _gpus(machine: dict) -> list[str]:
     return sorted(set(machine.get("gpus") or [])) or [machine.get("cpu") or "?"]
 
 
-def compare(rows: list[dict], doc: dict, base: dict, any_machine: bool = False) -> dict:
-    """The run's rows scored against a baseline (see the module docstring)."""
-    here, there = _gpus(doc["machine"]), _gpus(base.get("machine") or {})
+def check_machine(base: dict, machine: dict, any_machine: bool = False) -> None:
+    """UserError when the baseline was measured on another device (checked before a run starts)."""
+    here, there = _gpus(machine), _gpus(base.get("machine") or {})
     if here != there and not any_machine:
         raise UserError(f"--compare: the baseline was measured on {', '.join(there)} and this run on "
                         f"{', '.join(here)}; times from different devices are not comparable "
                         f"(--compare-any-machine compares them anyway)")
+
+
+def compare(rows: list[dict], doc: dict, base: dict, any_machine: bool = False) -> dict:
+    """The run's rows scored against a baseline (see the module docstring)."""
+    check_machine(base, doc["machine"], any_machine)
+    there = _gpus(base.get("machine") or {})
     tasks = base.get("tasks") or {}
     per_task, vs_eager, vs_compile, changed = [], [], [], []
     n = 0
