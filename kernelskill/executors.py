@@ -31,6 +31,7 @@ EXECUTORS = ("local", "pool", "ray")
 
 class Job(Protocol):
     key: str
+    builds: bool            # the pool's build phase runs its build() (False: build() does nothing)
 
     def run(self, device: str, threads: int | None) -> dict: ...
 
@@ -134,7 +135,7 @@ class PoolExecutor:
 
     def _build_all(self, jobs: Sequence[Job], note: Note) -> None:
         """Phase 1: fill the build cache, so the timing phase never waits for a compiler."""
-        jobs = [j for j in jobs if getattr(j, "kind", "eval") == "eval"]    # the others build nothing here
+        jobs = [j for j in jobs if j.builds]          # reference and optimize jobs build nothing here
         if not jobs:
             return
         n = self.jobs or cpu_cores()

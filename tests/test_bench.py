@@ -400,6 +400,7 @@ def test_import_kernelskill_does_not_import_ray():
 # ---- executors, with plain jobs -------------------------------------------------------------------------
 class _Job:
     """The executors' Job protocol in its smallest form: records which slot ran it."""
+    builds = True
 
     def __init__(self, key: str, fail: bool = False):
         self.key, self.fail, self.built = key, fail, []

@@ -184,11 +184,11 @@ def test_the_raise_is_stored_in_the_ceilings_cache_and_later_floors_use_it(monke
 
     # A flagged evaluation: eager ran beside a candidate that may have touched it, so nothing is stored.
     r = evaluated("flagged", eager_ms)
-    api.store_raised_ceiling(r, "cuda", env, stored, task.dtype)
+    api.store_raised_ceiling(r, "cuda", env, stored)
     assert r.profile.roofline["raised_ceiling"]["stored"] is False
     assert roofline.cached(tmp_path, key)["peak_flops"]["float32"] == 50e12
     r = evaluated("ok", eager_ms)
-    api.store_raised_ceiling(r, "cuda", env, stored, task.dtype)
+    api.store_raised_ceiling(r, "cuda", env, stored)
     assert r.profile.roofline["raised_ceiling"]["stored"] is True
     data = json.loads((tmp_path / "ceilings" / f"{key}.json").read_text())
     assert data["peak_flops"]["float32"] == pytest.approx(1e12 / (eager_ms / 1e3))
@@ -214,7 +214,7 @@ def test_a_candidate_never_raises_a_ceiling(monkeypatch, tmp_path):
         prof, flags = _eager_prof(25.0, cand_ms), []
         _roofline(prof, task, GEMM, H100ISH, flags)
         assert "raised_ceiling" not in prof.roofline
-        api.store_raised_ceiling(EvalResult(status="ok", compile=CompileResult(ok=True, backend="cuda"), profile=prof), "cuda", {"gpu": "G"}, H100ISH, task.dtype)
+        api.store_raised_ceiling(EvalResult(status="ok", compile=CompileResult(ok=True, backend="cuda"), profile=prof), "cuda", {"gpu": "G"}, H100ISH)
         assert roofline.cached(tmp_path, key)["peak_flops"]["float32"] == 50e12
     assert any("below the roofline floor" in f for f in flags)
 

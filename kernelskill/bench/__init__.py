@@ -24,7 +24,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from ..candidate import source_hash
 from ..errors import StochasticTask, TaskError, UserError
@@ -107,6 +107,7 @@ class EvalJob(_Shippable, _Evaluates):
     baseline: str
     files: dict = field(default_factory=dict, repr=False)
     kind: str = "eval"
+    builds: ClassVar[bool] = True                 # the pool builds it before the timing phase
 
     def build(self, device: str) -> None:
         """Fill the build cache (the pool's first phase); failures show again in ``run``."""
@@ -146,6 +147,7 @@ class ReferenceJob(_Shippable, _Evaluates):
     solution: str = "reference"
     expected: str = "ok"
     kind: str = "reference"
+    builds: ClassVar[bool] = False
 
     def build(self, device: str) -> None:
         pass                        # nothing to build: the candidate is the reference
@@ -187,6 +189,7 @@ class OptimizeJob(_Shippable):
     solution: str = "optimize"
     expected: str = "ok"
     kind: str = "optimize"
+    builds: ClassVar[bool] = False
 
     def build(self, device: str) -> None:
         pass                        # the optimizer builds as it goes

@@ -355,7 +355,7 @@ def evaluate(task, candidate, *, opts: Options | None = None, on_phase: Callable
             result = _judge(result, task, cand, out, ref_dir, meta, flags, started, verified.get("v"), roof,
                             verified.get("replay"), server)
             if roof:
-                store_raised_ceiling(result, device, (out.result or {}).get("env") or {}, roof, task.dtype)
+                store_raised_ceiling(result, device, (out.result or {}).get("env") or {}, roof)
         finally:
             if opts.keep_dir is None:
                 shutil.rmtree(base, ignore_errors=True)
@@ -447,7 +447,7 @@ def ceilings(device: str, worker_env: dict, opts: Options, refresh: bool = False
     return data
 
 
-def store_raised_ceiling(result: EvalResult, device: str, worker_env: dict, measured: dict, dtype: str) -> None:
+def store_raised_ceiling(result: EvalResult, device: str, worker_env: dict, measured: dict) -> None:
     """Eager ran faster than its floor (verdict._roofline raised the ceiling it beat): store the
     raise in the cached ceilings, so later evaluations measure against it. Only from an evaluation
     whose status is ok: eager ran beside the candidate, and a flagged one may have touched it."""
@@ -464,7 +464,7 @@ def store_raised_ceiling(result: EvalResult, device: str, worker_env: dict, meas
     key, _ = _ceilings_key(device, worker_env)
     # Re-read the cache: another evaluation may have stored (or raised) it since this one began.
     current = roofline.cached(cache_root(), key) or measured
-    roofline.store(cache_root(), key, roofline.raise_ceiling(current, raised["ceiling"], raised["to"], dtype))
+    roofline.store(cache_root(), key, roofline.raise_ceiling(current, raised["ceiling"], raised["to"]))
     raised["stored"] = True
 
 

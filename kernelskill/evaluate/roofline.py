@@ -218,8 +218,7 @@ def peak_key(ceilings: dict, dtype: str, allow_tf32: bool = False) -> str:
 
 
 def peak_for(ceilings: dict, dtype: str, allow_tf32: bool = False) -> float:
-    peaks = ceilings.get("peak_flops") or {}
-    return peaks.get(peak_key(ceilings, dtype, allow_tf32)) or peaks.get("float32") or 0.0
+    return ceiling_value(ceilings, f"peak_flops.{peak_key(ceilings, dtype, allow_tf32)}")
 
 
 def binding_ceiling(flops: int, nbytes: int, ceilings: dict, dtype: str, allow_tf32: bool = False) -> str:
@@ -230,7 +229,7 @@ def binding_ceiling(flops: int, nbytes: int, ceilings: dict, dtype: str, allow_t
     return f"peak_flops.{peak_key(ceilings, dtype, allow_tf32)}"
 
 
-def ceiling_value(ceilings: dict, which: str, dtype: str = "float32") -> float:
+def ceiling_value(ceilings: dict, which: str) -> float:
     """The value a ``binding_ceiling`` name reads (a peak absent for its dtype: the float32 one)."""
     if which == "bandwidth":
         return ceilings.get("bandwidth") or 0.0
@@ -238,11 +237,11 @@ def ceiling_value(ceilings: dict, which: str, dtype: str = "float32") -> float:
     return peaks.get(which.split(".", 1)[1]) or peaks.get("float32") or 0.0
 
 
-def raise_ceiling(data: dict, which: str, rate: float, dtype: str = "float32") -> dict:
+def raise_ceiling(data: dict, which: str, rate: float) -> dict:
     """``data`` with the ceiling ``which`` ("bandwidth" or "peak_flops.<key>") raised to ``rate``
     (never lowered), and a record of the raise under "raised"; ``data`` itself is left as it was."""
     out = dict(data)
-    old = ceiling_value(data, which, dtype)
+    old = ceiling_value(data, which)
     if rate <= old:
         return out
     if which == "bandwidth":

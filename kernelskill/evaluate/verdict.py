@@ -324,7 +324,7 @@ def _roofline(prof: ProfileResult, task, meta: dict, ceilings: dict, flags: list
     eager_ms = quality.low_quantile(base_times) if base_times else prof.baseline.median_ms
     raised = _eager_above_floor(prof, task, flops, nbytes, ceilings, eager_ms, gpu, flush_l2)
     if raised:
-        ceilings = roofline.raise_ceiling(ceilings, raised["ceiling"], raised["to"], task.dtype)
+        ceilings = roofline.raise_ceiling(ceilings, raised["ceiling"], raised["to"])
     args = (flops, nbytes, ceilings, task.dtype, task.allow_tf32)
     # Decisions use a low quantile of the interleaved samples: contention only ever adds time, so
     # a busy machine does not make a memory-bound kernel look latency-bound.
@@ -380,7 +380,7 @@ def _eager_above_floor(prof: ProfileResult, task, flops, nbytes, ceilings: dict,
     memory = which == "bandwidth"
     if memory and not (gpu and flush_l2):
         return None          # caches can hold the working set: the bandwidth floor is no bound here
-    old = roofline.ceiling_value(ceilings, which, task.dtype)
+    old = roofline.ceiling_value(ceilings, which)
     rate = (nbytes if memory else flops) / (eager_ms / 1e3)
     unit, scale = ("GB/s", 1e9) if memory else ("TFLOP/s", 1e12)
     label = _ceiling_label(which)

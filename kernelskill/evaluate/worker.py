@@ -671,18 +671,18 @@ MODES = {"reference": mode_reference, "compile": mode_compile, "run": mode_run, 
 SPARE_IDLE_S = 1800.0
 
 
-def wait_as_spare(out: Path, parent: int, warm: str | None) -> Path | None:
+def wait_as_spare(out: Path, warm: str | None) -> Path | None:
     """A prestarted worker: Python, torch and this module are imported (and, for profiling, the
     profiler set up); wait for the request the parent hands over. None: the parent is gone or
     never came back, and this process just exits. No request, no candidate code: nothing else runs.
-    ``parent`` is the pid that started it (it may have died while this process imported torch)."""
+    Its parent is the pid that started it (``_PARENT``: it may have died while this process imported torch)."""
     if warm:
         _setup({"device": warm})
         _WARMED[warm] = warm_profiler(warm)
     (out / "spare-ready").write_text("")
     deadline = _clock() + SPARE_IDLE_S
     path = out / "request.json"
-    while _clock() < deadline and os.getppid() == parent:
+    while _clock() < deadline and not orphaned():
         if path.exists():
             return path
         time.sleep(0.01)
@@ -693,7 +693,7 @@ def main(argv: list[str]) -> int:
     global _PARENT
     _PARENT = int(argv[3]) if argv[1] == "--spare" else os.getppid()
     if argv[1] == "--spare":
-        path = wait_as_spare(Path(argv[2]), int(argv[3]), argv[4] if len(argv) > 4 else None)
+        path = wait_as_spare(Path(argv[2]), argv[4] if len(argv) > 4 else None)
         if path is None:
             os._exit(0)
         argv = [argv[0], str(path)]
