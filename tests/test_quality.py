@@ -201,13 +201,17 @@ def test_retimes_zero_reports_the_first_round(retimes):
 def test_only_our_workers_are_ours_on_the_gpu_a_callers_other_child_competes():
     from kernelskill.evaluate.quality import _ours
     import os
-    code = "import time\ntime.sleep(30)"
-    worker = subprocess.Popen([sys.executable, "-c", code, "-m", "kernelskill.evaluate.worker"])
-    other = subprocess.Popen([sys.executable, "-c", code])     # a child of ours that is no worker
+    code = "import time\nprint('up', flush=True)\ntime.sleep(30)"
+    worker = subprocess.Popen([sys.executable, "-c", code, "-m", "kernelskill.evaluate.worker"],
+                              stdout=subprocess.PIPE)
+    other = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)  # ours, no worker
     try:
+        # until the exec, /proc/PID/cmdline is still this (pytest) process's: wait for both to run
+        assert worker.stdout.readline() == b"up\n" and other.stdout.readline() == b"up\n"
         assert _ours(worker.pid, os.getpid()) and not _ours(other.pid, os.getpid())
         assert not _ours(worker.pid, other.pid)                 # not a descendant of that root
     finally:
         for p in (worker, other):
             p.kill()
             p.wait()
+            p.stdout.close()
