@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 
 from .errors import UserError
+from .shipped import EXAMPLES_DIR
 
 COMMAND_MODULES = ("kernelskill.cli_skills", "kernelskill.cli_optimize", "kernelskill.mcp_server.cli",
                    "kernelskill.tui.cli", "kernelskill.cli_bench")
-EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 
 EPILOG = """examples:
   kernelskill eval examples/softmax_rows examples/softmax_rows/solutions/cpp_online_softmax.py --preset small

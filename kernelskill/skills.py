@@ -54,11 +54,9 @@ def user_home() -> Path:
 
 
 def shipped_dir() -> Path:
-    """The skills shipped with the project: ``<repo>/skills``, or ``kernelskill/_skills`` when a
-    wheel bundles them inside the package."""
-    here = Path(__file__).resolve().parent
-    repo, bundled = here.parent / "skills", here / "_skills"
-    return bundled if bundled.is_dir() and not repo.is_dir() else repo
+    """The skills shipped with the project (``skills/`` in a checkout, bundled in a wheel)."""
+    from .shipped import SKILLS_DIR
+    return SKILLS_DIR
 
 
 @dataclass

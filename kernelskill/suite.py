@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Iterable
 
 from .errors import TaskError, UserError
+from .shipped import EXAMPLES_DIR
 from .task import Task, level_of
 
-EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 _EXPECT = re.compile(r"#\s*expect:\s*(\w+)")
 
 

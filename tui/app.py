@@ -9,7 +9,7 @@ from pathlib import Path
 from textual.app import App
 from textual.binding import Binding
 
-from kernelskill.cli import EXAMPLES_DIR
+from kernelskill.shipped import EXAMPLES_DIR
 from kernelskill.config import Config
 
 from .screens.home import HomeScreen
