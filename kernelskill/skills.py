@@ -296,8 +296,7 @@ class SkillBook:
         ``$KERNELSKILL_HOME/stats.toml``. Raises UserError listing every invalid file.
         """
         home = user_home()
-        if dirs is None:
-            dirs = [shipped_dir(), home / "skills"]
+        dirs = [shipped_dir(), home / "skills"] if dirs is None else [Path(d) for d in dirs]
         if stats_path is None:
             stats_path = home / "stats.toml"
         user_dir = (home / "skills").resolve()
@@ -315,6 +314,10 @@ class SkillBook:
                 skills[s.id] = s
         if errors:
             raise UserError("invalid skill files:\n" + "\n".join(errors))
+        if shipped_dir() in dirs and not any(s.origin == "shipped" for s in skills.values()):
+            raise UserError(f"{shipped_dir()}: the shipped skills are missing; this installation of "
+                            f"kernelskill is incomplete: reinstall it (pip install kernelskill, or "
+                            f"bash scripts/setup in a checkout)")
         return cls(skills.values(), StatsStore(Path(stats_path)))
 
     def __len__(self) -> int:
