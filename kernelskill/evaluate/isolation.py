@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .build import tail
+from .build import cache_root, tail
 
 _SECRET = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION)", re.I)
 _SECRET_PREFIXES = ("OPENAI_", "ANTHROPIC_", "AWS_", "AZURE_", "GOOGLE_", "GCP_", "HF_", "HUGGING",
@@ -30,8 +30,7 @@ def scrubbed_env(scratch: Path, extra: dict[str, str] | None = None) -> dict[str
            if not _SECRET.search(k) and not k.upper().startswith(_SECRET_PREFIXES)}
     env.update(HOME=str(scratch), TMPDIR=str(scratch), PYTHONDONTWRITEBYTECODE="1",
                PYTHONUNBUFFERED="1", PYTHONHASHSEED="0")
-    env.setdefault("TRITON_CACHE_DIR", str(Path(os.environ.get("KERNELSKILL_CACHE", Path.home() / ".cache" /
-                                                                 "kernelskill")) / "triton"))
+    env.setdefault("TRITON_CACHE_DIR", str(cache_root() / "triton"))
     # The worker must import this very package, wherever it was imported from.
     pkg_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
