@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from kernelskill.errors import TaskError
+from kernelskill.evaluate import lifeline
 from kernelskill.evaluate.isolation import kill_group, scrubbed_env
 
 from .roots import ResolvedTask
@@ -23,6 +24,8 @@ from .roots import ResolvedTask
 _MARK = "\n@@kernelskill-describe@@"
 _CHILD = r"""
 import json, sys
+from kernelskill.evaluate.lifeline import hold
+hold()
 from kernelskill.errors import UserError
 from kernelskill.task import Task
 req = json.loads(sys.argv[1])
@@ -48,9 +51,10 @@ def describe_isolated(path: Path, preset: str | None, scratch_root: Path, timeou
     """Run ``Task.load(path, preset).summary()`` in a child process and return its result."""
     scratch = Path(tempfile.mkdtemp(prefix="describe-", dir=scratch_root))
     req = json.dumps({"path": str(path), "preset": preset})
-    proc = subprocess.Popen([sys.executable, "-c", _CHILD, req], cwd=scratch, env=scrubbed_env(scratch),
+    env = scrubbed_env(scratch)
+    proc = subprocess.Popen([sys.executable, "-c", _CHILD, req], cwd=scratch, env=env,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True)
+                            start_new_session=True, **lifeline.child_options(env))
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import lifeline
 from .build import cache_root, tail
 
 _SECRET = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION)", re.I)
@@ -154,11 +155,12 @@ def _spawn_spare(request: dict) -> None:
     scratch, out_dir = base / "scratch", base / "out"
     scratch.mkdir()
     out_dir.mkdir()
+    env = scrubbed_env(scratch, request.get("env"))
     with open(out_dir / "worker.log", "wb") as log:
         proc = subprocess.Popen([sys.executable, "-m", "kernelskill.evaluate.worker", "--spare", str(out_dir),
                                  str(os.getpid()), *([key[1]] if key[1] else [])],
-                                cwd=scratch, env=scrubbed_env(scratch, request.get("env")), stdin=subprocess.DEVNULL,
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                                cwd=scratch, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True, **lifeline.child_options(env))
     with _LOCK:
         old = _SPARES.pop(key, None)
         _SPARES[key] = _Spare(proc, base, key)
@@ -216,11 +218,11 @@ def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
             _write_atomic(out_dir / "request.json", json.dumps(request))   # the spare polls for it
         else:
             (out_dir / "request.json").write_text(json.dumps(request))
+            env = scrubbed_env(scratch, request.get("env"))
             proc = subprocess.Popen([*(launcher or []), sys.executable, "-m", "kernelskill.evaluate.worker",
                                      str(out_dir / "request.json")],
-                                    cwd=scratch, env=scrubbed_env(scratch, request.get("env")),
-                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
+                                    cwd=scratch, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                    stderr=subprocess.STDOUT, start_new_session=True, **lifeline.child_options(env))
         with _LOCK:
             _LIVE.add(proc)
         phase, phase_started, timed_out, rounds = "setup", started, False, 0

@@ -32,6 +32,7 @@ _seeders = (torch.manual_seed, torch.cuda.manual_seed, random.seed, np.random.se
 
 from kernelskill.evaluate import build as _build  # noqa: E402
 from kernelskill.evaluate import guards  # noqa: E402
+from kernelskill.evaluate import lifeline  # noqa: E402
 from kernelskill.evaluate import trials as trials_mod  # noqa: E402
 from kernelskill.evaluate.timing import TimingConfig, time_pair  # noqa: E402
 from kernelskill.task import Task, _Expr  # noqa: E402
@@ -691,6 +692,7 @@ def wait_as_spare(out: Path, warm: str | None) -> Path | None:
 
 def main(argv: list[str]) -> int:
     global _PARENT
+    lifeline.hold()       # first: from here on this worker's group dies with its owner, stuck or not
     _PARENT = int(argv[3]) if argv[1] == "--spare" else os.getppid()
     if argv[1] == "--spare":
         path = wait_as_spare(Path(argv[2]), argv[4] if len(argv) > 4 else None)

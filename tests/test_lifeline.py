@@ -1,0 +1,264 @@
+"""No process outlives its owner: kill -9 the process that runs an evaluation (`eval`, `bench`,
+`optimize`, the MCP server) while its worker is stuck in the candidate, and every process it
+started is gone within seconds. The guard needs no cooperation from the stuck code: a child that
+holds the GIL in native code dies too."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "optimizer"))
+
+from helpers import RELU_TASK  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+
+ROOT = Path(__file__).resolve().parent.parent
+BOUND_S = 120           # generous: a busy 2-core machine imports torch slowly
+GONE_S = 10             # "within a few seconds" after the owner dies
+
+# A candidate stuck in its forward: the worker sits in its `run` phase until something kills it.
+HUNG = textwrap.dedent("""\
+    import torch
+    import torch.nn as nn
+
+
+    class ModelNew(nn.Module):
+        def forward(self, x):
+            while True:
+                pass
+""")
+
+
+def _stat(pid: int) -> tuple[int, str, str] | None:
+    """(parent pid, state, start time) of a live process; None when gone or a zombie."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text.rsplit(")", 1)[1].split()
+    return None if fields[0] in ("Z", "X") else (int(fields[1]), fields[0], fields[19])
+
+
+def descendants(root: int) -> dict[int, str]:
+    """Every live process under ``root``: pid -> start time (to tell a reused pid)."""
+    parents: dict[int, int] = {}
+    starts: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (st := _stat(int(entry.name))):
+            parents[int(entry.name)], starts[int(entry.name)] = st[0], st[2]
+    out = {}
+    for pid in parents:
+        p, seen = pid, 0
+        while p in parents and seen < 64:
+            p, seen = parents[p], seen + 1
+            if p == root:
+                out[pid] = starts[pid]
+                break
+    return out
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return []
+
+
+def running_candidate(root: int) -> int | None:
+    """The pid of a worker under ``root`` running the hung candidate (mode run, phase run)."""
+    for pid in descendants(root):
+        argv = _cmdline(pid)
+        if "kernelskill.evaluate.worker" not in argv:
+            continue
+        rest = argv[argv.index("kernelskill.evaluate.worker") + 1:]
+        out_dir = Path(rest[1]) if rest[:1] == ["--spare"] else Path(rest[0]).parent if rest else None
+        try:
+            request = json.loads((out_dir / "request.json").read_text())
+            phases = (out_dir / "phases").read_text().split()
+        except (OSError, ValueError, TypeError, AttributeError):
+            continue
+        try:
+            hung = "while True" in Path(request.get("candidate_path", "")).read_text()
+        except OSError:
+            hung = False
+        if request.get("mode") == "run" and hung and phases and phases[-1] == "run":
+            return pid
+    return None
+
+
+def wait_for(what: str, check, owner: subprocess.Popen, bound: float = BOUND_S):
+    deadline = time.monotonic() + bound
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        if owner.poll() is not None:
+            raise AssertionError(f"the owner exited ({owner.returncode}) before {what}:\n"
+                                 f"{_output(owner)}")
+        time.sleep(0.1)
+    raise AssertionError(f"no {what} within {bound} s")
+
+
+def _output(proc: subprocess.Popen) -> str:
+    for stream in (proc.stdout, proc.stderr):
+        if stream is not None and not stream.closed:
+            try:
+                return stream.read()[-3000:] if proc.poll() is not None else ""
+            except (OSError, ValueError):
+                return ""
+    return ""
+
+
+def kill_owner_and_check(owner: subprocess.Popen) -> None:
+    """Wait until a worker runs the hung candidate, kill -9 the owner, and assert that every
+    process it had started is gone within GONE_S."""
+    worker = wait_for("worker running the candidate", lambda: running_candidate(owner.pid), owner)
+    left = descendants(owner.pid)
+    assert worker in left
+    owner.kill()
+    owner.wait()
+    deadline = time.monotonic() + GONE_S
+    alive = left
+    while time.monotonic() < deadline:
+        alive = {pid: start for pid, start in left.items() if (st := _stat(pid)) and st[2] == start}
+        if not alive:
+            return
+        time.sleep(0.1)
+    for pid in alive:                   # never leave them behind, even when the test fails
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    raise AssertionError(f"{len(alive)} process(es) outlived their owner by {GONE_S} s: "
+                         + "; ".join(" ".join(_cmdline(p))[:160] for p in alive))
+
+
+def _start(args: list[str], cwd: Path, stdin=subprocess.DEVNULL) -> subprocess.Popen:
+    env = {**os.environ, "KERNELSKILL_HOME": str(cwd / "home")}
+    return subprocess.Popen([sys.executable, "-m", "kernelskill", *args], cwd=cwd, env=env, stdin=stdin,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+# ---- the guard itself ----------------------------------------------------------------------------
+OWNER = textwrap.dedent("""\
+    import os, subprocess, sys
+    from kernelskill.evaluate import lifeline
+    env = dict(os.environ)
+    child = subprocess.Popen([sys.executable, "-c", sys.argv[1]], env=env, start_new_session=True,
+                             **lifeline.child_options(env))
+    child.wait()
+""")
+STUCK = textwrap.dedent("""\
+    import ctypes, subprocess, sys
+    from kernelskill.evaluate import lifeline
+    lifeline.hold()
+    subprocess.Popen(["sleep", "600"])                  # a grandchild in the same group
+    print("stuck", flush=True)
+    ctypes.PyDLL(None).sleep(600)                       # native code that keeps the GIL
+""")
+
+
+def test_a_child_stuck_in_native_code_dies_with_its_killed_owner():
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, STUCK], stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        assert owner.stdout.readline() == "stuck\n"
+        left = descendants(owner.pid)
+        assert len(left) >= 3                            # the child, its guard, the sleep
+        owner.kill()
+        owner.wait()
+        deadline = time.monotonic() + GONE_S
+        while time.monotonic() < deadline and any(_stat(p) for p in left):
+            time.sleep(0.05)
+        assert not any(_stat(p) and _stat(p)[2] == s for p, s in left.items())
+    finally:
+        for pid, start in locals().get("left", {}).items():     # never leave them behind
+            if (st := _stat(pid)) and st[2] == start:
+                os.kill(pid, signal.SIGKILL)
+        owner.kill()
+        owner.wait()
+        owner.stdout.close()
+
+
+def test_a_child_without_a_lifeline_holds_none():
+    r = subprocess.run([sys.executable, "-c", "from kernelskill.evaluate import lifeline; print(lifeline.hold())"],
+                       capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.stdout.strip() == "None", r.stderr
+
+
+# ---- every owner ---------------------------------------------------------------------------------
+def test_killing_eval_leaves_no_process(tmp_path):
+    cand = tmp_path / "hung.py"
+    cand.write_text(HUNG)
+    owner = _start(["eval", str(RELU_TASK), str(cand), "--device", "cpu", "--trials", "1"], tmp_path)
+    try:
+        kill_owner_and_check(owner)
+    finally:
+        owner.kill()
+        owner.communicate()
+
+
+def test_killing_bench_leaves_no_process(tmp_path):
+    suite = tmp_path / "suite" / "level1"
+    (suite / "solutions" / "relu").mkdir(parents=True)
+    (suite / "relu.py").write_text(RELU_TASK.read_text())
+    # a C++ solution to the bench (it picks solutions by backend), never built: the forward hangs first
+    (suite / "solutions" / "relu" / "hung.py").write_text(HUNG + textwrap.dedent("""
+
+        def _never_called():
+            from torch.utils.cpp_extension import load_inline
+            return load_inline("never", "")
+    """))
+    owner = _start(["bench", str(tmp_path / "suite"), "--device", "cpu", "--executor", "local",
+                    "--out", str(tmp_path / "out")], tmp_path)
+    try:
+        kill_owner_and_check(owner)
+    finally:
+        owner.kill()
+        owner.communicate()
+
+
+def test_killing_the_mcp_server_leaves_no_process(tmp_path):
+    cand = tmp_path / "hung.py"
+    cand.write_text(HUNG)
+    owner = _start(["mcp", "--root", str(tmp_path)], tmp_path, stdin=subprocess.PIPE)
+    try:
+        def send(msg: dict) -> None:
+            owner.stdin.write(json.dumps(msg) + "\n")
+            owner.stdin.flush()
+        send({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+              "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                         "clientInfo": {"name": "test", "version": "0"}}})
+        assert json.loads(owner.stdout.readline())["id"] == 1
+        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        task = tmp_path / "relu.py"
+        task.write_text(RELU_TASK.read_text())
+        send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+              "params": {"name": "verify", "arguments": {"task": str(task), "source": HUNG}}})
+        kill_owner_and_check(owner)
+    finally:
+        owner.kill()
+        owner.communicate()
+
+
+def test_killing_optimize_leaves_no_process(tmp_path):
+    from chat_server import ChatServer
+    from scenario import Scenario, project_toml
+    script = Scenario(coder_codes=[HUNG])
+    with ChatServer(script.from_request) as server:
+        (tmp_path / "kernelskill.toml").write_text(project_toml(server.url, agents=False))
+        owner = _start(["optimize", str(RELU_TASK), "--budget-attempts", "2"], tmp_path)
+        try:
+            kill_owner_and_check(owner)
+        finally:
+            owner.kill()
+            owner.communicate()
