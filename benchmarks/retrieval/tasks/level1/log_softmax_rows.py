@@ -1,0 +1,23 @@
+import torch
+import torch.nn as nn
+
+batch_size = 4096
+dim = 512
+
+
+class Model(nn.Module):
+    """Log-softmax over dim 1 of many short rows."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.log_softmax(x, dim=1)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
