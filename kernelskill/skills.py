@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import difflib
+import math
 import os
 import re
 import tempfile
@@ -409,6 +410,10 @@ class SkillBook:
         """Record one outcome of trying a skill; persisted atomically in the user store. Only
         ``quality="good"`` measurements rank skills (``StatsStore.record``)."""
         self.get(skill_id)
+        if speedup is not None and not (isinstance(speedup, (int, float)) and math.isfinite(speedup)
+                                        and speedup > 0):
+            raise UserError(f"speedup {speedup!r}: a speedup is a finite number above 0 (eager time over "
+                            f"candidate time); leave it out when there is no measurement")
         if op_class is not None and op_class not in OP_CLASSES:
             raise UserError(f"op class {op_class!r} is not one of {', '.join(OP_CLASSES)}")
         return self.stats.record(skill_id, op_class, outcome, speedup, quality)

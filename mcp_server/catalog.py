@@ -1,6 +1,8 @@
 """Listing tasks and looking up / recording skills: the tools that read data rather than run code."""
 from __future__ import annotations
 
+import math
+
 import os
 import re
 from pathlib import Path
@@ -119,6 +121,9 @@ def record_attempt(book: SkillBook, *, features: list[str], skill_id: str, outco
     without a server timing is kept as ``unmeasured``, one timed noisy or contended under that label."""
     if outcome not in OUTCOMES:
         raise UserError(f"outcome {outcome!r} is not one of {', '.join(OUTCOMES)}")
+    if speedup is not None and not (math.isfinite(speedup) and speedup > 0):
+        raise UserError(f"speedup {speedup!r}: a speedup is a finite number above 0; leave it out when "
+                        f"there is no measurement")
     skill = book.get(skill_id)
     op_class = next((f for f in features if f in skill.applies_to), features[0] if features else None)
     quality = "unmeasured"

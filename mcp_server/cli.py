@@ -76,10 +76,13 @@ def cmd_mcp(args: argparse.Namespace) -> int:
                                           timing=TimingConfig(time_cap_s=args.time_cap)))
     Roots(config.roots)                  # a wrong --root or --device fails now, not at the first call
     resolve_device(args.device)
+    sock = None
     if args.transport == "http":
+        from .http import bind
+        sock = bind(policy)              # listening before the URL is announced; a taken port fails here
         print(f"kernelskill MCP server on {policy.url} (roots: {', '.join(map(str, config.roots))})",
               file=sys.stderr, flush=True)
-    serve(config, args.transport, policy)
+    serve(config, args.transport, policy, sock)
     return 0
 
 

@@ -8,8 +8,10 @@ anything but a loopback address requires a token.
 """
 from __future__ import annotations
 
+import errno
 import hmac
 import ipaddress
+import socket
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -118,8 +120,24 @@ class Guard:
                                                                    (self.policy.token or "").encode())
 
 
-async def run_http(server, policy: HttpPolicy) -> None:
-    """Serve ``server`` over streamable HTTP at ``policy.url`` until interrupted."""
+def bind(policy: HttpPolicy) -> socket.socket:
+    """The listening socket for ``policy`` (port 0: any free port, written back into the policy), made
+    before anything announces the URL; a taken port is a UserError that names it."""
+    host = policy.host.strip("[]")
+    try:
+        sock = socket.create_server((host, policy.port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            raise UserError(f"port {policy.port} on {host} is already in use (another kernelskill mcp?); "
+                            f"choose another with --port, or --port 0 for any free one") from None
+        raise UserError(f"cannot listen on {host}:{policy.port}: {e.strerror or e}") from None
+    policy.port = sock.getsockname()[1]
+    return sock
+
+
+async def run_http(server, policy: HttpPolicy, sock: socket.socket | None = None) -> None:
+    """Serve ``server`` over streamable HTTP at ``policy.url`` until interrupted (on ``sock`` when
+    given: ``bind`` made it before the URL was announced)."""
     import uvicorn
     from mcp.server.transport_security import TransportSecuritySettings
 
@@ -131,4 +149,4 @@ async def run_http(server, policy: HttpPolicy) -> None:
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
     config = uvicorn.Config(Guard(app, policy), host=policy.host.strip("[]"), port=policy.port,
                             log_level="warning", lifespan="on")
-    await uvicorn.Server(config).serve()
+    await uvicorn.Server(config).serve(sockets=[sock] if sock is not None else None)

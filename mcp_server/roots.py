@@ -73,6 +73,10 @@ class Roots:
         """The resolved path of ``spec`` if it lies inside a root (it need not exist)."""
         if "\x00" in spec:
             raise UserError("the path contains a NUL byte")
+        if len(spec.encode()) > 4096 or any(len(part.encode()) > 255 for part in Path(spec).parts):
+            raise UserError(f"{spec[:80]}…: {len(spec)} characters is no path (the limit is 4096, and 255 "
+                            f"per name); pass a path inside a root, an example name, or the KernelBench "
+                            f"source itself (class Model, get_inputs, get_init_inputs on several lines)")
         raw = Path(spec).expanduser()
         options = [raw] if raw.is_absolute() else [r / raw for r in self.dirs]
         resolved = [p.resolve() for p in options]

@@ -49,7 +49,10 @@ PresetArg = Annotated[str | None, Field(description=(
 BackendName = Literal["cuda", "triton", "cpp"]
 Bottleneck = Literal["memory-bound", "compute-bound", "launch-bound", "latency-bound"]
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
-RUNS_CODE = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+# Builds and runs agent-written native code for minutes (in an isolated worker, writing only the
+# build cache): never read-only, so a client that auto-approves read-only tools still asks.
+RUNS_CODE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
+                            open_world_hint=False)
 RECORDS = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
 
 
@@ -73,6 +76,17 @@ async def _call(ctx: Context, work: Callable[[Toolbox, Progress], T]) -> T:
         return await anyio.to_thread.run_sync(work, toolbox, _reporter(ctx))
     except UserError as e:
         raise ToolError(str(e)) from None
+    except Exception as e:  # noqa: BLE001 - one bounded line for the log and the client, no traceback
+        # (the SDK would log the whole traceback, arguments included: megabytes for a huge argument)
+        line = _bounded(f"{type(e).__name__}: {e}")
+        log.error("tool failed: %s", line)
+        raise ToolError(f"the server failed on this call ({line}); it is still running. If the "
+                        f"arguments are right, report this line") from None
+
+
+def _bounded(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + f"… ({len(text)} characters)"
 
 
 def build_server(config: ServerConfig | None = None, toolbox: Toolbox | None = None) -> MCPServer:
@@ -208,7 +222,7 @@ def _add_tools(server: MCPServer) -> None:  # noqa: C901 - one short function pe
             skill_id: Annotated[str, Field(description="The id of the skill you applied (from lookup_skills).")],
             outcome: Annotated[Literal["success", "failure", "no_gain"], Field(description=(
                 "success: correct and faster; no_gain: correct but not faster; failure: not correct."))],
-            speedup: Annotated[float | None, Field(gt=0, description=(
+            speedup: Annotated[float | None, Field(gt=0, allow_inf_nan=False, description=(
                 "Measured speedup; ignored when this server evaluated the same source (it uses its own)."))] = None,
             preset: PresetArg = None) -> RecordedAttempt:
         """Record how applying a skill went, so the skill library learns which skills work (statistics persist
@@ -242,8 +256,9 @@ def _add_resources(server: MCPServer, book: SkillBook) -> None:
             description=f"reference.py and task.toml of the example task {name}", mime_type="text/markdown"))
 
 
-def serve(config: ServerConfig, transport: str = "stdio", http: HttpPolicy | None = None) -> None:
-    """Run the server until it is stopped (stdio, or HTTP with the policy in ``http``)."""
+def serve(config: ServerConfig, transport: str = "stdio", http: HttpPolicy | None = None, sock=None) -> None:
+    """Run the server until it is stopped (stdio, or HTTP with the policy in ``http``, on ``sock``
+    when the caller bound it already)."""
     from kernelskill.evaluate.isolation import prestarting
     server = build_server(config)
     with prestarting():     # an agent calls verify/evaluate again and again: the next worker waits ready
@@ -251,7 +266,7 @@ def serve(config: ServerConfig, transport: str = "stdio", http: HttpPolicy | Non
             server.run("stdio")
             return
         from .http import HttpPolicy, run_http
-        anyio.run(run_http, server, http or HttpPolicy())
+        anyio.run(run_http, server, http or HttpPolicy(), sock)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -60,6 +60,10 @@ def hold() -> int | None:
     pid = os.fork()
     if pid == 0:                                            # the guard
         try:
+            # it holds nothing but the lifeline: a pipe it kept open (the child's stdout, read by
+            # the owner to its end) would keep the owner waiting for as long as the guard lives
+            os.closerange(0, fd)
+            os.closerange(fd + 1, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 4096)
             while True:
                 try:
                     if not os.read(fd, 64):                 # EOF: the owner is gone
