@@ -19,6 +19,7 @@ from starlette.datastructures import Headers
 from helpers import DATA, RELU_TASK
 
 TASK_SOURCE = RELU_TASK.read_text()
+WAIT_S = 120          # a bound on waiting for a state, generous for a busy 2-core machine
 
 
 @pytest.fixture
@@ -97,20 +98,28 @@ def test_broken_and_hanging_tasks_fail_in_a_child(tmp_path):
 
 
 def test_one_evaluation_per_device(tmp_path):
+    # The first holder lets go only once the second caller has said it waits (hold_device's on_wait,
+    # called when the lock is taken) or has got in (the bug): no sleep decides who is first.
     inside, waits, order = threading.Event(), [], []
+    second_waits_or_entered = threading.Event()
+
+    def on_wait(message: str) -> None:
+        waits.append(message)
+        second_waits_or_entered.set()
 
     def first():
-        with hold_device("cpu", tmp_path, on_wait=waits.append):
+        with hold_device("cpu", tmp_path):
             inside.set()
-            time.sleep(0.5)
+            assert second_waits_or_entered.wait(WAIT_S)
             order.append("first")
 
     t = threading.Thread(target=first)
     t.start()
-    inside.wait(5)
-    with hold_device("cpu", tmp_path, on_wait=waits.append):
+    assert inside.wait(WAIT_S)
+    with hold_device("cpu", tmp_path, on_wait=on_wait):
         order.append("second")
-    t.join()
+        second_waits_or_entered.set()
+    t.join(WAIT_S)
     assert order == ["first", "second"]
     assert waits and "waiting for cpu" in waits[0]
 
