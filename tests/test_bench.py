@@ -19,6 +19,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -402,22 +403,38 @@ class _Job:
     """The executors' Job protocol in its smallest form: records which slot ran it."""
     builds = True
 
-    def __init__(self, key: str, fail: bool = False):
-        self.key, self.fail, self.built = key, fail, []
+    def __init__(self, key: str, fail: bool = False, meet: "_Meeting | None" = None):
+        self.key, self.fail, self.meet, self.built = key, fail, meet, []
 
     def build(self, device: str) -> None:
         self.built.append(device)
 
     def run(self, device: str, threads):
-        time.sleep(0.05)
+        if self.meet:
+            self.meet()
         if self.fail:
             raise RuntimeError(f"job {self.key} broke")
-        import threading
         return {"key": self.key, "device": device, "threads": threads, "thread": threading.current_thread().name}
 
 
+class _Meeting:
+    """Holds every job until ``n`` different threads have taken one: each slot provably takes work,
+    however the threads are scheduled. A pool with fewer slots fails here instead of hanging."""
+
+    def __init__(self, n: int, timeout: float = 120.0):
+        self.n, self.timeout, self.threads, self.cond = n, timeout, set(), threading.Condition()
+
+    def __call__(self) -> None:
+        with self.cond:
+            self.threads.add(threading.current_thread().name)
+            self.cond.notify_all()
+            if not self.cond.wait_for(lambda: len(self.threads) >= self.n, self.timeout):
+                raise RuntimeError(f"only {sorted(self.threads)} took a job in {self.timeout:.0f} s")
+
+
 def test_pool_builds_everything_first_then_shares_the_jobs_between_its_slots():
-    jobs = [_Job(str(i)) for i in range(8)]
+    meeting = _Meeting(2)
+    jobs = [_Job(str(i), meet=meeting) for i in range(8)]
     pool = PoolExecutor("cpu", workers=2, jobs=3)
     got = dict((job.key, rec) for job, rec in pool.map(jobs))
     assert sorted(got) == [j.key for j in jobs] and all(j.built == ["cpu"] for j in jobs)
