@@ -352,17 +352,30 @@ def test_baseline_flag_is_validated():
     assert e.value.code == 2
 
 
-def test_repetitions_stop_at_the_devices_precision_target():
-    import time
+def test_repetitions_stop_at_the_devices_precision_target(monkeypatch):
+    import types
 
+    from kernelskill.evaluate import timing
     from kernelskill.evaluate.timing import TimingConfig, time_pair
     cfg = TimingConfig(warmup=1, min_reps=10, max_reps=60, time_cap_s=5.0, warmup_s=0.0, flush_l2=False)
     assert cfg.target("cuda:0") == 0.0025 and cfg.target("cpu") == 0.01
     assert TimingConfig(target_rel_ci=0.05).target("cuda:0") == 0.05
-    sleepy = {"a": lambda x: time.sleep(0.0005)}
-    loose = time_pair(sleepy, [[0]], "cpu", TimingConfig(**{**cfg.__dict__, "target_rel_ci": 0.5}))
-    tight = time_pair(sleepy, [[0]], "cpu", TimingConfig(**{**cfg.__dict__, "target_rel_ci": 1e-9}))
-    assert loose["reps"] == 10 and tight["reps"] == 60
+    # A clock that only the timed call advances, by a different 1.0–1.2 ms each call: the spread (and
+    # with it the interval of the median) is the same on a quiet or a busy machine; the counts are exact.
+    now, calls = [0.0], [0]
+
+    def call(x):
+        calls[0] += 1
+        now[0] += (1.0 + 0.2 * (calls[0] * 0.6180339887 % 1.0)) / 1e3
+
+    monkeypatch.setattr(timing, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+    loose = time_pair({"a": call}, [[0]], "cpu", TimingConfig(**{**cfg.__dict__, "target_rel_ci": 0.5}))
+    tight = time_pair({"a": call}, [[0]], "cpu", TimingConfig(**{**cfg.__dict__, "target_rel_ci": 1e-9}))
+    capped = time_pair({"a": call}, [[0]], "cpu", TimingConfig(**{**cfg.__dict__, "target_rel_ci": 1e-9,
+                                                                    "time_cap_s": 0.019}))
+    assert loose["reps"] == 10 and tight["reps"] == 60        # met at the first check; never met
+    assert capped["reps"] == 20                               # 15 calls < 19 ms ≤ 20 calls: the cap stops it
+    assert len(tight["times"]["a"]["ms"]) == 60
 
 
 def test_reference_cache_is_shared_by_every_spelling_of_a_gpu():
