@@ -1,6 +1,7 @@
 """Every skill example is real code: CUDA compiles with nvcc for sm_90 (and sm_90a where the skill
 needs it) without warnings, C++ compiles with g++ -fopenmp and its main() checks itself, Triton
-and Python examples parse, and self-checking Python examples run.
+and Python examples parse, and every Python example runs as a script and checks its own claim
+(at least one assert is executed: an example that checks nothing fails).
 
 Compilation runs once per session in a pool of 2 workers; each skill then gets its own test.
 GPU execution of the examples against CPU references lives in skills/_gpu_check/run.sh.
@@ -117,12 +118,33 @@ def test_python_and_triton_examples_parse(sid):
     assert any(isinstance(n, (ast.FunctionDef, ast.ClassDef)) for n in ast.walk(tree))
 
 
-SELF_CHECKING = [sid for sid in by_lang("python") if '__name__ == "__main__"' in
-                 EXAMPLES[sid]["example"]]
+class _CountAsserts(ast.NodeTransformer):
+    """Precede every ``assert`` with a count of it, so a run can tell that it checked something."""
+
+    def visit_Assert(self, node: ast.Assert) -> list[ast.stmt]:
+        count = ast.parse("__asserts_run__[0] += 1").body[0]
+        return [ast.copy_location(count, node), node]
 
 
-@pytest.mark.parametrize("sid", SELF_CHECKING)
-def test_self_checking_python_examples_run(sid):
+def run_counting_asserts(source: str, filename: str) -> int:
+    """Run ``source`` as ``__main__``; return how many assert statements it executed."""
+    tree = ast.fix_missing_locations(_CountAsserts().visit(ast.parse(source, filename=filename)))
+    ran = [0]
+    exec(compile(tree, filename, "exec"), {"__name__": "__main__", "__asserts_run__": ran})
+    return ran[0]
+
+
+def test_an_example_that_checks_nothing_is_caught():
+    quiet = "import torch\n\nif __name__ == '__main__':\n    print(torch.ones(2) * 2)\n"
+    assert run_counting_asserts(quiet, "quiet.py") == 0
+    unreached = "def f(x):\n    assert x\n\nclass M:\n    pass\n"          # an assert that never runs
+    assert run_counting_asserts(unreached, "unreached.py") == 0
+    assert run_counting_asserts("for i in range(3):\n    assert i < 3\n", "loop.py") == 3
+
+
+@pytest.mark.parametrize("sid", by_lang("python"))
+def test_python_examples_run_and_check_themselves(sid):
     pytest.importorskip("torch")
-    code = compile(EXAMPLES[sid]["example"], f"{sid}.py", "exec")
-    exec(code, {"__name__": "__main__"})  # the example asserts its own equivalence claim
+    checked = run_counting_asserts(EXAMPLES[sid]["example"], f"{sid}.py")
+    assert checked > 0, (f"the {sid} example ran no assert: give it an `if __name__ == \"__main__\":` block "
+                         "that checks its claim against a plain PyTorch reference")
