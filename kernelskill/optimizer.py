@@ -157,6 +157,7 @@ class Optimizer:
         self.timers = {"llm": 0.0, "eval": 0.0, "setup": 0.0, "wall": 0.0}
         self._go, self._stop = threading.Event(), threading.Event()
         self._go.set()
+        self._parked = threading.Event()     # set while the loop waits at a pause
         self.team = None
 
     @classmethod
@@ -184,6 +185,11 @@ class Optimizer:
     @property
     def paused(self) -> bool:
         return not self._go.is_set()
+
+    @property
+    def parked(self) -> bool:
+        """True while the loop waits at a pause, between attempts: nothing starts until ``resume``."""
+        return self._parked.is_set()
 
     def emit(self, event: Event) -> Event:
         return self.bus.emit(event)
@@ -251,7 +257,10 @@ class Optimizer:
     def _loop(self) -> str:
         while True:
             paused_at = time.perf_counter()
+            if not self._go.is_set():
+                self._parked.set()
             self._go.wait()
+            self._parked.clear()
             self._started += time.perf_counter() - paused_at          # a pause is not spent time
             self.spend.seconds = self._elapsed()
             if self._stop.is_set():

@@ -9,8 +9,9 @@ import pytest
 from kernelskill.config import load_config
 from kernelskill.tui.app import KernelSkillApp
 from kernelskill.tui.widgets.candidate_tree import CandidateTree
+from kernelskill.tui.widgets.node_detail import NodeDetail
 
-from conftest import EXAMPLES, STORED_RUN
+from conftest import EXAMPLES, STORED_RUN, until
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = "tests/tui/data/stored_runs"            # relative: the screens show it, and it must not name this machine
@@ -37,10 +38,11 @@ def stored_run_at(tab_presses: int):
     async def run_before(pilot) -> None:
         await settled(pilot)
         tree = pilot.app.screen.query_one(CandidateTree)
-        while tree.current_id != "n2":                       # the best node is selected on open
-            await pilot.pause(0.05)
+        await until(pilot, lambda: tree.current_id == "n2", what="the best node, selected on open")
         await pilot.press(*["t"] * tab_presses)
-        await pilot.pause()
+        detail = pilot.app.screen.query_one(NodeDetail)
+        await until(pilot, lambda: detail.active == NodeDetail.TABS[tab_presses], what=f"tab {tab_presses}")
+        await settled(pilot)
     return run_before
 
 

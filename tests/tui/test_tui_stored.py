@@ -62,21 +62,22 @@ async def test_history_opens_a_stored_run_read_only(config_for):
         history = app.screen
         assert isinstance(history, HistoryScreen)
         table = history.query_one("#runs")
-        await until(pilot, lambda: table.row_count == 1, 30, "the runs")
+        await until(pilot, lambda: table.row_count == 1, what="the runs")
         assert [str(c) for c in table.get_row_at(0)][:5] == ["2025-01-01 12:00", "relu_task", "attempts", "4",
                                                             "0.18×"]
         assert str(history.query_one("#history-detail", Label).content).startswith(STORED_RUN.name)
         await pilot.press("enter")
-        await pilot.pause()
+        await until(pilot, lambda: isinstance(app.screen, RunScreen), what="the stored run to open")
         run = app.screen
-        assert isinstance(run, RunScreen) and run.view.phase == "finished"
+        await until(pilot, lambda: len(labels(run.query_one(CandidateTree))) == 5, what="the stored run's tree")
+        assert run.view.phase == "finished"
         assert [line.split()[:3] for line in labels(run.query_one(CandidateTree))] == [
             ["✓", "n0", "reference"], ["✗", "n1", "incorrect"], ["✓", "n2", "0.18×"], ["✗", "n3", "crashed"],
             ["✓", "n4", "=n2"]]
         assert "── coder · attempt 3 · from n0" in run.query_one(ActivityLog).plain   # replies from the events
         assert run.sub_title == f"{STORED_RUN.name} · read-only"
         await pilot.press("escape")
-        assert app.screen is history
+        await until(pilot, lambda: app.screen is history, what="the return to History")
 
 
 def test_node_detail_shows_the_roofline_position_and_bottleneck():
