@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -38,27 +39,43 @@ def _thread_lock(key: str) -> threading.Lock:
         return _LOCKS.setdefault(key, threading.Lock())
 
 
+def _wait(try_once: Callable[[], bool], cancel: threading.Event | None) -> None:
+    """Retry ``try_once`` until it succeeds; a set ``cancel`` ends the wait with Cancelled."""
+    while not try_once():
+        if cancel is not None and cancel.is_set():
+            from kernelskill.evaluate.isolation import Cancelled
+            raise Cancelled("cancelled while waiting for the device")
+
+
+def _try_flock(fh) -> bool:
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+
+
 @contextlib.contextmanager
-def hold_device(device: str, lock_dir: Path, on_wait: Callable[[str], None] | None = None) -> Iterator[str]:
-    """Hold ``device`` exclusively for the duration of the block; ``on_wait`` hears about waits."""
+def hold_device(device: str, lock_dir: Path, on_wait: Callable[[str], None] | None = None,
+                cancel: threading.Event | None = None) -> Iterator[str]:
+    """Hold ``device`` exclusively for the duration of the block; ``on_wait`` hears about waits,
+    and a set ``cancel`` ends a wait (a cancelled call never queues behind another)."""
     key = device_key(device)
     lock = _thread_lock(key)
     if not lock.acquire(blocking=False):
         if on_wait:
             on_wait(f"waiting for {device}: another evaluation is running on it")
-        lock.acquire()
+        _wait(lambda: lock.acquire(timeout=0.05), cancel)
     try:
         if fcntl is None:  # pragma: no cover
             yield key
             return
         lock_dir.mkdir(parents=True, exist_ok=True)
         with open(lock_dir / f"{key}.lock", "a") as fh:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
+            if not _try_flock(fh):
                 if on_wait:
                     on_wait(f"waiting for {device}: another process is evaluating on it")
-                fcntl.flock(fh, fcntl.LOCK_EX)
+                _wait(lambda: _try_flock(fh) or bool(time.sleep(0.05)), cancel)
             try:
                 yield key
             finally:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import threading
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Annotated, AsyncIterator, Callable, Literal, TypeVar
 
@@ -24,12 +25,13 @@ from pydantic import Field
 
 from kernelskill import __version__
 from kernelskill.errors import UserError
+from kernelskill.evaluate.isolation import Cancelled
 from kernelskill.skills import SkillBook
 
 from .models import Compilation, Evaluation, Profile, RecordedAttempt, SkillList, TaskInfo, TaskList
 from .prompt import INSTRUCTIONS, optimize_kernel
 from .roots import example_dir, example_names
-from .toolbox import Progress, ServerConfig, Toolbox
+from .toolbox import Progress, ServerConfig, Toolbox, cancellable
 
 if TYPE_CHECKING:
     from .http import HttpPolicy
@@ -72,8 +74,20 @@ def _reporter(ctx: Context) -> Progress:
 async def _call(ctx: Context, work: Callable[[Toolbox, Progress], T]) -> T:
     """Run ``work`` in a worker thread with the lifespan's toolbox; user mistakes become tool errors."""
     toolbox: Toolbox = ctx.request_context.lifespan_context
+    cancel = threading.Event()
+
+    def run(progress: Progress) -> T:
+        with cancellable(cancel):
+            return work(toolbox, progress)
     try:
-        return await anyio.to_thread.run_sync(work, toolbox, _reporter(ctx))
+        # A cancel or a disconnect cancels this task; the thread is told through `cancel` and kills
+        # its workers within one poll (~50 ms), which releases the device for the next call.
+        return await anyio.to_thread.run_sync(run, _reporter(ctx), abandon_on_cancel=True)
+    except anyio.get_cancelled_exc_class():
+        cancel.set()
+        raise
+    except Cancelled:
+        raise ToolError("cancelled") from None
     except UserError as e:
         raise ToolError(str(e)) from None
     except Exception as e:  # noqa: BLE001 - one bounded line for the log and the client, no traceback

@@ -30,6 +30,23 @@ from kernelskill.task import TASK_FILE_NAMES
 from . import advice, catalog
 from .describe import describe
 from .locks import hold_device
+
+_CALL = threading.local()
+
+
+@contextlib.contextmanager
+def cancellable(event: threading.Event) -> Iterator[None]:
+    """Within the block (one tool call, in its worker thread), a set ``event`` cancels the evaluation:
+    its workers are killed and the device lock is released at once."""
+    _CALL.cancel = event
+    try:
+        yield
+    finally:
+        _CALL.cancel = None
+
+
+def current_cancel() -> threading.Event | None:
+    return getattr(_CALL, "cancel", None)
 from .models import (Compilation, Evaluation, Profile, RecordedAttempt, SkillList, TaskInfo, TaskList,
                      ValueSpec)
 from .roots import ResolvedTask, Roots
@@ -118,7 +135,7 @@ class Toolbox:
         return hit
 
     def _options(self, trials: int | None = None, timed: bool = True) -> api.Options:
-        opts = self.config.options
+        opts = dataclasses.replace(self.config.options, cancel=current_cancel())
         if trials is not None:
             if not 1 <= trials <= MAX_TRIALS:
                 raise UserError(f"trials={trials}: choose between 1 and {MAX_TRIALS} (5 is the protocol's default)")
@@ -128,7 +145,8 @@ class Toolbox:
     # ---- evaluation ---------------------------------------------------------------------------
     def _run(self, rt: ResolvedTask, cand: Candidate, opts: api.Options, progress: Progress) -> EvalResult:
         device = api.resolve_device(opts.device, cand.backend)
-        with hold_device(device, cache_root() / "locks", on_wait=lambda msg: progress(0, STEPS, msg)):
+        with hold_device(device, cache_root() / "locks", on_wait=lambda msg: progress(0, STEPS, msg),
+                         cancel=opts.cancel):
             progress(1, STEPS, f"evaluating {cand.backend} candidate on {device} (reference outputs first, "
                                f"cached after one run)")
             result = api.evaluate(rt.task, cand, opts=dataclasses.replace(opts, device=device),
@@ -156,7 +174,7 @@ class Toolbox:
             raise UserError(f"backend={backend!r} but the source is a {cand.backend!r} candidate (cuda: "
                             f"load_inline with cuda_sources; triton: @triton.jit kernels; cpp: load_inline with "
                             f"cpp_sources only). Fix the source or leave backend out")
-        res: CompileResult = api.compile(cand, device=self.config.options.device, opts=self.config.options)
+        res: CompileResult = api.compile(cand, device=self.config.options.device, opts=self._options())
         res = CompileResult.from_dict(res.to_dict())
         summary, next_step = advice.compilation(res)
         return Compilation(ok=res.ok, backend=res.backend, summary=summary, next_step=next_step, result=res)

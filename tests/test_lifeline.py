@@ -18,6 +18,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent / "optimizer"))
 
 from helpers import RELU_TASK  # noqa: E402
+from procs import cmdline, proc_stat, descendants, running_candidate  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
 
@@ -36,63 +37,6 @@ HUNG = textwrap.dedent("""\
             while True:
                 pass
 """)
-
-
-def _stat(pid: int) -> tuple[int, str, str] | None:
-    """(parent pid, state, start time) of a live process; None when gone or a zombie."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = text.rsplit(")", 1)[1].split()
-    return None if fields[0] in ("Z", "X") else (int(fields[1]), fields[0], fields[19])
-
-
-def descendants(root: int) -> dict[int, str]:
-    """Every live process under ``root``: pid -> start time (to tell a reused pid)."""
-    parents: dict[int, int] = {}
-    starts: dict[int, str] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and (st := _stat(int(entry.name))):
-            parents[int(entry.name)], starts[int(entry.name)] = st[0], st[2]
-    out = {}
-    for pid in parents:
-        p, seen = pid, 0
-        while p in parents and seen < 64:
-            p, seen = parents[p], seen + 1
-            if p == root:
-                out[pid] = starts[pid]
-                break
-    return out
-
-
-def _cmdline(pid: int) -> list[str]:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
-    except OSError:
-        return []
-
-
-def running_candidate(root: int) -> int | None:
-    """The pid of a worker under ``root`` running the hung candidate (mode run, phase run)."""
-    for pid in descendants(root):
-        argv = _cmdline(pid)
-        if "kernelskill.evaluate.worker" not in argv:
-            continue
-        rest = argv[argv.index("kernelskill.evaluate.worker") + 1:]
-        out_dir = Path(rest[1]) if rest[:1] == ["--spare"] else Path(rest[0]).parent if rest else None
-        try:
-            request = json.loads((out_dir / "request.json").read_text())
-            phases = (out_dir / "phases").read_text().split()
-        except (OSError, ValueError, TypeError, AttributeError):
-            continue
-        try:
-            hung = "while True" in Path(request.get("candidate_path", "")).read_text()
-        except OSError:
-            hung = False
-        if request.get("mode") == "run" and hung and phases and phases[-1] == "run":
-            return pid
-    return None
 
 
 def wait_for(what: str, check, owner: subprocess.Popen, bound: float = BOUND_S):
@@ -129,7 +73,7 @@ def kill_owner_and_check(owner: subprocess.Popen) -> None:
     deadline = time.monotonic() + GONE_S
     alive = left
     while time.monotonic() < deadline:
-        alive = {pid: start for pid, start in left.items() if (st := _stat(pid)) and st[2] == start}
+        alive = {pid: start for pid, start in left.items() if (st := proc_stat(pid)) and st[2] == start}
         if not alive:
             return
         time.sleep(0.1)
@@ -139,7 +83,7 @@ def kill_owner_and_check(owner: subprocess.Popen) -> None:
         except OSError:
             pass
     raise AssertionError(f"{len(alive)} process(es) outlived their owner by {GONE_S} s: "
-                         + "; ".join(" ".join(_cmdline(p))[:160] for p in alive))
+                         + "; ".join(" ".join(cmdline(p))[:160] for p in alive))
 
 
 def _start(args: list[str], cwd: Path, stdin=subprocess.DEVNULL) -> subprocess.Popen:
@@ -177,12 +121,12 @@ def test_a_child_stuck_in_native_code_dies_with_its_killed_owner():
         owner.kill()
         owner.wait()
         deadline = time.monotonic() + GONE_S
-        while time.monotonic() < deadline and any(_stat(p) for p in left):
+        while time.monotonic() < deadline and any(proc_stat(p) for p in left):
             time.sleep(0.05)
-        assert not any(_stat(p) and _stat(p)[2] == s for p, s in left.items())
+        assert not any(proc_stat(p) and proc_stat(p)[2] == s for p, s in left.items())
     finally:
         for pid, start in locals().get("left", {}).items():     # never leave them behind
-            if (st := _stat(pid)) and st[2] == start:
+            if (st := proc_stat(pid)) and st[2] == start:
                 os.kill(pid, signal.SIGKILL)
         owner.kill()
         owner.wait()

@@ -26,7 +26,7 @@ from . import static
 from .verdict import (TrialJudge, judge_outputs, reference_outputs, replay_flags, stochastic_message,
                       verify_run)
 from .build import cache_root
-from .isolation import WorkerOutcome, run_worker
+from .isolation import Cancelled, WorkerOutcome, run_worker
 from .quality import RoundJudge
 from .timing import TimingConfig
 
@@ -58,6 +58,9 @@ class Options:
     # outputs are recomputed on demand.
     store_limit: int | None = None
     keep_dir: Path | None = None
+    # Set by another thread to stop the evaluation: its workers are killed at once and evaluate()
+    # raises isolation.Cancelled (the MCP server sets it when a client cancels or goes away).
+    cancel: threading.Event | None = dataclasses.field(default=None, compare=False, repr=False)
 
 
 def _resolve(task, candidate) -> tuple[Task | None, Candidate | None]:
@@ -133,7 +136,8 @@ def reference(task: Task, device: str, opts: Options) -> Path:
     req["rotate"] = opts.timing.rotate if opts.timing else 3
     if opts.store_limit is not None:
         req["store_limit"] = opts.store_limit
-    out = run_worker(req, build_timeout=opts.build_timeout, run_timeout=opts.run_timeout, keep=base)
+    out = run_worker(req, build_timeout=opts.build_timeout, run_timeout=opts.run_timeout, keep=base,
+                     cancel=opts.cancel)
     if out.result is None or out.result.get("status") != "ok":
         why = (out.result or {}).get("error") or out.died or "unknown failure"
         if out.result and out.result.get("status") == "task_error":
@@ -168,8 +172,11 @@ class RefServer:
         self._thread.start()
 
     def _run(self, req: dict) -> None:
-        self.outcome = run_worker(req, build_timeout=self.opts.build_timeout, run_timeout=self.opts.run_timeout,
-                                  keep=self.base, launcher=[])
+        try:
+            self.outcome = run_worker(req, build_timeout=self.opts.build_timeout, run_timeout=self.opts.run_timeout,
+                                      keep=self.base, launcher=[], cancel=self.opts.cancel)
+        except Cancelled:
+            pass                                   # the evaluation raises it; this thread just ends
 
     def get(self, i: int) -> list:
         """Trial i's reference outputs, on the host."""
@@ -196,6 +203,8 @@ class RefServer:
         got = self.out / reply
         deadline = time.monotonic() + self.opts.run_timeout
         while not got.exists():
+            if self.opts.cancel is not None and self.opts.cancel.is_set():
+                raise Cancelled("cancelled while the reference recomputed its outputs")
             if not self._thread.is_alive() or time.monotonic() > deadline:
                 why = (self.outcome.died or (self.outcome.result or {}).get("error")) if self.outcome else "timed out"
                 raise TaskError(f"the reference worker that recomputes trial outputs stopped: {why}\n"
@@ -255,7 +264,7 @@ def compile(candidate, *, device: str = "auto", opts: Options | None = None) -> 
                                                                           resolve_device("auto"))
     base = _workdir(opts)
     out = run_worker(_request("compile", None, cand, device, opts, base),
-                     build_timeout=opts.build_timeout, run_timeout=opts.run_timeout, keep=base)
+                     build_timeout=opts.build_timeout, run_timeout=opts.run_timeout, keep=base, cancel=opts.cancel)
     res = _compile_result(cand, out.result, out)
     if out.died:
         res.ok = False
@@ -337,7 +346,7 @@ def evaluate(task, candidate, *, opts: Options | None = None, on_phase: Callable
         try:
             out = run_worker(req, build_timeout=opts.build_timeout, run_timeout=opts.run_timeout, keep=base,
                              on_phase=phase, decide=decide, on_timed=recheck_timed, on_poll=poll,
-                             on_round=rounds.on_round)
+                             on_round=rounds.on_round, cancel=opts.cancel)
         finally:
             if apart is not None:
                 apart.release(False)    # never timed (incorrect, crashed): it exits without running
@@ -385,7 +394,7 @@ class _ApartProfile:
     def _run(self, req: dict, opts: Options) -> None:
         try:
             self.outcome = run_worker(req, build_timeout=opts.build_timeout, run_timeout=opts.run_timeout,
-                                      keep=self._base, decide=self._decide)
+                                      keep=self._base, decide=self._decide, cancel=opts.cancel)
         except Exception as e:  # noqa: BLE001 — a profile that fails is a note, never the verdict
             self.error = f"{type(e).__name__}: {e}"
         finally:
@@ -435,7 +444,7 @@ def ceilings(device: str, worker_env: dict, opts: Options, refresh: bool = False
         return hit
     base = _workdir(opts)
     out = run_worker(_request("ceilings", None, None, device, dataclasses.replace(opts, threads=threads), base),
-                     build_timeout=opts.build_timeout, run_timeout=opts.run_timeout, keep=base)
+                     build_timeout=opts.build_timeout, run_timeout=opts.run_timeout, keep=base, cancel=opts.cancel)
     shutil.rmtree(base, ignore_errors=True)
     if not out.result or out.result.get("status") != "ok":
         return hit or {}

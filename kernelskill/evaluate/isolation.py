@@ -178,9 +178,14 @@ def _take_spare(request: dict) -> _Spare | None:
     return sp
 
 
+class Cancelled(Exception):
+    """The caller cancelled the evaluation (``Options.cancel`` set): its worker is dead."""
+
+
 def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
                keep: Path | None = None, on_phase=None, decide=None, on_timed=None, on_poll=None,
-               on_round=None, launcher: list[str] | None = None) -> WorkerOutcome:
+               on_round=None, launcher: list[str] | None = None,
+               cancel: threading.Event | None = None) -> WorkerOutcome:
     """Run ``python -m kernelskill.evaluate.worker`` on ``request``; never raises for its failures.
 
     When the worker reaches the ``await`` phase (its outputs are written), ``decide(out_dir)``
@@ -190,7 +195,8 @@ def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
     ``on_round(out_dir, k)`` answers the worker (``again SECONDS`` or ``done K``; without it the
     first round is kept). ``on_poll(out_dir)`` runs every ~50 ms while the worker lives (the parent
     compares trials as they appear). ``launcher`` is a command the worker runs under (Nsight
-    Compute: ``["ncu", …]``). With ``prestart_workers()`` on, a worker started ahead serves the
+    Compute: ``["ncu", …]``). ``cancel``, once set, kills the worker's group within one poll and
+    raises ``Cancelled``. With ``prestart_workers()`` on, a worker started ahead serves the
     request when one matches, and another is started for the next request: at once on a GPU,
     once this one ends on a CPU.
     """
@@ -249,6 +255,8 @@ def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
                         on_timed(out_dir)
                 if on_poll:
                     on_poll(out_dir)
+                if cancel is not None and cancel.is_set():
+                    raise Cancelled(f"cancelled in the {phase} phase")
                 limit = build_timeout if phase in ("setup", "build") else run_timeout
                 # The phase file is written by untrusted code: the sum of both limits bounds it all.
                 if (time.monotonic() - phase_started > limit
@@ -257,8 +265,10 @@ def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
                     kill_group(proc)
                     break
         except BaseException:
-            # Ctrl-C or a failing callback in the caller: the worker never outlives its caller.
+            # Ctrl-C, a cancel, or a failing callback in the caller: the worker never outlives its caller.
             kill_group(proc)
+            with _LOCK:
+                _LIVE.discard(proc)
             raise
         kill_group(proc)   # stray children of a finished worker go too
         with _LOCK:

@@ -119,7 +119,7 @@ def run_ncu(result, task, cand, device: str, ref_dir, opts) -> None:
     launcher = [exe, "--profile-from-start", "off", "--target-processes", "all", "--csv", "--page", "raw",
                 *[a for s in SECTIONS for a in ("--section", s)], "--log-file", str(report)]
     out = run_worker(req, build_timeout=opts.build_timeout, run_timeout=max(opts.run_timeout, 600), keep=base,
-                     launcher=launcher)
+                     launcher=launcher, cancel=opts.cancel)
     text = report.read_text(errors="replace") if report.exists() else ""
     if _PERMISSION in text + out.log_tail:
         prof.notes.append("ncu: the GPU's performance counters are not readable by this user "

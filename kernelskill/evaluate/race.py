@@ -60,7 +60,7 @@ def race(task, candidates: list, *, opts: Options | None = None) -> RaceResult:
 def _run(task, cands, names, device, opts, req, judge, ref_dir, meta, base, server, started) -> RaceResult:
     try:
         out = run_worker(req, build_timeout=opts.build_timeout, run_timeout=opts.run_timeout, keep=base,
-                         on_phase=judge.on_phase, on_poll=judge.poll, on_round=judge.on_round)
+                         on_phase=judge.on_phase, on_poll=judge.poll, on_round=judge.on_round, cancel=opts.cancel)
         res = out.result or {}
         if res.get("status") != "ok":
             why = res.get("error") or out.died or res.get("status") or "no result"
