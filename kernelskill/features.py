@@ -98,19 +98,38 @@ def trace(task, meta: bool = True, fallback: bool = True) -> dict[str, Any]:
     model = model.to(device)
     recorder = _OpRecorder()
     counter = FlopCounterMode(display=False)
+    # On meta tensors an op without a meta kernel raises NotImplementedError or RuntimeError: tried
+    # again on the CPU (or raised as it is, without the fallback). Any other failure of the reference's
+    # forward is the task's, a TaskError that names its file and line.
+    passing = (NotImplementedError, RuntimeError) if meta else ()
     try:
-        with torch.no_grad(), counter, recorder:
+        with task.error_context("Model.forward", passing=passing), torch.no_grad(), counter, recorder:
             out = model(*inputs)
-    except (NotImplementedError, RuntimeError):
-        if meta and fallback:
+    except passing:
+        if fallback:
             return trace(task, meta=False)
         raise
     outs = out if isinstance(out, (list, tuple)) else [out]
     params = list(model.parameters()) + list(model.buffers())
     nbytes = lambda ts: sum(t.numel() * t.element_size() for t in ts if isinstance(t, torch.Tensor))
+    # The constants in force: the file's, with the preset and overrides applied and derived ones recomputed.
+    constants = {name: _plain(getattr(mod, name)) for name in task.constants if hasattr(mod, name)}
     return {"ops": recorder.ops, "op_classes": classify(recorder.ops), "flops": int(counter.get_total_flops()),
             "bytes": nbytes(inputs) + nbytes(outs) + nbytes(params), "inputs": inputs, "outputs": outs,
-            "model": model, "traced_on": "meta" if meta else "cpu"}
+            "model": model, "constants": constants, "traced_on": "meta" if meta else "cpu"}
+
+
+# What torch's FlopCounterMode (torch.utils.flop_counter) counts: a summary's FLOPs are these ops' only.
+FLOPS_COUNTED = "matmul, conv and attention only; elementwise ops and reductions are not counted"
+
+
+def _plain(value: Any) -> Any:
+    """A JSON value as it is (numbers, strings, lists of them); anything else (torch.float16) as its text."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)) and all(v is None or isinstance(v, (bool, int, float, str)) for v in value):
+        return list(value)
+    return str(value)
 
 
 def describe(task) -> dict[str, Any]:
@@ -122,11 +141,12 @@ def describe(task) -> dict[str, Any]:
     names = sorted({f.overloadpacket.__name__ for f in t["ops"] if hasattr(f, "overloadpacket")})
     return {
         "name": task.name, "file": str(task.path), "level": task.level, "description": task.description,
-        "preset": task.preset, "overrides": {k: str(v) for k, v in task.overrides.items()},
-        "constants": {k: str(v) for k, v in task.constants.items()},
+        "preset": task.preset, "overrides": {k: _plain(v) for k, v in task.overrides.items()},
+        "constants": t["constants"],
         "inputs": [spec(x) for x in t["inputs"]], "outputs": [spec(x) for x in t["outputs"]],
         "parameters": [{"name": n, **spec(p)} for n, p in model.named_parameters()],
         "buffers": [{"name": n, **spec(b)} for n, b in model.named_buffers()],
         "op_classes": t["op_classes"], "aten_ops": names,
-        "flops": t["flops"], "bytes": t["bytes"], "tolerance": dict(zip(("atol", "rtol"), task.tolerance)),
+        "flops": t["flops"], "flops_counted": FLOPS_COUNTED, "bytes": t["bytes"],
+        "tolerance": dict(zip(("atol", "rtol"), task.tolerance)),
     }

@@ -79,7 +79,8 @@ def print_task(info: dict, out=print) -> None:
     if info.get("description"):
         out(f"  {info['description']}")
     if info.get("preset") or info.get("overrides"):
-        out(f"  preset {info.get('preset') or '-'} · overrides {info.get('overrides') or {}}")
+        values = ", ".join(f"{k}={v}" for k, v in (info.get("overrides") or {}).items()) or "-"
+        out(f"  preset {info.get('preset') or '-'} · overrides {values}")
     fmt = lambda s: (f"{s['dtype']}{s['shape']}" if "shape" in s else repr(s.get("value")))
     out("  inputs:  " + ", ".join(fmt(s) for s in info["inputs"]))
     out("  outputs: " + ", ".join(fmt(s) for s in info["outputs"]))
@@ -89,7 +90,8 @@ def print_task(info: dict, out=print) -> None:
         more = f"\n    … {len(items) - 12} more" if len(items) > 12 else ""
         out(f"  {key}: {len(items)}" + "".join(f"\n    {p['name']}: {fmt(p)}" for p in items[:12]) + more)
     out(f"  op classes: {', '.join(info['op_classes']) or '-'}  (aten: {', '.join(info['aten_ops'][:12])})")
-    out(f"  FLOPs {info['flops']:.3g} · compulsory bytes {info['bytes']:.3g} · tolerance atol "
+    out(f"  FLOPs {info['flops']:.3g} (counts {info['flops_counted']})")
+    out(f"  compulsory bytes {info['bytes']:.3g} (inputs, outputs, parameters) · tolerance atol "
         f"{info['tolerance']['atol']:g} rtol {info['tolerance']['rtol']:g}")
 
 

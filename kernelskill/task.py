@@ -175,8 +175,10 @@ class Task:
             raise TaskError(f"{self.path}:{_tb_line(e, self.path)}: {cls_name}.__init__ raised "
                             f"{type(e).__name__}: {e}") from None
 
-    def error_context(self, what: str):
-        return _ErrorContext(self.path, what)
+    def error_context(self, what: str, passing: tuple[type[BaseException], ...] = ()):
+        """Turn an exception of the task's code into a TaskError naming ``what`` and the task's line;
+        exceptions of the ``passing`` types go through as they are."""
+        return _ErrorContext(self.path, what, passing)
 
     def summary(self) -> dict[str, Any]:
         """Shapes, dtypes, parameters and op classes: what ``kernelskill task show`` prints."""
@@ -185,14 +187,14 @@ class Task:
 
 
 class _ErrorContext:
-    def __init__(self, path: Path, what: str):
-        self.path, self.what = path, what
+    def __init__(self, path: Path, what: str, passing: tuple[type[BaseException], ...] = ()):
+        self.path, self.what, self.passing = path, what, passing
 
     def __enter__(self):
         return self
 
     def __exit__(self, et, e, tb):
-        if e is None or isinstance(e, TaskError) or not isinstance(e, Exception):
+        if e is None or isinstance(e, (TaskError, *self.passing)) or not isinstance(e, Exception):
             return False
         hint = ""
         if isinstance(e, ModuleNotFoundError) and e.name:
@@ -268,9 +270,12 @@ def _apply_overrides(tree: ast.Module, overrides: dict[str, Any], path: Path) ->
                 value = overrides[name]
                 text = str(value) if isinstance(value, _Expr) else repr(value)
                 try:
-                    node.value = ast.parse(text, mode="eval").body
+                    value_node = ast.parse(text, mode="eval").body
                 except SyntaxError:
                     raise TaskError(f"{path}: override {name}={text!r} is not a Python value") from None
+                for sub in ast.walk(value_node):        # errors of the new value point at the constant's line
+                    ast.copy_location(sub, node.value)
+                node.value = value_node
     return ast.fix_missing_locations(tree)
 
 

@@ -62,7 +62,8 @@ class TaskInfo(BaseModel):
     preset: str | None = None
     presets: dict[str, dict[str, Any]] = Field(default_factory=dict,
                                                description="size presets from task.toml (pass one as `preset`)")
-    constants: dict[str, str] = Field(default_factory=dict)
+    constants: dict[str, Any] = Field(default_factory=dict, description="the module's size constants as they are "
+                                      "in force: the file's, with the preset applied and derived ones recomputed")
     source: str = Field(description="the reference module (class Model, get_inputs, get_init_inputs)")
     task_toml: str | None = None
     inputs: list[ValueSpec]
@@ -72,7 +73,8 @@ class TaskInfo(BaseModel):
                                      "running statistics, masks, constants), by name; not parameters")
     op_classes: list[str] = Field(description="what the reference computes; lookup_skills gates on these")
     aten_ops: list[str] = Field(default_factory=list)
-    flops: int
+    flops: int = Field(description="FLOPs of one forward, counted by torch's FLOP counter: matmul, conv and attention "
+                       "only; elementwise ops and reductions are not counted (0 for a softmax)")
     bytes: int = Field(description="compulsory bytes: inputs + outputs + parameters")
     tolerance: dict[str, float]
     baseline: TimingStats | None = Field(default=None, description="eager reference time measured by an "

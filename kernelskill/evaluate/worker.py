@@ -143,7 +143,9 @@ def mode_reference(req: dict, out: Path) -> dict:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
             base = torch.cuda.memory_allocated()
-        outs0, structure = _seeded_call(model, first, device, call_seed(seed, 0), cpu=False)
+        # The reference's own failure, with its file and line (out of memory is reported as before).
+        with task.error_context("Model.forward", passing=(torch.OutOfMemoryError,)):
+            outs0, structure = _seeded_call(model, first, device, call_seed(seed, 0), cpu=False)
         peak = (torch.cuda.max_memory_allocated() - base) if cuda else 0
         plan = trials_mod.make_plan(input_bytes=trials_mod.nbytes(first), output_bytes=trials_mod.nbytes(outs0),
                                     param_bytes=param_bytes, peak_bytes=peak, trials=n + 1, device=device,
@@ -709,8 +711,10 @@ def main(argv: list[str]) -> int:
                   "traceback": _build.tail(traceback.format_exc())}
     except Exception as e:  # noqa: BLE001 — the worker reports every failure as data
         line, text = guards.candidate_line(e)
-        result = {"status": "task_error" if guards.is_task_error(e) else "runtime_error",
-                  "error": f"{type(e).__name__}: {e}"[:2000], "line": line, "source_line": text,
+        task_error = guards.is_task_error(e)          # its message names the file and line already
+        result = {"status": "task_error" if task_error else "runtime_error",
+                  "error": (str(e) if task_error else f"{type(e).__name__}: {e}")[:2000], "line": line,
+                  "source_line": text,
                   "traceback": _build.tail(traceback.format_exc())}
         if guards.is_triton_compile_error(e):
             result["status"] = "compile_error"
