@@ -9,7 +9,9 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -252,7 +254,7 @@ def _compile_result(cand: Candidate, result: dict | None, out: WorkerOutcome | N
     return CompileResult(ok=ok, backend=cand.backend, seconds=round(build.get("seconds", 0.0), 3),
                          cache_hit=bool(build.get("cache_hit", False)) and bool(build.get("extensions")),
                          compile_only=bool(build.get("compile_only")), diagnostics=diags,
-                         log_tail=build.get("log_tail") or (out.log_tail if out and not ok else ""),
+                         log_tail=user_paths(build.get("log_tail") or (out.log_tail if out and not ok else ""), cand),
                          extensions=build.get("extensions", []))
 
 
@@ -260,6 +262,10 @@ def compile(candidate, *, device: str = "auto", opts: Options | None = None) -> 
     """Build the candidate's extensions in a worker (compile-only nvcc check where CUDA can't run)."""
     opts = opts or Options()
     _, cand = _resolve(None, candidate)
+    if cand.backend == "triton" and not _has_triton():
+        raise UserError(f"{cand.name}: a Triton candidate needs the triton package, which this Python "
+                        f"({sys.executable}) does not have: pip install triton (its kernels compile at their first "
+                        f"launch, on a CUDA GPU)")
     device = resolve_device(device, cand.backend) if device != "auto" else ("cpu" if cand.backend == "cpp" else
                                                                           resolve_device("auto"))
     base = _workdir(opts)
@@ -269,12 +275,40 @@ def compile(candidate, *, device: str = "auto", opts: Options | None = None) -> 
     if out.died:
         res.ok = False
         res.diagnostics.append(Diagnostic("error", out.died, origin="python"))
-        res.log_tail = out.log_tail
+        res.log_tail = user_paths(out.log_tail, cand)
     shutil.rmtree(base, ignore_errors=True)
     return res
 
 
 # ---- evaluate ---------------------------------------------------------------------------------
+def _has_triton() -> bool:
+    import importlib.util
+    return importlib.util.find_spec("triton") is not None
+
+
+def check_triton(cand: Candidate, device: str) -> None:
+    """A UserError that says what is missing and what to do when a Triton candidate cannot run here.
+
+    Triton kernels run on a CUDA GPU, or on CPU tensors under Triton's interpreter (TRITON_INTERPRET=1,
+    which the workers inherit): without either, the import or the first launch would fail and read
+    as the candidate's compile_error."""
+    has_triton = _has_triton()
+    has_cuda = bool(torch.version.cuda) and torch.cuda.is_available()
+    if has_triton and os.environ.get("TRITON_INTERPRET") == "1":
+        return
+    interpreter = ("run its kernels on the CPU with Triton's interpreter (slow; for correctness, not speed): "
+                   + ("" if has_triton else "pip install triton, then ") + "set TRITON_INTERPRET=1")
+    if not has_cuda:
+        lacks = "no CUDA GPU" + ("" if has_triton else " and no triton package")
+        raise UserError(f"{cand.name}: a Triton candidate runs on a CUDA GPU and this machine has {lacks}; evaluate "
+                        f"it on a GPU machine{'' if has_triton else ' with triton installed'}, or {interpreter}")
+    if not has_triton:
+        raise UserError(f"{cand.name}: a Triton candidate needs the triton package, which this Python "
+                        f"({sys.executable}) does not have: pip install triton")
+    if device == "cpu":
+        raise UserError(f"{cand.name}: a Triton candidate runs on CUDA tensors; use --device cuda, or {interpreter}")
+
+
 def evaluate(task, candidate, *, opts: Options | None = None, on_phase: Callable[[str], None] | None = None,
              **overrides) -> EvalResult:
     """compile → verify → time → profile one candidate against its task; every failure is data."""
@@ -284,6 +318,8 @@ def evaluate(task, candidate, *, opts: Options | None = None, on_phase: Callable
     device = resolve_device(opts.device, cand.backend)
     if cand.backend == "cpp" and device != "cpu":
         raise UserError(f"{cand.name}: a C++ (cpp backend) candidate runs on CPU tensors; use --device cpu")
+    if cand.backend == "triton":
+        check_triton(cand, device)
     flags = static.check_source(cand.source, task.dtype)
     env = _env(device)
     result = EvalResult(status="ok", compile=CompileResult(ok=False, backend=cand.backend), env=env,
@@ -361,7 +397,7 @@ def evaluate(task, candidate, *, opts: Options | None = None, on_phase: Callable
             profiled = bool((out.result or {}).get("timing")) and req["profile"]
             roof = ceilings(device, (out.result or {}).get("env") or {}, opts,
                             refresh=opts.remeasure_ceilings) if profiled else {}
-            result = _judge(result, task, cand, out, ref_dir, meta, flags, started, verified.get("v"), roof,
+            result = _judge(result, task, cand, out, ref_dir, meta, flags, started, opts, verified.get("v"), roof,
                             verified.get("replay"), server)
             if roof:
                 store_raised_ceiling(result, device, (out.result or {}).get("env") or {}, roof)
@@ -497,20 +533,32 @@ def _finish(result: EvalResult, status: str, message: str, flags: list[str], sta
     return result
 
 
+# The worker imports the candidate from a copy in its scratch directory (Triton needs a file):
+# tracebacks name that copy, and the user's file is what a person can open.
+_SCRATCH_COPY = re.compile(r"""[^\s"'()]*candidate_module\.py""")
+
+
+def user_paths(text: str, cand: Candidate) -> str:
+    """``text`` with the worker's scratch copy of the candidate named as the user's file (``cand.label``)."""
+    return _SCRATCH_COPY.sub(lambda m: cand.label, text) if text else text
+
+
 def _judge(result: EvalResult, task: Task, cand: Candidate, out: WorkerOutcome, ref_dir: Path, meta: dict,
-           flags: list[str], started: float, verified=None, roof: dict | None = None,
+           flags: list[str], started: float, opts: Options, verified=None, roof: dict | None = None,
            replay: list[str] | None = None, server=None) -> EvalResult:
     res = out.result or {}
     result.compile = _compile_result(cand, res, out)
     if res.get("env"):
         result.env = Env.from_dict({**dataclasses.asdict(result.env), **res["env"]})
     if out.timed_out:
-        result.log_tail = out.log_tail
-        if out.phase in ("setup", "build"):
+        result.log_tail = user_paths(out.log_tail, cand)
+        building = out.phase in ("setup", "build")
+        if building:
             result.compile.ok = False
-        return _finish(result, "timeout", out.died, flags, started)
+        limit = f"build timeout {opts.build_timeout:g} s" if building else f"run timeout {opts.run_timeout:g} s"
+        return _finish(result, "timeout", f"{out.died} ({limit})", flags, started)
     if out.died:
-        result.log_tail = out.log_tail
+        result.log_tail = user_paths(out.log_tail, cand)
         return _finish(result, "crashed", out.died, flags, started)
     status = res.get("status")
     if status == "task_error":
@@ -522,7 +570,7 @@ def _judge(result: EvalResult, task: Task, cand: Candidate, out: WorkerOutcome, 
         first = next((d for d in result.compile.diagnostics if d.severity == "error"), None)
         return _finish(result, "compile_error", str(first or res.get("error", "build failed")).splitlines()[0], flags, started)
     if status == "runtime_error":
-        result.log_tail = res.get("traceback", out.log_tail)
+        result.log_tail = user_paths(res.get("traceback", out.log_tail), cand)
         line, text = res.get("line"), res.get("source_line", "").strip()
         where = "" if not line else f" ({cand.label}:{line}: {text})" if cand.path else f" (candidate line {line}: {text})"
         return _finish(result, "runtime_error", res.get("error", "runtime error") + where, flags, started)
@@ -532,7 +580,6 @@ def _judge(result: EvalResult, task: Task, cand: Candidate, out: WorkerOutcome, 
 
 def _env(device: str) -> Env:
     import platform
-    import sys
     try:
         import triton  # noqa: F401
         triton_v = triton.__version__
