@@ -13,14 +13,56 @@ COMMAND_MODULES = ("kernelskill.cli_skills", "kernelskill.cli_optimize", "kernel
                    "kernelskill.tui.cli", "kernelskill.cli_bench")
 
 EPILOG = """examples:
-  kernelskill eval examples/softmax_rows examples/softmax_rows/solutions/cpp_online_softmax.py --preset small
+  kernelskill eval examples/softmax_rows examples/softmax_rows/solutions/cpp_softmax_openmp.py --preset small
   kernelskill eval TASK.py CANDIDATE.py --device cuda --json
   kernelskill task show examples/softmax_rows --preset small
   kernelskill compile CANDIDATE.py
 
 A TASK is a KernelBench file (Model, get_inputs, get_init_inputs) or a directory with
 reference.py and task.toml. A CANDIDATE is a Python file that defines ModelNew.
-Exit codes: 0 ok, 1 the candidate failed, 2 usage or task error (a stochastic reference too)."""
+Exit codes: 0 ok, 1 the candidate failed, 2 usage or task error (a stochastic reference too);
+with --json, a usage or task error prints {"status": "error", "error": MESSAGE} on stdout."""
+
+TIMEOUTS = """Timeouts: each evaluation runs in a worker process with two limits: --build-timeout (compiling
+the candidate's extensions, default 900 s) and --run-timeout (everything after the build:
+correctness trials, timing, profiling; default 300 s). A worker past its limit is killed with its
+process group and the verdict is `timeout`. The optimizer reads them from [eval] build_timeout_s
+and run_timeout_s in kernelskill.toml (docs/evaluator.md)."""
+
+
+class UsageExit(SystemExit):
+    """argparse's usage error (exit 2) with its message kept, so that ``main`` can report it as JSON."""
+
+    def __init__(self, message: str):
+        super().__init__(2)
+        self.message = message
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser whose usage errors carry their message (subcommands inherit the class)."""
+
+    def error(self, message: str):
+        self.print_usage(sys.stderr)
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        raise UsageExit(f"{self.prog}: {message}")
+
+
+def _json_error(e: Exception) -> None:
+    """The JSON error object of a --json command: status, error, and what the command adds (optimize: run_dir,
+    attempts, best_speedup)."""
+    print(json.dumps({"status": "error", "error": getattr(e, "message", None) or str(e),
+                      **getattr(e, "json_fields", {})}, default=str), flush=True)
+
+
+def _with_sets(e: UserError, args) -> UserError:
+    """A task's error says which --set values were in force (unless it names one already)."""
+    from .errors import TaskError
+    sets = getattr(args, "sets", None)
+    if not sets or not isinstance(e, TaskError) or str(e).startswith("--set "):
+        return e
+    out = TaskError(f"{e} (with {' '.join('--set ' + item for item in sets)})")
+    out.json_fields = getattr(e, "json_fields", {})
+    return out
 
 
 def _parse_sets(items: list[str]) -> dict:
@@ -37,12 +79,38 @@ def _parse_sets(items: list[str]) -> dict:
 def _task_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", help="a size preset from the task's task.toml (e.g. small)")
     p.add_argument("--set", dest="sets", action="append", metavar="NAME=VALUE",
-                   help="override a module-level constant of the task (repeatable)")
+                   help="override a module-level constant of the task (repeatable): a Python literal, else an "
+                   "expression evaluated in the task's module (e.g. --set dtype=torch.float16)")
 
 
 def _load_task(args):
+    from .errors import TaskError
     from .task import Task
-    return Task.load(resolve_task_path(args.task), preset=args.preset, overrides=_parse_sets(args.sets))
+    path, sets = resolve_task_path(args.task), _parse_sets(args.sets)
+    task = Task.load(path, preset=args.preset, overrides=sets)
+    if sets:
+        try:
+            task.module()      # a --set value that breaks the module is named here, not deep in a worker
+        except TaskError as e:
+            raise _set_error(args, path, e) from None
+    return task
+
+
+def _set_error(args, path: str, error: Exception) -> Exception:
+    """The error of a module that --set broke, naming the flag and its value; the error as it is when the
+    module fails without the --set values too."""
+    from .errors import TaskError
+    from .task import Task
+    try:
+        Task.load(path, preset=args.preset).module()
+    except TaskError:
+        return error
+    for item in args.sets:
+        try:
+            Task.load(path, preset=args.preset, overrides=_parse_sets([item])).module()
+        except TaskError as e:
+            return TaskError(f"--set {item}: {e}")
+    return TaskError(f"{' '.join('--set ' + item for item in args.sets)}: {error}")     # only together
 
 
 def resolve_task_path(spec: str) -> str:
@@ -61,7 +129,7 @@ def cmd_eval(args) -> int:
     cand = Candidate.from_file(args.candidate)
     timing = None if args.no_timing else TimingConfig(time_cap_s=args.time_cap, retimes=args.retimes)
     opts = Options(device=args.device, trials=args.trials, timing=timing, profile=not args.no_timing,
-                   baseline=args.baseline, ncu=args.ncu)
+                   baseline=args.baseline, ncu=args.ncu, **_timeouts(args))
     result = evaluate(task, cand, opts=opts, on_phase=_progress(args))
     _emit(result, args, print_eval)
     return _exit_code(result)
@@ -80,8 +148,10 @@ def _progress(args):
 def _emit(result, args, printer) -> None:
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
-    else:
-        printer(result)
+        return
+    printer(result)
+    if result.status == "timeout":
+        print("  the limits: --build-timeout S (default 900) and --run-timeout S (default 300)")
 
 
 def cmd_profile(args) -> int:
@@ -94,10 +164,32 @@ def cmd_profile(args) -> int:
     cand = Candidate.from_file(args.candidate) if args.candidate else None
     opts = Options(device=args.device, trials=args.trials,
                    timing=TimingConfig(time_cap_s=args.time_cap, retimes=args.retimes),
-                   baseline=args.baseline, ncu=args.ncu, remeasure_ceilings=args.remeasure_ceilings)
+                   baseline=args.baseline, ncu=args.ncu, remeasure_ceilings=args.remeasure_ceilings,
+                   **_timeouts(args))
     result = profile(task, cand, opts=opts, on_phase=_progress(args))
     _emit(result, args, lambda r: print_profile(r, reference=cand is None))
     return 0 if cand is None and result.profile is not None else _exit_code(result)
+
+
+def _timeouts(args) -> dict:
+    """Options' build_timeout and run_timeout from the flags; each at least a second."""
+    out = {}
+    for flag, key in (("--build-timeout", "build_timeout"), ("--run-timeout", "run_timeout")):
+        value = getattr(args, key, None)
+        if value is not None:
+            if value < 1:
+                raise UserError(f"{flag} {value:g}: at least 1 second")
+            out[key] = value
+    return out
+
+
+def _timeout_args(p: argparse.ArgumentParser, run: bool = True) -> None:
+    p.add_argument("--build-timeout", type=float, metavar="S", help="seconds the worker may spend compiling the "
+                   "candidate's extensions before it is killed (default 900)")
+    if run:
+        p.add_argument("--run-timeout", type=float, metavar="S", help="seconds the worker may run after the build "
+                       "(correctness trials, timing, profiling) before it is killed and the verdict is `timeout` "
+                       "(default 300)")
 
 
 def _measure_args(p: argparse.ArgumentParser) -> None:
@@ -124,9 +216,10 @@ def cmd_demo(args) -> int:
 
 def cmd_compile(args) -> int:
     from .candidate import Candidate
-    from .evaluate.api import compile
+    from .evaluate.api import Options, compile
     from .report import print_compile
-    res = compile(Candidate.from_file(args.candidate), device=args.device)
+    opts = Options(**_timeouts(args))
+    res = compile(Candidate.from_file(args.candidate), device=args.device, opts=opts)
     _emit(res, args, print_compile)
     return 0 if res.ok else 1
 
@@ -142,15 +235,16 @@ def cmd_task_show(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kernelskill", description="Turn slow PyTorch modules into fast, "
-                                     "verified kernels.", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser(prog="kernelskill", description="Turn slow PyTorch modules into fast, verified kernels.",
+                    epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     from . import __version__
     parser.add_argument("--version", action="version", version=f"kernelskill {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("eval", help="compile, verify and time a candidate against its task",
                        description="Compile, verify (5+ seeded trials) and time CANDIDATE against TASK in an "
-                       "isolated worker.", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       "isolated worker.", epilog=EPILOG + "\n\n" + TIMEOUTS,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("task", help="task file or directory, or the name of a shipped example")
     p.add_argument("candidate", help="Python file defining ModelNew")
     p.add_argument("--device", default="auto", help="cpu, cuda or cuda:N (default: cuda for CUDA/Triton "
@@ -160,6 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-timing", action="store_true", help="verify only")
     p.add_argument("--time-cap", type=float, default=10.0, help="seconds of timing per model at most (default 10)")
     _measure_args(p)
+    _timeout_args(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_eval)
 
@@ -169,9 +264,10 @@ def build_parser() -> argparse.ArgumentParser:
                        "(roofline floor and achieved fraction), and the bottleneck class.",
                        epilog="examples:\n  kernelskill profile examples/softmax_rows --preset small\n"
                        "  kernelskill profile examples/gemm_bias_relu examples/gemm_bias_relu/solutions/"
-                       "cuda_gemm_bias_relu.py --ncu\n\nCeilings (copy bandwidth, matmul FLOP rate per dtype, "
-                       "per-launch overhead) are measured once per device and cached under "
-                       "$KERNELSKILL_CACHE/ceilings.", formatter_class=argparse.RawDescriptionHelpFormatter)
+                       "cuda_cublas_bias_relu_epilogue.py --ncu\n\nCeilings (copy bandwidth, matmul FLOP rate per "
+                       "dtype, per-launch overhead) are measured once per device and cached under "
+                       "$KERNELSKILL_CACHE/ceilings.\n\n" + TIMEOUTS,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("task", help="task file or directory, or the name of a shipped example")
     p.add_argument("candidate", nargs="?", help="Python file defining ModelNew (default: the reference itself)")
     p.add_argument("--device", default="auto", help="cpu, cuda or cuda:N (default: cuda when a GPU is present)")
@@ -182,25 +278,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--remeasure-ceilings", action="store_true",
                    help="measure this device's ceilings again and replace the cached ones (ceilings measured "
                    "while other processes competed are re-measured by themselves, keeping the higher values)")
+    _timeout_args(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_profile)
 
-    p = sub.add_parser("demo", help="evaluate a shipped example solution on this machine's device")
-    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("demo", help="evaluate a shipped example solution on this machine's device",
+                       description="Evaluate the shipped softmax_rows solution for this machine: the CUDA one on a "
+                       "GPU, else the C++ one on the small preset. Prints the eval command it runs.")
+    p.add_argument("--json", action="store_true", help="print the evaluation as one JSON object")
     p.set_defaults(func=cmd_demo)
 
-    p = sub.add_parser("compile", help="build a candidate's extensions (compile-only check where CUDA can't run)")
-    p.add_argument("candidate")
-    p.add_argument("--device", default="auto")
-    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("compile", help="build a candidate's extensions (compile-only check where CUDA can't run)",
+                       description="Build CANDIDATE's C++/CUDA extensions and import it in a worker, without a task: "
+                       "the diagnostics name the candidate's file, line and column. Exit 0 when it builds, 1 when "
+                       "not.")
+    p.add_argument("candidate", help="Python file defining ModelNew")
+    p.add_argument("--device", default="auto", help="cpu, cuda or cuda:N (default: cpu for C++ candidates, else cuda "
+                   "when a GPU is present; without one a CUDA candidate gets an nvcc compile-only check)")
+    _timeout_args(p, run=False)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_compile)
 
-    p = sub.add_parser("task", help="inspect tasks")
+    p = sub.add_parser("task", help="inspect tasks", description="Inspect tasks.")
     tsub = p.add_subparsers(dest="task_command", metavar="SUBCOMMAND")
-    p = tsub.add_parser("show", help="shapes, dtypes, parameters and op classes of a task")
-    p.add_argument("task")
+    p = tsub.add_parser("show", help="shapes, dtypes, parameters and op classes of a task",
+                        description="Load TASK (with its preset and --set values), run its reference once on meta "
+                        "tensors and print its inputs, outputs, parameters, buffers, op classes, FLOPs (matmul, "
+                        "conv and attention only: torch's FLOP counter) and compulsory bytes.")
+    p.add_argument("task", help="task file or directory, or the name of a shipped example")
     _task_args(p)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_task_show)
 
     # Each command group registers itself; its module imports its own packages lazily.
@@ -217,15 +324,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except UsageExit as e:
+        if "--json" in argv:
+            _json_error(e)
+        raise
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
     try:
         return args.func(args)
     except UserError as e:
+        e = _with_sets(e, args)
         print(f"error: {e}", file=sys.stderr)
+        if getattr(args, "json", False):
+            _json_error(e)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

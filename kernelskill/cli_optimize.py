@@ -113,10 +113,10 @@ def _finish(opt, args) -> int:
     try:
         outcome = opt.run()
     except UserError as e:
-        if args.json:
-            _json_line(run_dir=str(opt.path) if (opt.path / "run.toml").is_file() else None, status="error",
-                       error=str(e), attempts=opt.spend.attempts,
-                       best_speedup=opt.tree.best().speedup if opt.tree.best() else None)
+        # The main CLI prints the JSON error object (status, error) with these fields under --json.
+        e.json_fields = {"run_dir": str(opt.path) if (opt.path / "run.toml").is_file() else None,
+                         "attempts": opt.spend.attempts,
+                         "best_speedup": opt.tree.best().speedup if opt.tree.best() else None}
         raise
     if args.json:
         d = outcome.to_dict()
@@ -132,10 +132,9 @@ def _finish(opt, args) -> int:
     return 0 if outcome.improved else 1
 
 
-def _setup_error(args, e: UserError, run_dir: str | None = None) -> None:
-    """With --json, a mistake found before the run starts still ends stdout with the JSON line."""
-    if getattr(args, "json", False):
-        _json_line(run_dir=run_dir, status="error", error=str(e), attempts=0, best_speedup=None)
+def _setup_error(e: UserError) -> None:
+    """A mistake found before the run starts: under --json the main CLI's error object gets these fields."""
+    e.json_fields = {"run_dir": None, "attempts": 0, "best_speedup": None}
     raise e
 
 
@@ -148,7 +147,7 @@ def cmd_optimize(args) -> int:
         config = load_config(_flags(args))
         opt = Optimizer(task, config=config)
     except UserError as e:
-        _setup_error(args, e)
+        _setup_error(e)
     return _finish(opt, args)
 
 
@@ -160,7 +159,7 @@ def cmd_resume(args) -> int:
         flags = {k: v for k, v in _flags(args).items() if k != "runs_dir"}
         opt = Optimizer.from_run(path, flags=flags)
     except UserError as e:
-        _setup_error(args, e)
+        _setup_error(e)
     return _finish(opt, args)
 
 
@@ -251,14 +250,15 @@ def add_parser(sub) -> None:
 
     p = sub.add_parser("runs", help="list and show stored runs")
     rsub = p.add_subparsers(dest="runs_command", metavar="SUBCOMMAND")
+    runs_dir = "the directory runs are stored under (default: runs_dir from the config, else runs/)"
     q = rsub.add_parser("list", help="every run under the runs directory")
-    q.add_argument("--run-dir", "--runs-dir", dest="runs_dir", metavar="D")
-    q.add_argument("--json", action="store_true")
+    q.add_argument("--run-dir", "--runs-dir", dest="runs_dir", metavar="D", help=runs_dir)
+    q.add_argument("--json", action="store_true", help="print a JSON list: id, task, state, attempts, best, spend")
     q.set_defaults(func=cmd_runs_list)
     q = rsub.add_parser("show", help="one run's report")
-    q.add_argument("run")
-    q.add_argument("--run-dir", "--runs-dir", dest="runs_dir", metavar="D")
-    q.add_argument("--json", action="store_true")
+    q.add_argument("run", help="run directory, id, or a unique prefix of an id")
+    q.add_argument("--run-dir", "--runs-dir", dest="runs_dir", metavar="D", help=runs_dir)
+    q.add_argument("--json", action="store_true", help="print one JSON object: the summary and every node")
     q.set_defaults(func=cmd_runs_show)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 

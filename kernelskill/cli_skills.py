@@ -192,23 +192,24 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="skills_command", metavar="COMMAND", required=True)
 
     q = sub.add_parser("list", help="list skills")
-    q.add_argument("--backend", choices=BACKENDS)
-    q.add_argument("--category", choices=CATEGORIES)
+    q.add_argument("--backend", choices=BACKENDS, help="only the skills for this backend")
+    q.add_argument("--category", choices=CATEGORIES, help="only the skills of this category")
     q.add_argument("--json", action="store_true", help="print JSON")
     q.add_argument("--markdown", action="store_true", help="print the docs/skills.md table")
     q.set_defaults(func=cmd_list)
 
     q = sub.add_parser("show", help="show one skill in full")
-    q.add_argument("id")
+    q.add_argument("id", help="the skill's id (kernelskill skills list shows them)")
     q.add_argument("--json", action="store_true", help="print JSON")
     q.set_defaults(func=cmd_show)
 
     q = sub.add_parser("gate", help="skills allowed for op classes and a bottleneck, ranked")
     q.add_argument("--ops", required=True, help="comma-separated op classes, e.g. softmax,reduction")
-    q.add_argument("--bottleneck", choices=BOTTLENECKS)
-    q.add_argument("--backend", choices=BACKENDS, default="cuda")
+    q.add_argument("--bottleneck", choices=BOTTLENECKS, help="the task's bottleneck (default: any)")
+    q.add_argument("--backend", choices=BACKENDS, default="cuda", help="the backend the kernel is written for "
+                   "(default cuda)")
     q.add_argument("--arch", help="target arch, e.g. sm_90 (default: do not filter)")
-    q.add_argument("--limit", type=int)
+    q.add_argument("--limit", type=int, metavar="N", help="the first N skills of the ranking (default: all)")
     q.add_argument("--json", action="store_true", help="print JSON")
     q.set_defaults(func=cmd_gate)
 
@@ -228,7 +229,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     q.add_argument("--backend", metavar="X", choices=BACKENDS,
                    help=f"one of {', '.join(BACKENDS)} (default: any)")
     q.add_argument("--arch", help="target arch, e.g. sm_90 (default: do not filter)")
-    q.add_argument("--limit", type=int)
+    q.add_argument("--limit", type=int, metavar="N", help="the first N skills of the ranking (default: all)")
     q.add_argument("--json", action="store_true", help="print JSON")
     q.set_defaults(func=cmd_search)
 

@@ -4,8 +4,10 @@
 class UserError(Exception):
     """A mistake the user can fix (bad task file, bad flag, missing device).
 
-    The message says what is wrong, where (file and line when known) and what to do.
+    The message says what is wrong, where (file and line when known) and what to do. A command run
+    with ``--json`` prints ``{"status": "error", "error": message}`` plus ``json_fields``.
     """
+    json_fields: dict = {}       # set on an instance, never mutated here
 
 
 class TaskError(UserError):
