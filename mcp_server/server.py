@@ -17,7 +17,7 @@ import anyio
 import anyio.from_thread
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.server.mcpserver.resources import FunctionResource
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, ToolAnnotations
@@ -28,6 +28,7 @@ from kernelskill.errors import UserError
 from kernelskill.evaluate.isolation import Cancelled
 from kernelskill.skills import SkillBook
 
+from .jobs import JobInfo, JobKind
 from .models import Compilation, Evaluation, Profile, RecordedAttempt, SkillList, TaskInfo, TaskList
 from .prompt import INSTRUCTIONS, optimize_kernel
 from .roots import example_dir, example_names
@@ -55,6 +56,9 @@ READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 # build cache): never read-only, so a client that auto-approves read-only tools still asks.
 RUNS_CODE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
                             open_world_hint=False)
+STARTS_JOB = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
+                             open_world_hint=False)
+STOPS_JOB = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 RECORDS = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
 
 
@@ -120,6 +124,17 @@ def build_server(config: ServerConfig | None = None, toolbox: Toolbox | None = N
                        lifespan=lifespan, log_level=config.log_level)
     _add_tools(server)
     _add_resources(server, book)
+
+    async def read_job(job_id: str, ctx: Context) -> str:
+        """A job's state and, once done, its result, as JSON (what get_job returns)."""
+        tb: Toolbox = ctx.request_context.lifespan_context
+        try:
+            return tb.jobs.get(job_id).model_dump_json(indent=1)
+        except UserError as e:
+            raise ResourceNotFoundError(str(e)) from None
+    server.resource("job://{job_id}", name="job", title="An evaluation job",
+                    description="A job started with start_evaluation: status, progress and, once done, its result",
+                    mime_type="application/json")(read_job)
 
     async def optimize_kernel_prompt(task: Annotated[str, Field(description=TASK_HELP)], ctx: Context) -> str:
         """The optimization loop (skills → write → evaluate → read the profile → iterate) and the candidate
@@ -195,6 +210,35 @@ def _add_tools(server: MCPServer) -> None:  # noqa: C901 - one short function pe
         PyTorch kernels dominate it. With baseline, both candidates are evaluated back to back and
         vs_baseline compares them directly."""
         return await _call(ctx, lambda tb, progress: tb.profile(task, source, baseline, preset, progress))
+
+    @tool(annotations=STARTS_JOB)
+    async def start_evaluation(
+            kind: Annotated[JobKind, Field(description="verify, evaluate or profile: what the job runs")],
+            task: TaskArg, ctx: Context,
+            source: Annotated[str | None, Field(description=(
+                "The candidate (required for verify and evaluate; profile without it profiles the "
+                "reference)."))] = None,
+            preset: PresetArg = None,
+            trials: Annotated[int | None, Field(ge=1, le=50, description="verify: seeded trials")] = None) -> JobInfo:
+        """Start verify, evaluate or profile as a job and return its id at once: for an evaluation that may
+        outlast your client's request timeout (a cold CUDA build, a large task). Poll get_job(job) for status
+        and progress; the result is in get_job's result (and the resource job://<id>) once status is done;
+        cancel_job(job) stops it and frees the device at once."""
+        return await _call(ctx, lambda tb, _: tb.start_evaluation(kind, task, source, preset, trials))
+
+    @tool(annotations=READ_ONLY)
+    async def get_job(job: Annotated[str, Field(description="The id start_evaluation returned.")],
+                      ctx: Context) -> JobInfo:
+        """A job's status (running | done | failed | cancelled), its last progress message, the seconds it has
+        run and, once done, its result (what verify, evaluate or profile return)."""
+        return await _call(ctx, lambda tb, _: tb.jobs.get(job))
+
+    @tool(annotations=STOPS_JOB)
+    async def cancel_job(job: Annotated[str, Field(description="The id start_evaluation returned.")],
+                         ctx: Context) -> JobInfo:
+        """Stop a running job: its worker is killed and the device released within a fraction of a second.
+        Returns the job's state (status becomes cancelled once the worker is gone)."""
+        return await _call(ctx, lambda tb, _: tb.jobs.cancel(job))
 
     @tool(annotations=READ_ONLY)
     async def lookup_skills(

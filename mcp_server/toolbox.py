@@ -29,6 +29,7 @@ from kernelskill.task import TASK_FILE_NAMES
 
 from . import advice, catalog
 from .describe import describe
+from .jobs import JobInfo, Jobs
 from .locks import hold_device
 
 _CALL = threading.local()
@@ -95,6 +96,7 @@ class Toolbox:
         self._summaries: dict[str, dict] = {}
         self._baselines: dict[str, tuple[TimingStats, str]] = {}
         self._verdicts: dict[tuple[str, str], tuple[str, float | None, str | None]] = {}
+        self.jobs = Jobs()
 
     @classmethod
     @contextlib.contextmanager
@@ -213,6 +215,23 @@ class Toolbox:
         if source is None:
             out.summary, out.next_step = advice.reference_profile(result)
         return out
+
+    # ---- jobs ---------------------------------------------------------------------------------
+    def start_evaluation(self, kind: str, task: str, source: str | None = None, preset: str | None = None,
+                         trials: int | None = None) -> JobInfo:
+        """verify / evaluate / profile as a job: its id at once, the work in a thread of its own.
+        The task and source are checked now, so a mistake is an error of this call, not of the job."""
+        rt = self.resolve(task, preset)
+        if kind in ("verify", "evaluate") and source is None:
+            raise UserError(f"{kind} needs the candidate's source")
+        if source is not None:
+            self.candidate(source)
+        work = {"verify": lambda p: self.verify(task, source, trials, preset, p),
+                "evaluate": lambda p: self.evaluate(task, source, preset, p),
+                "profile": lambda p: self.profile(task, source, None, preset, p)}.get(kind)
+        if work is None:
+            raise UserError(f"kind {kind!r}: one of verify, evaluate, profile")
+        return self.jobs.start(kind, rt.ref, work, cancellable)
 
     # ---- tasks --------------------------------------------------------------------------------
     def get_task(self, task: str, preset: str | None = None) -> TaskInfo:

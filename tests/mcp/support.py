@@ -7,6 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+import anyio
+
 from helpers import toolkit_candidate
 
 # One source for every test that evaluates: the toolkit's C++ build is cached after the first.
@@ -45,11 +47,14 @@ def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 90.0) -> N
     raise RuntimeError(f"nothing listened on port {port} within {timeout:.0f} s")
 
 
+TOOLS = {"compile", "verify", "profile", "evaluate", "lookup_skills", "list_tasks", "get_task", "record_attempt",
+         "start_evaluation", "get_job", "cancel_job"}
+
+
 async def exercise_all_tools(client, task: str) -> None:
     """Call every tool once with good arguments and check its structured result (any transport)."""
     tools = {t.name for t in (await client.list_tools()).tools}
-    assert tools == {"compile", "verify", "profile", "evaluate", "lookup_skills", "list_tasks", "get_task",
-                     "record_attempt"}
+    assert tools == TOOLS
     calls = {
         "compile": {"source": SOURCE},
         "verify": {"task": task, "source": SOURCE, "trials": 2},
@@ -72,3 +77,14 @@ async def exercise_all_tools(client, task: str) -> None:
     assert len(out["lookup_skills"]["skills"]) == 3
     assert out["get_task"]["op_classes"] == ["elementwise"]
     assert out["record_attempt"]["op_class"] == "elementwise"
+    # a job: its id at once, then its result by id (the evaluation above made this one a cache hit)
+    job = (await client.call_tool("start_evaluation", {"kind": "verify", "task": task, "source": SOURCE,
+                                                       "trials": 2})).structured_content
+    assert job["status"] in ("running", "done") and job["job"]
+    deadline = time.monotonic() + 120
+    while job["status"] == "running" and time.monotonic() < deadline:
+        await anyio.sleep(0.05)
+        job = (await client.call_tool("get_job", {"job": job["job"]})).structured_content
+    assert job["status"] == "done" and job["result"]["status"] == "ok", job
+    stopped = (await client.call_tool("cancel_job", {"job": job["job"]})).structured_content
+    assert stopped["status"] == "done"                  # a finished job stays as it was

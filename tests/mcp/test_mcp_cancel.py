@@ -140,3 +140,40 @@ async def test_a_disconnected_client_stops_its_work(tmp_path):
     # the client closed the session and its stdio: nothing of the server's remains
     await _until("end of the worker", lambda: not ((st := proc_stat(worker)) and st[2] == start), bound=10)
     assert _device_free()
+
+
+# ---- jobs ------------------------------------------------------------------------------------------
+async def _job(client, job_id: str) -> dict:
+    return (await client.call_tool("get_job", {"job": job_id})).structured_content
+
+
+async def test_a_job_returns_at_once_reports_progress_and_cancels(server):
+    async with Client(server) as client:
+        started = await client.call_tool("start_evaluation", {"kind": "verify", "task": RELU, "source": HUNG,
+                                                              "trials": 1})
+        job = started.structured_content
+        assert not started.is_error and job["status"] == "running" and job["result"] is None
+        worker = await _until("worker running the hung candidate", lambda: running_candidate(os.getpid(), MARKER))
+        start = proc_stat(worker)[2]
+        seen = await _job(client, job["job"])
+        assert seen["status"] == "running" and seen["message"] and seen["elapsed_s"] > 0
+        t0 = time.monotonic()
+        await client.call_tool("cancel_job", {"job": job["job"]})
+        deadline = time.monotonic() + RELEASED_S + 5
+        while (seen := await _job(client, job["job"]))["status"] == "running" and time.monotonic() < deadline:
+            await anyio.sleep(0.05)
+        assert seen["status"] == "cancelled" and time.monotonic() - t0 <= RELEASED_S, seen
+        assert not ((st := proc_stat(worker)) and st[2] == start)
+        resource = await client.read_resource(f"job://{job['job']}")
+        assert '"cancelled"' in resource.contents[0].text
+        await next_call_starts_at_once(client)
+
+
+async def test_job_mistakes_are_errors_of_the_call(server):
+    async with Client(server) as client:
+        r = await client.call_tool("start_evaluation", {"kind": "evaluate", "task": RELU})
+        assert r.is_error and "needs the candidate's source" in r.content[0].text
+        r = await client.call_tool("start_evaluation", {"kind": "verify", "task": "no_such_task", "source": HUNG})
+        assert r.is_error and "no such task" in r.content[0].text
+        r = await client.call_tool("get_job", {"job": "0123456789ab"})
+        assert r.is_error and "no job '0123456789ab'" in r.content[0].text

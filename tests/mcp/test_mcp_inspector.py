@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from helpers import DATA
-from support import kernelskill_command
+from support import TOOLS, kernelskill_command
 
 INSPECTOR, VERSION = "@modelcontextprotocol/inspector", "2.12.0"
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,8 +56,7 @@ def test_inspector_lists_tools_over_stdio(inspector, tmp_path):
                            "--method", "tools/list")
     assert rc == 0, printed[-3000:]
     tools = {t["name"]: t for t in out["tools"]}
-    assert {"compile", "verify", "profile", "evaluate", "lookup_skills", "list_tasks", "get_task",
-            "record_attempt"} == set(tools)
+    assert TOOLS == set(tools)
     assert tools["evaluate"]["outputSchema"]["properties"]["status"]
 
 

@@ -14,10 +14,9 @@ from kernelskill.vocab import BOTTLENECKS
 
 from helpers import DATA, SCALE_TASK, toolkit_candidate
 
-from support import SOURCE
+from support import SOURCE, TOOLS
 
 pytestmark = pytest.mark.anyio
-TOOLS = {"compile", "verify", "profile", "evaluate", "lookup_skills", "list_tasks", "get_task", "record_attempt"}
 RELU = str(DATA / "relu_task.py")
 WAIT_S = 120          # a bound on waiting for a state, generous for a busy 2-core machine
 

@@ -16,7 +16,7 @@ from kernelskill.cli import main
 from kernelskill.mcp_server.server import main as mcp_main
 
 from helpers import DATA
-from support import ALLOWED_ORIGIN, exercise_all_tools, kernelskill_command
+from support import ALLOWED_ORIGIN, TOOLS, exercise_all_tools, kernelskill_command
 
 pytestmark = pytest.mark.anyio
 FAST = ["--device", "cpu", "--trials", "2", "--time-cap", "0.3"]   # quick evaluations in tests
@@ -30,7 +30,7 @@ async def test_stdio_session():
                                    env=dict(os.environ))
     async with Client(params) as client:
         await exercise_all_tools(client, str(DATA / "relu_task.py"))
-        assert len((await client.list_tools()).tools) == 8
+        assert len((await client.list_tools()).tools) == len(TOOLS)
         info = await client.call_tool("get_task", {"task": "softmax_rows", "preset": "small"})
         assert not info.is_error and info.structured_content["op_classes"] == ["softmax"]
         outside = await client.call_tool("get_task", {"task": "../../../etc/passwd"})
