@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+import threading
+import time
 from pathlib import Path
 
 from .errors import UserError
@@ -130,7 +133,8 @@ def cmd_eval(args) -> int:
     timing = None if args.no_timing else TimingConfig(time_cap_s=args.time_cap, retimes=args.retimes)
     opts = Options(device=args.device, trials=args.trials, timing=timing, profile=not args.no_timing,
                    baseline=args.baseline, ncu=args.ncu, **_timeouts(args))
-    result = evaluate(task, cand, opts=opts, on_phase=_progress(args))
+    with _progress(args, opts) as on_phase:
+        result = evaluate(task, cand, opts=opts, on_phase=on_phase)
     _emit(result, args, print_eval)
     return _exit_code(result)
 
@@ -140,9 +144,80 @@ def _exit_code(result) -> int:
     return 0 if result.ok else 2 if result.status == "stochastic" else 1
 
 
-def _progress(args):
-    """Phase lines on stderr for a person; nothing when stdout carries JSON."""
-    return None if args.json else (lambda phase: print(f"  … {phase}", file=sys.stderr, flush=True))
+@contextlib.contextmanager
+def _progress(args, opts):
+    """Phase lines on stderr for a person, with a countdown while a phase lasts; nothing when stdout
+    carries JSON."""
+    if args.json:
+        yield None
+        return
+    countdown = PhaseCountdown(opts.build_timeout, opts.run_timeout, sys.stderr)
+    try:
+        yield countdown
+    finally:
+        countdown.close()
+
+
+class PhaseCountdown:
+    """The evaluator's phases as lines (``  … build``) and, while one lasts, how long it has run and
+    when its timeout stops it: a status line rewritten every second on a terminal, a line every
+    tenth of the limit (1–30 s) elsewhere. Each worker phase has its own limit: the build timeout
+    for setup and build, the run timeout for the others."""
+
+    QUIET_S = 5.0          # phases shorter than this show no countdown
+
+    def __init__(self, build_timeout: float, run_timeout: float, stream, every: float | None = None):
+        self.limits, self.stream, self.every = (build_timeout, run_timeout), stream, every
+        self.tty = bool(getattr(stream, "isatty", lambda: False)())
+        self._lock = threading.Lock()
+        self._phase, self._since, self._shown = None, time.monotonic(), False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._tick, daemon=True, name="kernelskill-countdown")
+        self._thread.start()
+
+    def limit(self, phase: str) -> float:
+        return self.limits[0] if phase in ("setup", "build") else self.limits[1]
+
+    def __call__(self, phase: str) -> None:
+        with self._lock:
+            self._clear()
+            print(f"  … {phase}", file=self.stream, flush=True)
+            self._phase, self._since = phase, time.monotonic()
+
+    def _clear(self) -> None:
+        if self._shown and self.tty:
+            self.stream.write("\r\033[K")
+        self._shown = False
+
+    def _tick(self) -> None:
+        while True:
+            with self._lock:
+                phase = self._phase
+                limit = self.limit(phase) if phase else 0.0
+            every = self.every or (1.0 if self.tty else min(30.0, max(1.0, limit / 10)))
+            if self._stop.wait(every):
+                return
+            with self._lock:
+                if self._phase is None or self._phase != phase or phase == "done":
+                    continue
+                ran = time.monotonic() - self._since
+                if ran < min(self.QUIET_S, limit / 2):
+                    continue
+                text = f"  … {phase}: {ran:.0f} s of its {limit:.0f} s limit (then the verdict is timeout)"
+                if self.tty:
+                    self.stream.write("\r\033[K" + text)
+                    self._shown = True
+                else:
+                    print(text, file=self.stream)
+                self.stream.flush()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        with self._lock:
+            if self._shown and self.tty:
+                self.stream.write("\n")
+                self._shown = False
 
 
 def _emit(result, args, printer) -> None:
@@ -166,7 +241,8 @@ def cmd_profile(args) -> int:
                    timing=TimingConfig(time_cap_s=args.time_cap, retimes=args.retimes),
                    baseline=args.baseline, ncu=args.ncu, remeasure_ceilings=args.remeasure_ceilings,
                    **_timeouts(args))
-    result = profile(task, cand, opts=opts, on_phase=_progress(args))
+    with _progress(args, opts) as on_phase:
+        result = profile(task, cand, opts=opts, on_phase=on_phase)
     _emit(result, args, lambda r: print_profile(r, reference=cand is None))
     return 0 if cand is None and result.profile is not None else _exit_code(result)
 

@@ -39,6 +39,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="auto", help="cpu, cuda or cuda:N (default: cuda for CUDA/Triton "
                    "candidates when a GPU is present, else cpu)")
     p.add_argument("--trials", type=int, default=5, help="correctness trials per evaluation (default 5)")
+    p.add_argument("--build-timeout", type=float, default=900.0, metavar="S",
+                   help="seconds a candidate's build may take before the verdict is timeout (default 900)")
+    p.add_argument("--run-timeout", type=float, default=300.0, metavar="S",
+                   help="seconds a candidate may run in each phase after its build (default 300); also the most "
+                        "a tool call may ask for with run_timeout_s, and how long a hung candidate holds the device")
     p.add_argument("--time-cap", type=float, default=10.0, help="seconds of timing per model at most (default 10)")
 
 
@@ -67,13 +72,17 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
     if args.trials < 1:
         raise UserError(f"--trials {args.trials}: at least 1")
+    for flag, value in (("--build-timeout", args.build_timeout), ("--run-timeout", args.run_timeout)):
+        if not value >= 1:
+            raise UserError(f"{flag} {value:g}: at least 1 second")
     policy = HttpPolicy(host=args.host, port=args.port, token=args.token or os.environ.get("KERNELSKILL_MCP_TOKEN"),
                         allow_origins=list(args.allow_origin), max_body_bytes=args.max_body)
     if args.transport == "http":
         policy.check()
     config = ServerConfig(roots=[Path(r) for r in (args.root or ["."])],
                           options=Options(device=args.device, trials=args.trials,
-                                          timing=TimingConfig(time_cap_s=args.time_cap)))
+                                          timing=TimingConfig(time_cap_s=args.time_cap),
+                                          build_timeout=args.build_timeout, run_timeout=args.run_timeout))
     Roots(config.roots)                  # a wrong --root or --device fails now, not at the first call
     resolve_device(args.device)
     sock = None

@@ -47,6 +47,10 @@ TaskArg = Annotated[str, Field(description=TASK_HELP)]
 SourceArg = Annotated[str, Field(description=(
     "The candidate: a complete Python module defining class ModelNew(nn.Module) with the same constructor "
     "arguments as Model, its kernels built with torch.utils.cpp_extension.load_inline or @triton.jit."))]
+TimeoutArg = Annotated[float | None, Field(gt=0, allow_inf_nan=False, description=(
+    "Seconds the candidate may run in each phase after its build (trials, timing, profiling) before the "
+    "verdict is 'timeout'; at most the server's limit (kernelskill mcp --run-timeout, default 300). Lower it "
+    "when you suspect a hang."))]
 PresetArg = Annotated[str | None, Field(description=(
     "A size preset from the task's task.toml, e.g. 'small' (use it on a server without a GPU)."))]
 BackendName = Literal["cuda", "triton", "cpp"]
@@ -179,22 +183,23 @@ def _add_tools(server: MCPServer) -> None:  # noqa: C901 - one short function pe
     async def verify(task: TaskArg, source: SourceArg, ctx: Context,
                      trials: Annotated[int, Field(ge=1, le=50, description=(
                          "Seeded correctness trials (a second input distribution is added)."))] = 5,
-                     preset: PresetArg = None) -> Evaluation:
+                     preset: PresetArg = None, run_timeout_s: TimeoutArg = None) -> Evaluation:
         """Check a candidate against the task's reference on seeded trials, without timing it. Returns status
         (ok | compile_error | runtime_error | timeout | crashed | incorrect | flagged | stochastic: the task's
         reference differs from itself), a summary and a next_step; when incorrect, result.verify.mismatch
         shows the worst elements (expected vs got). The candidate runs in an isolated worker process; expect
         seconds to minutes (progress is reported)."""
-        return await _call(ctx, lambda tb, progress: tb.verify(task, source, trials, preset, progress))
+        return await _call(ctx, lambda tb, progress: tb.verify(task, source, trials, preset, progress, run_timeout_s))
 
     @tool(annotations=RUNS_CODE)
-    async def evaluate(task: TaskArg, source: SourceArg, ctx: Context, preset: PresetArg = None) -> Evaluation:
+    async def evaluate(task: TaskArg, source: SourceArg, ctx: Context, preset: PresetArg = None,
+                       run_timeout_s: TimeoutArg = None) -> Evaluation:
         """The full, trusted evaluation: compile → verify on seeded trials → time against the eager PyTorch
         reference → kernel breakdown. Returns status, correct, speedup (>1 is faster), summary, next_step
         and the complete result: result.profile has medians, IQR, the speedup with a 95% interval,
         kernels[] (share of time per kernel; custom = yours) and custom_share. Only status 'ok' counts. One
         evaluation per device runs at a time, so timings are not disturbed; progress is reported."""
-        return await _call(ctx, lambda tb, progress: tb.evaluate(task, source, preset, progress))
+        return await _call(ctx, lambda tb, progress: tb.evaluate(task, source, preset, progress, run_timeout_s))
 
     @tool(annotations=RUNS_CODE)
     async def profile(task: TaskArg, ctx: Context,
@@ -204,12 +209,13 @@ def _add_tools(server: MCPServer) -> None:  # noqa: C901 - one short function pe
                       baseline: Annotated[str | None, Field(description=(
                           "The source of an earlier candidate (e.g. your current best) to time back to "
                           "back with this one; vs_baseline > 1 means the new source is faster."))] = None,
-                      preset: PresetArg = None) -> Profile:
+                      preset: PresetArg = None, run_timeout_s: TimeoutArg = None) -> Profile:
         """Time a candidate and show where its time goes (result.profile.kernels, custom_share, speedup vs
         eager). Without source it profiles the reference module itself: the baseline to beat and which
         PyTorch kernels dominate it. With baseline, both candidates are evaluated back to back and
         vs_baseline compares them directly."""
-        return await _call(ctx, lambda tb, progress: tb.profile(task, source, baseline, preset, progress))
+        return await _call(ctx, lambda tb, progress: tb.profile(task, source, baseline, preset, progress,
+                                                                run_timeout_s))
 
     @tool(annotations=STARTS_JOB)
     async def start_evaluation(
@@ -219,12 +225,13 @@ def _add_tools(server: MCPServer) -> None:  # noqa: C901 - one short function pe
                 "The candidate (required for verify and evaluate; profile without it profiles the "
                 "reference)."))] = None,
             preset: PresetArg = None,
-            trials: Annotated[int | None, Field(ge=1, le=50, description="verify: seeded trials")] = None) -> JobInfo:
+            trials: Annotated[int | None, Field(ge=1, le=50, description="verify: seeded trials")] = None,
+            run_timeout_s: TimeoutArg = None) -> JobInfo:
         """Start verify, evaluate or profile as a job and return its id at once: for an evaluation that may
         outlast your client's request timeout (a cold CUDA build, a large task). Poll get_job(job) for status
         and progress; the result is in get_job's result (and the resource job://<id>) once status is done;
         cancel_job(job) stops it and frees the device at once."""
-        return await _call(ctx, lambda tb, _: tb.start_evaluation(kind, task, source, preset, trials))
+        return await _call(ctx, lambda tb, _: tb.start_evaluation(kind, task, source, preset, trials, run_timeout_s))
 
     @tool(annotations=READ_ONLY)
     async def get_job(job: Annotated[str, Field(description="The id start_evaluation returned.")],

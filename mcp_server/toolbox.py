@@ -65,10 +65,13 @@ def _quiet(step: float, total: float, message: str) -> None:
     """The progress sink when nobody listens."""
 
 
-def _phases(progress: Progress) -> Callable[[str], None]:
-    """The evaluator's phase callback, as progress steps."""
+def _phases(progress: Progress, opts: api.Options | None = None) -> Callable[[str], None]:
+    """The evaluator's phase callback, as progress steps; each names the limit its phase runs under."""
     def on_phase(phase: str) -> None:
         step, text = PHASES.get(phase, (1, phase))
+        if opts is not None and phase not in ("done",):
+            limit = opts.build_timeout if phase in ("setup", "build") else opts.run_timeout
+            text += f" (stopped as a timeout after {limit:.0f} s)"
         progress(step, STEPS, text)
     return on_phase
 
@@ -136,8 +139,14 @@ class Toolbox:
                 self._summaries[key] = hit
         return hit
 
-    def _options(self, trials: int | None = None, timed: bool = True) -> api.Options:
+    def _options(self, trials: int | None = None, timed: bool = True, run_timeout: float | None = None) -> api.Options:
         opts = dataclasses.replace(self.config.options, cancel=current_cancel())
+        if run_timeout is not None:
+            most = self.config.options.run_timeout
+            if not 1 <= run_timeout <= most:
+                raise UserError(f"run_timeout_s={run_timeout:g}: choose between 1 and {most:g} seconds (this "
+                                f"server's limit; its operator sets it with kernelskill mcp --run-timeout)")
+            opts = dataclasses.replace(opts, run_timeout=float(run_timeout))
         if trials is not None:
             if not 1 <= trials <= MAX_TRIALS:
                 raise UserError(f"trials={trials}: choose between 1 and {MAX_TRIALS} (5 is the protocol's default)")
@@ -152,7 +161,7 @@ class Toolbox:
             progress(1, STEPS, f"evaluating {cand.backend} candidate on {device} (reference outputs first, "
                                f"cached after one run)")
             result = api.evaluate(rt.task, cand, opts=dataclasses.replace(opts, device=device),
-                                  on_phase=_phases(progress))
+                                  on_phase=_phases(progress, opts))
         with self._lock:
             key = (rt.task.hash, cand.hash)
             speedup, quality = result.speedup, result.quality
@@ -182,27 +191,29 @@ class Toolbox:
         return Compilation(ok=res.ok, backend=res.backend, summary=summary, next_step=next_step, result=res)
 
     def verify(self, task: str, source: str, trials: int | None = None, preset: str | None = None,
-               progress: Progress = _quiet) -> Evaluation:
+               progress: Progress = _quiet, run_timeout: float | None = None) -> Evaluation:
         """Compile and run the seeded correctness trials; no timing."""
         rt, cand = self.resolve(task, preset), self.candidate(source)
-        opts = self._options(trials, timed=False)
+        opts = self._options(trials, timed=False, run_timeout=run_timeout)
         return self._evaluation(self._run(rt, cand, opts, progress), timed=False)
 
     def evaluate(self, task: str, source: str, preset: str | None = None,
-                 progress: Progress = _quiet) -> Evaluation:
+                 progress: Progress = _quiet, run_timeout: float | None = None) -> Evaluation:
         """Compile, verify, then time against the eager reference."""
         rt, cand = self.resolve(task, preset), self.candidate(source)
-        return self._evaluation(self._run(rt, cand, self._options(), progress), timed=True)
+        opts = self._options(run_timeout=run_timeout)
+        return self._evaluation(self._run(rt, cand, opts, progress), timed=True)
 
     def profile(self, task: str, source: str | None = None, baseline: str | None = None,
-                preset: str | None = None, progress: Progress = _quiet) -> Profile:
+                preset: str | None = None, progress: Progress = _quiet,
+                run_timeout: float | None = None) -> Profile:
         """Time a candidate (or the reference itself), optionally back to back with an earlier candidate."""
         rt = self.resolve(task, preset)
         cand = self.candidate(source) if source is not None else \
             Candidate.from_source(rt.task.source + "\n\nModelNew = Model\n")
         base = self.candidate(baseline) if baseline is not None else None
         total = STEPS * (2 if base is not None else 1)
-        opts = self._options()
+        opts = self._options(run_timeout=run_timeout)
         result = self._run(rt, cand, opts, lambda s, _, m: progress(s, total, m))
         base_result, ratio = None, None
         if base is not None:
@@ -218,7 +229,7 @@ class Toolbox:
 
     # ---- jobs ---------------------------------------------------------------------------------
     def start_evaluation(self, kind: str, task: str, source: str | None = None, preset: str | None = None,
-                         trials: int | None = None) -> JobInfo:
+                         trials: int | None = None, run_timeout: float | None = None) -> JobInfo:
         """verify / evaluate / profile as a job: its id at once, the work in a thread of its own.
         The task and source are checked now, so a mistake is an error of this call, not of the job."""
         rt = self.resolve(task, preset)
@@ -226,9 +237,10 @@ class Toolbox:
             raise UserError(f"{kind} needs the candidate's source")
         if source is not None:
             self.candidate(source)
-        work = {"verify": lambda p: self.verify(task, source, trials, preset, p),
-                "evaluate": lambda p: self.evaluate(task, source, preset, p),
-                "profile": lambda p: self.profile(task, source, None, preset, p)}.get(kind)
+        self._options(run_timeout=run_timeout)              # a limit out of range fails this call
+        work = {"verify": lambda p: self.verify(task, source, trials, preset, p, run_timeout),
+                "evaluate": lambda p: self.evaluate(task, source, preset, p, run_timeout),
+                "profile": lambda p: self.profile(task, source, None, preset, p, run_timeout)}.get(kind)
         if work is None:
             raise UserError(f"kind {kind!r}: one of verify, evaluate, profile")
         return self.jobs.start(kind, rt.ref, work, cancellable)

@@ -177,3 +177,33 @@ async def test_job_mistakes_are_errors_of_the_call(server):
         assert r.is_error and "no such task" in r.content[0].text
         r = await client.call_tool("get_job", {"job": "0123456789ab"})
         assert r.is_error and "no job '0123456789ab'" in r.content[0].text
+
+
+# ---- time limits the caller sets ---------------------------------------------------------------------
+async def test_a_call_lowers_its_run_timeout_and_hears_it_in_progress(server):
+    messages = []
+    async with Client(server) as client:
+        t0 = time.monotonic()
+        r = await client.call_tool("verify", {"task": RELU, "source": HUNG, "trials": 1, "run_timeout_s": 2},
+                                   progress_callback=lambda p, t, m: messages.append(m))
+        took = time.monotonic() - t0
+    assert not r.is_error and r.structured_content["status"] == "timeout", r.content
+    assert took < 60, took                              # the server's own limit (60 s in these tests)
+    assert any("running the correctness trials (stopped as a timeout after 2 s)" in (m or "") for m in messages), \
+        messages
+
+
+async def test_a_run_timeout_above_the_server_limit_is_refused(server):
+    async with Client(server) as client:
+        r = await client.call_tool("evaluate", {"task": RELU, "source": SOURCE, "run_timeout_s": 10_000})
+        assert r.is_error and "between 1 and 60 seconds" in r.content[0].text and "--run-timeout" in r.content[0].text
+        r = await client.call_tool("start_evaluation", {"kind": "verify", "task": RELU, "source": SOURCE,
+                                                        "run_timeout_s": 10_000})
+        assert r.is_error and "this server's limit" in r.content[0].text
+
+
+def test_the_server_limits_are_flags(tmp_path):
+    import subprocess
+    r = subprocess.run(kernelskill_command() + ["mcp", "--run-timeout", "0", "--root", str(DATA)],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 2 and "--run-timeout 0: at least 1 second" in r.stderr

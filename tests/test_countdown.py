@@ -1,0 +1,65 @@
+"""A hung candidate is not a silent wait: `eval` shows how long the phase has run and when its
+timeout stops it, and the time limits are flags."""
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+import time
+
+from kernelskill.cli import PhaseCountdown
+
+from helpers import RELU_TASK
+
+HUNG = "import torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        while True:\n            pass\n"
+
+
+def _until(check, bound: float = 60.0) -> None:
+    deadline = time.monotonic() + bound
+    while not check():
+        assert time.monotonic() < deadline, "state not reached"
+        time.sleep(0.01)
+
+
+def test_a_long_phase_counts_towards_its_own_limit():
+    out = io.StringIO()
+    c = PhaseCountdown(build_timeout=4.0, run_timeout=2.0, stream=out, every=0.02)
+    try:
+        c("build")
+        _until(lambda: "build: 2 s of its 4 s limit" in out.getvalue())
+        c("run")
+        _until(lambda: "run: 1 s of its 2 s limit" in out.getvalue())
+    finally:
+        c.close()
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "  … build" and "  … run" in lines
+    after_run = lines[lines.index("  … run"):]
+    assert not any("build:" in ln for ln in after_run)        # the old phase's clock stopped
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_on_a_terminal_the_countdown_rewrites_one_line():
+    out = _Tty()
+    c = PhaseCountdown(build_timeout=900, run_timeout=2.0, stream=out, every=0.02)
+    try:
+        c("run")
+        _until(lambda: out.getvalue().count("\r\033[K") >= 2)
+        c("done")
+    finally:
+        c.close()
+    text = out.getvalue()
+    assert "\r\033[K  … run: 1 s of its 2 s limit" in text and text.rstrip("\n").endswith("  … done")
+
+
+def test_eval_of_a_hung_candidate_counts_down_to_its_timeout(tmp_path):
+    cand = tmp_path / "hung.py"
+    cand.write_text(HUNG)
+    r = subprocess.run([sys.executable, "-m", "kernelskill", "eval", str(RELU_TASK), str(cand), "--trials", "1",
+                        "--run-timeout", "3"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 1, r.stderr[-2000:]
+    assert "run: 2 s of its 3 s limit" in r.stderr or "run: 1 s of its 3 s limit" in r.stderr, r.stderr
+    assert "timeout" in r.stdout and "run timeout 3 s" in r.stdout
