@@ -34,6 +34,8 @@ class Evaluation(BaseModel):
     summary: str
     next_step: str
     result: EvalResult
+    uri: str | None = Field(default=None, description="result://<task>/<candidate>: read this resource later for "
+                            "the same result (kept while the server runs)")
 
 
 class Profile(Evaluation):

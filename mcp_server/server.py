@@ -136,6 +136,16 @@ def build_server(config: ServerConfig | None = None, toolbox: Toolbox | None = N
             return tb.jobs.get(job_id).model_dump_json(indent=1)
         except UserError as e:
             raise ResourceNotFoundError(str(e)) from None
+    async def read_result(task_hash: str, candidate_hash: str, ctx: Context) -> str:
+        """An evaluation result this server returned, by the uri it carried."""
+        tb: Toolbox = ctx.request_context.lifespan_context
+        try:
+            return tb.past_result(f"result://{task_hash}/{candidate_hash}")
+        except UserError as e:
+            raise ResourceNotFoundError(str(e)) from None
+    server.resource("result://{task_hash}/{candidate_hash}", name="result", title="An evaluation result",
+                    description="The last verify, evaluate or profile result of a candidate on a task (its uri field)",
+                    mime_type="application/json")(read_result)
     server.resource("job://{job_id}", name="job", title="An evaluation job",
                     description="A job started with start_evaluation: status, progress and, once done, its result",
                     mime_type="application/json")(read_job)

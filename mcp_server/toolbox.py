@@ -13,6 +13,7 @@ import dataclasses
 import shutil
 import tempfile
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
@@ -59,6 +60,12 @@ PHASES = {"setup": (2, "starting the isolated worker"), "build": (3, "building t
           "done": (8, "finished")}
 STEPS = 8
 MAX_TRIALS = 50
+RESULTS = 200         # past evaluation results kept as resources
+
+
+def result_uri(task_hash: str, candidate_hash: str) -> str:
+    """The resource that holds the last result of this candidate on this task."""
+    return f"result://{task_hash[:16]}/{candidate_hash[:16]}"
 
 
 def _quiet(step: float, total: float, message: str) -> None:
@@ -100,6 +107,7 @@ class Toolbox:
         self._baselines: dict[str, tuple[TimingStats, str]] = {}
         self._verdicts: dict[tuple[str, str], tuple[str, float | None, str | None]] = {}
         self.jobs = Jobs()
+        self._results: OrderedDict[str, str] = OrderedDict()
 
     @classmethod
     @contextlib.contextmanager
@@ -172,11 +180,28 @@ class Toolbox:
                 self._baselines[rt.task.hash] = (result.profile.baseline, result.env.gpu or device)
         return result
 
-    def _evaluation(self, result: EvalResult, timed: bool, cls=Evaluation, **extra):
+    def _evaluation(self, result: EvalResult, timed: bool, key: tuple[str, str], cls=Evaluation, **extra):
+        """The tool's reply, also kept (the last RESULTS) as the resource result://<task>/<candidate>."""
         clean = EvalResult.from_dict(result.to_dict())     # NaN → null: the wire is JSON
         summary, next_step = advice.evaluation(result, timed)
-        return cls(status=result.status, correct=result.verify.correct if result.verify else None,
-                   speedup=clean.speedup, summary=summary, next_step=next_step, result=clean, **extra)
+        uri = result_uri(*key)
+        out = cls(status=result.status, correct=result.verify.correct if result.verify else None,
+                  speedup=clean.speedup, summary=summary, next_step=next_step, result=clean, uri=uri, **extra)
+        with self._lock:
+            self._results[uri] = out.model_dump_json(indent=1)
+            self._results.move_to_end(uri)
+            while len(self._results) > RESULTS:
+                self._results.popitem(last=False)
+        return out
+
+    def past_result(self, uri: str) -> str:
+        """A result this server returned earlier (its JSON), by the ``uri`` it carried."""
+        with self._lock:
+            text = self._results.get(uri)
+        if text is None:
+            raise UserError(f"{uri}: no such result on this server (results last while it runs; the {RESULTS} "
+                            f"most recent are kept)")
+        return text
 
     def compile(self, source: str, backend: str | None = None) -> Compilation:
         """Build the candidate's extensions only."""
@@ -195,14 +220,14 @@ class Toolbox:
         """Compile and run the seeded correctness trials; no timing."""
         rt, cand = self.resolve(task, preset), self.candidate(source)
         opts = self._options(trials, timed=False, run_timeout=run_timeout)
-        return self._evaluation(self._run(rt, cand, opts, progress), timed=False)
+        return self._evaluation(self._run(rt, cand, opts, progress), timed=False, key=(rt.task.hash, cand.hash))
 
     def evaluate(self, task: str, source: str, preset: str | None = None,
                  progress: Progress = _quiet, run_timeout: float | None = None) -> Evaluation:
         """Compile, verify, then time against the eager reference."""
         rt, cand = self.resolve(task, preset), self.candidate(source)
         opts = self._options(run_timeout=run_timeout)
-        return self._evaluation(self._run(rt, cand, opts, progress), timed=True)
+        return self._evaluation(self._run(rt, cand, opts, progress), timed=True, key=(rt.task.hash, cand.hash))
 
     def profile(self, task: str, source: str | None = None, baseline: str | None = None,
                 preset: str | None = None, progress: Progress = _quiet,
@@ -222,7 +247,8 @@ class Toolbox:
             if a and b and a.candidate and b.candidate and a.candidate.median_ms > 0:
                 ratio = round(b.candidate.median_ms / a.candidate.median_ms, 4)
             base_result = EvalResult.from_dict(base_result.to_dict())
-        out = self._evaluation(result, True, Profile, vs_baseline=ratio, baseline_result=base_result)
+        out = self._evaluation(result, True, (rt.task.hash, cand.hash), Profile, vs_baseline=ratio,
+                               baseline_result=base_result)
         if source is None:
             out.summary, out.next_step = advice.reference_profile(result)
         return out

@@ -207,3 +207,16 @@ def test_the_server_limits_are_flags(tmp_path):
     r = subprocess.run(kernelskill_command() + ["mcp", "--run-timeout", "0", "--root", str(DATA)],
                        capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert r.returncode == 2 and "--run-timeout 0: at least 1 second" in r.stderr
+
+
+async def test_past_results_are_resources(server):
+    async with Client(server) as client:
+        r = await client.call_tool("verify", {"task": RELU, "source": SOURCE, "trials": 1})
+        uri = r.structured_content["uri"]
+        assert uri.startswith("result://")
+        again = await client.read_resource(uri)
+        assert '"status": "ok"' in again.contents[0].text and uri in again.contents[0].text
+        templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
+        assert {"job://{job_id}", "result://{task_hash}/{candidate_hash}"} <= templates
+        with pytest.raises(Exception, match="no such result"):
+            await client.read_resource("result://0000000000000000/0000000000000000")
