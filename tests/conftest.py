@@ -35,3 +35,24 @@ def fast():
     from kernelskill.evaluate.timing import TimingConfig
     return Options(device="cpu", timing=TimingConfig(warmup=1, min_reps=5, max_reps=20, time_cap_s=0.5, retimes=0),
                    build_timeout=600, run_timeout=60)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """The suite leaves no process behind: every worker, spare and guard it started is gone at the
+    end (waited for, bounded), else the run fails and names them."""
+    import time
+
+    from kernelskill.evaluate.isolation import _kill_live, stop_spares
+    from procs import cmdline, descendants
+    stop_spares()
+    _kill_live()
+    deadline = time.monotonic() + 30
+    while True:
+        left = [p for p in descendants(os.getpid()) if "kernelskill.evaluate.worker" in cmdline(p)]
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    if left:
+        print(f"\n{len(left)} worker process(es) outlived the tests: "
+              + "; ".join(" ".join(cmdline(p))[:160] for p in left))
+        session.exitstatus = 1
