@@ -71,6 +71,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     _out(f"\napplies to: {', '.join(skill.applies_to)}; bottlenecks: "
          f"{', '.join(skill.bottlenecks)}; arch: {', '.join(skill.arch) or 'any'}; "
          f"priority: {skill.priority}")
+    _out(f"requires: {', '.join(skill.requires) or '-'}; specific to: {', '.join(skill.features) or '-'}")
     _out(f"source: {skill.source} ({skill.origin})")
     return 0
 
@@ -97,14 +98,16 @@ def cmd_gate(args: argparse.Namespace) -> int:
 
 
 def _task_op_classes(spec: str) -> list[str]:
-    """Op classes of a task file/directory or a shipped example name (e.g. softmax_rows)."""
+    """Op classes and task features of a task file/directory or a shipped example name (e.g.
+    softmax_rows): what the gate and the ranking read."""
     from .cli import resolve_task_path
     from .errors import TaskError
     from .task import Task
     try:
-        return list(Task.load(resolve_task_path(spec)).summary()["op_classes"])
+        info = Task.load(resolve_task_path(spec)).summary()
     except TaskError as exc:
         raise UserError(f"--task: {exc}") from None
+    return list(info["op_classes"]) + list(info.get("features", []))
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -125,7 +128,7 @@ def cmd_search(args: argparse.Namespace) -> int:
                for i, s in enumerate(skills, 1)])
         return 0
     if ops is not None:
-        _out(f"task {args.task}: op classes {', '.join(ops) or '(none)'}\n")
+        _out(f"task {args.task}: op classes and features {', '.join(ops) or '(none)'}\n")
     rows = [[str(i), s.id, s.category, ",".join(s.backends), s.title]
             for i, s in enumerate(skills, 1)]
     _out(_table(rows, ["#", "id", "category", "backends", "title"]))
@@ -204,7 +207,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     q.set_defaults(func=cmd_show)
 
     q = sub.add_parser("gate", help="skills allowed for op classes and a bottleneck, ranked")
-    q.add_argument("--ops", required=True, help="comma-separated op classes, e.g. softmax,reduction")
+    q.add_argument("--ops", required=True, help="comma-separated op classes and task features, e.g. "
+                   "softmax,reduction,reduction-long")
     q.add_argument("--bottleneck", choices=BOTTLENECKS, help="the task's bottleneck (default: any)")
     q.add_argument("--backend", choices=BACKENDS, default="cuda", help="the backend the kernel is written for "
                    "(default cuda)")

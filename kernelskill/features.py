@@ -6,10 +6,15 @@ trace falls back to real tensors (use a small preset for big tasks).
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import torch
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from . import patterns
+from .patterns import Graph
 
 _CLASS_BY_OP = {
     "matmul": ("mm", "bmm", "addmm", "addbmm", "baddbmm", "matmul", "linear", "addmv", "mv", "dot",
@@ -19,7 +24,7 @@ _CLASS_BY_OP = {
     "reduction": ("sum", "mean", "amax", "amin", "max", "min", "prod", "var", "std", "var_mean",
                   "std_mean", "norm", "linalg_vector_norm", "argmax", "argmin", "logsumexp", "all",
                   "any", "aminmax", "median", "mode", "topk", "sort"),
-    "softmax": ("_softmax", "softmax", "_log_softmax", "log_softmax"),
+    "softmax": ("_softmax", "softmax", "_safe_softmax", "_log_softmax", "log_softmax"),
     "norm": ("native_layer_norm", "layer_norm", "native_batch_norm", "_native_batch_norm_legit",
              "_native_batch_norm_legit_no_training", "native_group_norm", "group_norm",
              "instance_norm", "rms_norm", "_fused_rms_norm", "batch_norm"),
@@ -52,13 +57,41 @@ _IGNORED = {"view", "_unsafe_view", "reshape", "expand", "t", "transpose", "perm
 
 
 class _OpRecorder(TorchDispatchMode):
-    def __init__(self):
+    """Records every aten call, and into ``graph`` its arguments' shapes and producers."""
+
+    def __init__(self, graph: Graph, keep: bool):
         super().__init__()
         self.ops: list[str] = []
+        self.graph, self.keep = graph, keep
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self.ops.append(func)
+        out = func(*args, **(kwargs or {}))
+        self.graph.add(func, args, kwargs or {}, out, self.keep)
+        return out
+
+
+class _FunctionRecorder(TorchFunctionMode):
+    """Records the torch functions called (``F.kl_div`` before aten decomposes it)."""
+
+    def __init__(self, graph: Graph):
+        super().__init__()
+        self.graph = graph
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.graph.functions.append(getattr(func, "__name__", str(func)))
         return func(*args, **(kwargs or {}))
+
+
+@contextlib.contextmanager
+def _module_recorder(graph: Graph):
+    """Records the type of every nn.Module whose forward runs."""
+    hook = lambda mod, args: graph.modules.append((type(mod).__name__, mod))  # noqa: E731
+    handle = torch.nn.modules.module.register_module_forward_pre_hook(hook)
+    try:
+        yield
+    finally:
+        handle.remove()
 
 
 def classify(funcs) -> list[str]:
@@ -96,25 +129,35 @@ def trace(task, meta: bool = True, fallback: bool = True) -> dict[str, Any]:
         inputs = task.inputs(mod)
     inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
     model = model.to(device)
-    recorder = _OpRecorder()
+    graph = Graph(input_dtypes=[str(x.dtype).replace("torch.", "") for x in inputs if isinstance(x, torch.Tensor)])
+    recorder = _OpRecorder(graph, keep=meta)
     counter = FlopCounterMode(display=False)
     # On meta tensors an op without a meta kernel raises NotImplementedError or RuntimeError: tried
     # again on the CPU (or raised as it is, without the fallback). Any other failure of the reference's
     # forward is the task's, a TaskError that names its file and line.
     passing = (NotImplementedError, RuntimeError) if meta else ()
     try:
-        with task.error_context("Model.forward", passing=passing), torch.no_grad(), counter, recorder:
+        with task.error_context("Model.forward", passing=passing), torch.no_grad(), \
+                _module_recorder(graph), _FunctionRecorder(graph), counter, recorder:
             out = model(*inputs)
     except passing:
         if fallback:
             return trace(task, meta=False)
         raise
     outs = out if isinstance(out, (list, tuple)) else [out]
+    graph.output_numel = sum(t.numel() for t in outs if isinstance(t, torch.Tensor))
     params = list(model.parameters()) + list(model.buffers())
     nbytes = lambda ts: sum(t.numel() * t.element_size() for t in ts if isinstance(t, torch.Tensor))
     # The constants in force: the file's, with the preset and overrides applied and derived ones recomputed.
     constants = {name: _plain(getattr(mod, name)) for name in task.constants if hasattr(mod, name)}
-    return {"ops": recorder.ops, "op_classes": classify(recorder.ops), "flops": int(counter.get_total_flops()),
+    features = patterns.detect(graph, task.tolerance)
+    classes = sorted(set(classify(recorder.ops)) | {patterns.CLASS_OF_FEATURE[f] for f in features
+                                                    if f in patterns.CLASS_OF_FEATURE})
+    graph._keep.clear()
+    return {"ops": recorder.ops, "op_classes": classes, "features": features,
+            "structure": {"reductions": patterns.reductions(graph), "gemms": patterns.gemms(graph),
+                          "convolutions": patterns.convolutions(graph)},
+            "modules": sorted({kind for kind, _ in graph.modules}), "flops": int(counter.get_total_flops()),
             "bytes": nbytes(inputs) + nbytes(outs) + nbytes(params), "inputs": inputs, "outputs": outs,
             "model": model, "constants": constants, "traced_on": "meta" if meta else "cpu"}
 
@@ -146,7 +189,8 @@ def describe(task) -> dict[str, Any]:
         "inputs": [spec(x) for x in t["inputs"]], "outputs": [spec(x) for x in t["outputs"]],
         "parameters": [{"name": n, **spec(p)} for n, p in model.named_parameters()],
         "buffers": [{"name": n, **spec(b)} for n, b in model.named_buffers()],
-        "op_classes": t["op_classes"], "aten_ops": names,
+        "op_classes": t["op_classes"], "features": t["features"], "structure": t["structure"],
+        "modules": t["modules"], "aten_ops": names,
         "flops": t["flops"], "flops_counted": FLOPS_COUNTED, "bytes": t["bytes"],
         "tolerance": dict(zip(("atol", "rtol"), task.tolerance)),
     }

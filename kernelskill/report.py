@@ -90,6 +90,17 @@ def print_task(info: dict, out=print) -> None:
         more = f"\n    … {len(items) - 12} more" if len(items) > 12 else ""
         out(f"  {key}: {len(items)}" + "".join(f"\n    {p['name']}: {fmt(p)}" for p in items[:12]) + more)
     out(f"  op classes: {', '.join(info['op_classes']) or '-'}  (aten: {', '.join(info['aten_ops'][:12])})")
+    if "features" in info:
+        out(f"  features: {', '.join(info['features']) or '-'}")
+        out(f"  modules: {', '.join(info.get('modules') or []) or '-'}")
+        st = info.get("structure") or {}
+        for r in st.get("reductions", [])[:6]:
+            out(f"    {r['op']} over dims {r['dims']} of {r['shape']} ({r['size']} values each)")
+        for m in st.get("gemms", [])[:6]:
+            out(f"    {m['op']} batch {m['batch']} M {m['m']} N {m['n']} K {m['k']}")
+        for c in st.get("convolutions", [])[:6]:
+            out(f"    conv {c['dims']}-D{' transposed' if c['transposed'] else ''} kernel {c['kernel']} stride "
+                f"{c['stride']} groups {c['groups']} channels {c['in_channels']}->{c['out_channels']}")
     out(f"  FLOPs {info['flops']:.3g} (counts {info['flops_counted']})")
     out(f"  compulsory bytes {info['bytes']:.3g} (inputs, outputs, parameters) · tolerance atol "
         f"{info['tolerance']['atol']:g} rtol {info['tolerance']['rtol']:g}")

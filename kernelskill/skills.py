@@ -24,7 +24,7 @@ import tomli_w
 
 from .errors import UserError
 from .skill_stats import OUTCOMES, SkillStats, StatsStore
-from .vocab import BACKENDS, BOTTLENECKS, OP_CLASSES
+from .vocab import BACKENDS, BOTTLENECKS, OP_CLASSES, TASK_FEATURES
 
 __all__ = [
     "CATEGORIES", "EXAMPLE_LANGS", "OUTCOMES", "Skill", "SkillBook", "SkillStats",
@@ -80,19 +80,30 @@ class Skill:
     example_lang: str
     arch: list[str] = field(default_factory=list)
     priority: int = 0
+    requires: list[str] = field(default_factory=list)   # task features, one of which must be present
+    features: list[str] = field(default_factory=list)   # task features it is specific to
     source: str = field(default="", compare=False)   # the file it was loaded from
     origin: str = field(default="shipped", compare=False)  # "shipped" or "user"
 
     def applies(self, features: set[str], bottleneck: str | None, backend: str,
-                arch: str | None) -> bool:
-        """Whether the gate allows this skill for the given task and node."""
+                arch: str | None, task_features: set[str] | None = None) -> bool:
+        """Whether the gate allows this skill for the given task and node. ``task_features``
+        None: the task's structure is unknown, so ``requires`` is not checked."""
         if backend not in self.backends:
             return False
         if "*" not in self.applies_to and not features.intersection(self.applies_to):
             return False
+        if task_features is not None and self.requires and not task_features & set(self.requires):
+            return False
         if bottleneck and "*" not in self.bottlenecks and bottleneck not in self.bottlenecks:
             return False
         return arch_allows(self.arch, arch)
+
+    def specificity(self, classes: set[str], task_features: set[str]) -> int:
+        """How specifically this skill's conditions match a task: 2 per required or listed task
+        feature present, 1 for an op class it names (not "*") that the task runs."""
+        matched = len(set(self.requires) & task_features) + len(set(self.features) & task_features)
+        return 2 * matched + ("*" not in self.applies_to and bool(classes & set(self.applies_to)))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON output."""
@@ -120,7 +131,7 @@ class Skill:
 _REQUIRED = ("id", "title", "category", "backends", "applies_to", "bottlenecks", "when",
              "summary", "guidance", "steps", "pitfalls", "expected_gain", "example",
              "example_lang")
-_OPTIONAL = ("arch", "priority")
+_OPTIONAL = ("arch", "priority", "requires", "features")
 
 
 def parse_arch(arch: str) -> tuple[int, bool]:
@@ -217,6 +228,12 @@ def _validate(data: Mapping[str, Any], where: str, stem: str | None) -> Skill:
     if not isinstance(priority, int) or isinstance(priority, bool):
         raise UserError(f"{where}: key 'priority': expected an integer")
     out["priority"] = priority
+    for key in ("requires", "features"):
+        value = data.get(key, [])
+        out[key] = [] if value == [] else _str_list(where, key, value, TASK_FEATURES)
+    both = sorted(set(out["requires"]) & set(out["features"]))
+    if both:
+        raise UserError(f"{where}: key 'features': {both[0]!r} is already in 'requires'")
     return Skill(**out)
 
 
@@ -270,15 +287,23 @@ def _bottleneck_of(profile: Any) -> str | None:
 
 
 def _features(features: Iterable[str] | str | None) -> set[str]:
+    """Op classes and task features, checked against the vocabularies."""
     if features is None:
         return set()
     if isinstance(features, str):
         features = [f for f in features.split(",") if f.strip()]
     out = {f.strip() for f in features}
     for f in sorted(out):
-        if f not in OP_CLASSES:
-            raise UserError(f"op class {f!r} is not one of {', '.join(OP_CLASSES)}")
+        if f not in OP_CLASSES and f not in TASK_FEATURES:
+            raise UserError(f"{f!r} is neither an op class ({', '.join(OP_CLASSES)}) nor a task "
+                            f"feature ({', '.join(TASK_FEATURES)})")
     return out
+
+
+def _split(feats: set[str]) -> tuple[set[str], set[str] | None]:
+    """(op classes, task features or None when the caller gave none: structure unknown)."""
+    task = {f for f in feats if f in TASK_FEATURES}
+    return feats - task, (task or None)
 
 
 class SkillBook:
@@ -337,15 +362,19 @@ class SkillBook:
             raise UserError(f"no skill with id {skill_id!r}{hint}") from None
 
     def rank_key(self, skill: Skill, features: set[str] = frozenset()) -> tuple:
-        """Sort key: success rate (with a prior), mean speedup, priority, id."""
+        """Sort key: how specifically the skill matches the task (``Skill.specificity``), then
+        success rate (with a prior), mean speedup, priority, id."""
+        classes, task = _split(set(features))
         st = self.stats.get(skill.id)
-        return (-st.success_rate(features), -(st.mean_speedup() or 1.0), -skill.priority,
-                skill.id)
+        return (-skill.specificity(classes, task or set()), -st.success_rate(classes),
+                -(st.mean_speedup() or 1.0), -skill.priority, skill.id)
 
     def gate(self, features: Iterable[str] | str | None, profile: Any = None,
              backend: str = "cuda", arch: str | None = None,
              limit: int | None = None) -> list[Skill]:
-        """The skills allowed for a task's op classes and a node's profile, best first.
+        """The skills allowed for a task's op classes and task features and a node's profile,
+        best first (see ``rank_key``). A skill whose ``requires`` names a feature the task lacks is
+        left out; when ``features`` holds op classes only, ``requires`` is not checked.
 
         Deterministic: same inputs and stats give the same list.
         """
@@ -355,7 +384,8 @@ class SkillBook:
         bottleneck = _bottleneck_of(profile)
         if arch is not None:
             parse_arch(arch)
-        allowed = [s for s in self.skills.values() if s.applies(feats, bottleneck, backend, arch)]
+        classes, task = _split(feats)
+        allowed = [s for s in self.skills.values() if s.applies(classes, bottleneck, backend, arch, task)]
         allowed.sort(key=lambda s: self.rank_key(s, feats))
         return allowed if limit is None else allowed[:max(limit, 0)]
 
@@ -393,7 +423,7 @@ class SkillBook:
         feats = None if features is None else _features(features)
         allowed: dict[str, Skill] = {}
         for b in ([backend] if backend else BACKENDS):
-            for s in self.gate(OP_CLASSES if feats is None else feats, profile, backend=b,
+            for s in self.gate(set(OP_CLASSES) if feats is None else feats, profile, backend=b,
                                arch=arch):
                 allowed[s.id] = s
         rank = {s.id: self.rank_key(s, feats or frozenset()) for s in allowed.values()}

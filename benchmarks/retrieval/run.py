@@ -69,9 +69,11 @@ def load_labels(path: Path = LABELS) -> dict[str, dict]:
 
 
 def op_classes(task_path: Path) -> list[str]:
-    """The task's op classes, as ``skills search --task`` reads them (cli_skills._task_op_classes)."""
+    """The task's op classes and task features, as ``skills search --task`` reads them
+    (cli_skills._task_op_classes)."""
     from kernelskill.task import Task
-    return list(Task.load(task_path).summary()["op_classes"])
+    info = Task.load(task_path).summary()
+    return list(info["op_classes"]) + list(info.get("features", []))
 
 
 def retrieve(book, ops: list[str], backend: str, k: int | None) -> list[str]:
