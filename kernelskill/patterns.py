@@ -460,7 +460,7 @@ def _structure_features(g: Graph, f: set[str]) -> None:
         f.add("affine-chain")
     if names & _TRANSCENDENTAL or names & _SOFTMAX:
         f.add("transcendental")
-    if g.output_numel >= 4096:
+    if g.output_numel >= 1024:
         f.add("large-output")
     if sum(op.name in _GEMM or op.name in ("convolution", "_convolution") for op in g.ops) >= 3:
         f.add("layer-chain")

@@ -100,10 +100,10 @@ class Skill:
         return arch_allows(self.arch, arch)
 
     def specificity(self, classes: set[str], task_features: set[str]) -> int:
-        """How specifically this skill's conditions match a task: 2 per required or listed task
-        feature present, 1 for an op class it names (not "*") that the task runs."""
-        matched = len(set(self.requires) & task_features) + len(set(self.features) & task_features)
-        return 2 * matched + ("*" not in self.applies_to and bool(classes & set(self.applies_to)))
+        """How specifically this skill's conditions match a task: 3 per required task feature
+        present (a structure it needs), 2 per task feature it lists, 1 for an op class it names
+        (not "*") that the task runs. Generic skills (no features, "*") score 0."""
+        return 3 * len(set(self.requires) & task_features) + 2 * len(set(self.features) & task_features) + ("*" not in self.applies_to and bool(classes & set(self.applies_to)))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON output."""
