@@ -128,7 +128,11 @@ def cmd_search(args: argparse.Namespace) -> int:
                for i, s in enumerate(skills, 1)])
         return 0
     if ops is not None:
-        _out(f"task {args.task}: op classes and features {', '.join(ops) or '(none)'}\n")
+        from .vocab import OP_CLASSES
+        classes = [o for o in ops if o in OP_CLASSES]
+        feats = [o for o in ops if o not in OP_CLASSES]
+        _out(f"task {args.task}: op classes {', '.join(classes) or '(none)'}; features "
+             f"{', '.join(feats) or '(none)'}\n")
     rows = [[str(i), s.id, s.category, ",".join(s.backends), s.title]
             for i, s in enumerate(skills, 1)]
     _out(_table(rows, ["#", "id", "category", "backends", "title"]))

@@ -295,8 +295,8 @@ def _features(features: Iterable[str] | str | None) -> set[str]:
     out = {f.strip() for f in features}
     for f in sorted(out):
         if f not in OP_CLASSES and f not in TASK_FEATURES:
-            raise UserError(f"{f!r} is neither an op class ({', '.join(OP_CLASSES)}) nor a task "
-                            f"feature ({', '.join(TASK_FEATURES)})")
+            raise UserError(f"op class {f!r} is not one of {', '.join(OP_CLASSES)}, nor a task feature "
+                            f"(kernelskill task show lists a task's; all: {', '.join(TASK_FEATURES)})")
     return out
 
 
@@ -366,7 +366,8 @@ class SkillBook:
         success rate (with a prior), mean speedup, priority, id."""
         classes, task = _split(set(features))
         st = self.stats.get(skill.id)
-        return (-skill.specificity(classes, task or set()), -st.success_rate(classes),
+        # Op classes alone say too little to rank by: then statistics and priority decide, as before.
+        return (-(skill.specificity(classes, task) if task else 0), -st.success_rate(classes),
                 -(st.mean_speedup() or 1.0), -skill.priority, skill.id)
 
     def gate(self, features: Iterable[str] | str | None, profile: Any = None,

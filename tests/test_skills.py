@@ -486,7 +486,10 @@ def test_cli_search_by_task_and_bottleneck(capsys, home):
                           "--backend", "cuda", "--json"], capsys)
     got = [d["id"] for d in json.loads(out)]
     book = SkillBook.load()
-    assert rc == 0 and got == ids(book.gate(["softmax"], "memory-bound", backend="cuda"))
+    from kernelskill.cli_skills import _task_op_classes
+    feats = _task_op_classes("softmax_rows")          # op classes and task features
+    assert "softmax" in feats and "softmax-rows" in feats
+    assert rc == 0 and got == ids(book.gate(feats, "memory-bound", backend="cuda"))
     assert "online-softmax" in got and not set(got) & TENSOR_CORE_OR_GEMM
     assert [d["rank"] for d in json.loads(out)] == list(range(1, len(got) + 1))
     # A task directory works as well as an example name; recorded outcomes move a skill up.
@@ -495,8 +498,9 @@ def test_cli_search_by_task_and_bottleneck(capsys, home):
                           "--bottleneck", "memory-bound", "--backend", "cuda"], capsys)
     lines = out.splitlines()
     assert "op classes softmax" in lines[0]
-    first = next(line for line in lines if line.startswith("1 "))
-    assert got[-1] in first
+    # Specificity ranks first (skills that match the task's features), then the statistics.
+    now = [line.split()[1] for line in lines if line[:1].isdigit()]
+    assert now.index(got[-1]) < len(got) - 1
     # Without --backend every backend's skills are candidates.
     rc, out, _ = run_cli(["search", "--task", "softmax_rows", "--json"], capsys)
     backends = {b for d in json.loads(out) for b in d["backends"]}
