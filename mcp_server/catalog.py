@@ -102,7 +102,7 @@ def lookup_skills(book: SkillBook, *, features: list[str] | None, backend: str, 
         order = {s.id: i for i, s in enumerate(book.search(query))}
         allowed = sorted((s for s in allowed if s.id in order), key=lambda s: order[s.id])
     shown = allowed[:limit]
-    what = f"op classes {', '.join(feats) or '(none)'}" if features is not None else "any op class"
+    what = f"op classes and features {', '.join(feats) or '(none)'}" if features is not None else "any op class"
     note = (f"{len(allowed)} skill(s) fit {what}, backend {backend}"
             + (f", bottleneck {bottleneck}" if bottleneck else "") + (f", query {query!r}" if query else "")
             + f"; showing {len(shown)}, best first (success rate, then mean speedup). Choose one and say why; "

@@ -316,7 +316,8 @@ class Toolbox:
     def lookup_skills(self, task: str | None = None, bottleneck: str | None = None, query: str | None = None,
                       backend: str | None = None, limit: int = 5, preset: str | None = None) -> SkillList:
         """Skills gated by the task's op classes, the bottleneck and the backend, best first."""
-        features = self.summary(self.resolve(task, preset))["op_classes"] if task else None
+        info = self.summary(self.resolve(task, preset)) if task else None
+        features = list(info["op_classes"]) + list(info.get("features", [])) if info else None
         return catalog.lookup_skills(self.book, features=features, backend=backend or self.default_backend,
                                      bottleneck=bottleneck, query=query, limit=limit, arch=self.arch)
 

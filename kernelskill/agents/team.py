@@ -29,6 +29,8 @@ class Team:
         self.llm, self.backend, self.task, self.book = llm, backend, task, book
         self.prompts = {role: table[backend] for role, table in prompts.items()}
         self.op_classes = list(summary.get("op_classes", []))
+        # what the gate ranks by: the op classes and the task features (structure, kinds) traced with them
+        self.features = self.op_classes + list(summary.get("features", []))
         self.task_text = render_task(task, summary)
         self.emit, self.arch = emit, arch
         self.skills_limit, self.context_nodes, self.stream = skills_limit, context_nodes, stream
@@ -37,7 +39,7 @@ class Team:
         """The gate's skills for the task and this node's bottleneck (an unknown class gates nothing out)."""
         bottleneck = ((node.result or {}).get("profile") or {}).get("bottleneck")
         profile = {"bottleneck": bottleneck if bottleneck in BOTTLENECKS else None}
-        return self.book.gate(self.op_classes, profile, backend=self.backend, arch=self.arch, limit=self.skills_limit)
+        return self.book.gate(self.features, profile, backend=self.backend, arch=self.arch, limit=self.skills_limit)
 
     def _agent(self, cls, node: Node, **kw) -> Agent:
         on_delta = (lambda role, text: self.emit(AgentDelta(role=role, text=text))) if self.stream else None
