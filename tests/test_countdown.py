@@ -3,6 +3,7 @@ timeout stops it, and the time limits are flags."""
 from __future__ import annotations
 
 import io
+import re
 import subprocess
 import sys
 import time
@@ -26,9 +27,9 @@ def test_a_long_phase_counts_towards_its_own_limit():
     c = PhaseCountdown(build_timeout=4.0, run_timeout=2.0, stream=out, every=0.02)
     try:
         c("build")
-        _until(lambda: "build: 2 s of its 4 s limit" in out.getvalue())
+        _until(lambda: re.search(r"build: [2-9] s of its 4 s limit", out.getvalue()))
         c("run")
-        _until(lambda: "run: 1 s of its 2 s limit" in out.getvalue())
+        _until(lambda: re.search(r"run: \d+ s of its 2 s limit", out.getvalue()))
     finally:
         c.close()
     lines = out.getvalue().splitlines()
@@ -52,14 +53,16 @@ def test_on_a_terminal_the_countdown_rewrites_one_line():
     finally:
         c.close()
     text = out.getvalue()
-    assert "\r\033[K  … run: 1 s of its 2 s limit" in text and text.rstrip("\n").endswith("  … done")
+    assert re.search(r"\r\033\[K  … run: \d+ s of its 2 s limit", text) and text.rstrip("\n").endswith("  … done")
 
 
 def test_eval_of_a_hung_candidate_counts_down_to_its_timeout(tmp_path):
     cand = tmp_path / "hung.py"
     cand.write_text(HUNG)
+    # a 6 s limit: the countdown speaks from 3 s on, once a second; a busy machine may skip or
+    # delay a tick, never all three
     r = subprocess.run([sys.executable, "-m", "kernelskill", "eval", str(RELU_TASK), str(cand), "--trials", "1",
-                        "--run-timeout", "3"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+                        "--run-timeout", "6"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert r.returncode == 1, r.stderr[-2000:]
-    assert "run: 2 s of its 3 s limit" in r.stderr or "run: 1 s of its 3 s limit" in r.stderr, r.stderr
-    assert "timeout" in r.stdout and "run timeout 3 s" in r.stdout
+    assert re.search(r"… run: [3-7] s of its 6 s limit \(then the verdict is timeout\)", r.stderr), r.stderr
+    assert "timeout" in r.stdout and "run timeout 6 s" in r.stdout
