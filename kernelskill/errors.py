@@ -17,3 +17,10 @@ class TaskError(UserError):
 class StochasticTask(TaskError):
     """A task whose reference differs from itself on the same inputs under the same seed: no
     candidate can be verified against it (the evaluator's ``stochastic`` verdict)."""
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """``text`` as one line of at most ``limit`` characters (for a log line or a tool's error: a
+    message may quote a megabyte argument)."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + f"… ({len(text)} characters)"

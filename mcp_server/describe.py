@@ -16,8 +16,7 @@ import tempfile
 from pathlib import Path
 
 from kernelskill.errors import TaskError
-from kernelskill.evaluate import lifeline
-from kernelskill.evaluate.isolation import kill_group, scrubbed_env
+from kernelskill.evaluate.isolation import kill_group, spawn
 
 from .roots import ResolvedTask
 
@@ -51,10 +50,7 @@ def describe_isolated(path: Path, preset: str | None, scratch_root: Path, timeou
     """Run ``Task.load(path, preset).summary()`` in a child process and return its result."""
     scratch = Path(tempfile.mkdtemp(prefix="describe-", dir=scratch_root))
     req = json.dumps({"path": str(path), "preset": preset})
-    env = scrubbed_env(scratch)
-    proc = subprocess.Popen([sys.executable, "-c", _CHILD, req], cwd=scratch, env=env,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True, **lifeline.child_options(env))
+    proc = spawn([sys.executable, "-c", _CHILD, req], scratch, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -16,7 +16,7 @@ from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, Field
 
-from kernelskill.errors import UserError
+from kernelskill.errors import UserError, one_line
 from kernelskill.evaluate.isolation import Cancelled
 
 JobKind = Literal["verify", "evaluate", "profile"]
@@ -87,7 +87,7 @@ class Jobs:
             except UserError as e:
                 job.status, job.error = "failed", str(e)
             except Exception as e:  # noqa: BLE001 - a job's failure is its state, never the server's
-                job.status, job.error = "failed", f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
+                job.status, job.error = "failed", one_line(f"{type(e).__name__}: {e}")
             finally:
                 if job.cancel.is_set() and job.status == "running":
                     job.status = "cancelled"

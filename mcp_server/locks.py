@@ -40,11 +40,13 @@ def _thread_lock(key: str) -> threading.Lock:
 
 
 def _wait(try_once: Callable[[], bool], cancel: threading.Event | None) -> None:
-    """Retry ``try_once`` until it succeeds; a set ``cancel`` ends the wait with Cancelled."""
+    """Retry ``try_once`` (which must not block) every 50 ms until it succeeds; a set ``cancel``
+    ends the wait with Cancelled."""
     while not try_once():
         if cancel is not None and cancel.is_set():
             from kernelskill.evaluate.isolation import Cancelled
             raise Cancelled("cancelled while waiting for the device")
+        time.sleep(0.05)
 
 
 def _try_flock(fh) -> bool:
@@ -65,7 +67,7 @@ def hold_device(device: str, lock_dir: Path, on_wait: Callable[[str], None] | No
     if not lock.acquire(blocking=False):
         if on_wait:
             on_wait(f"waiting for {device}: another evaluation is running on it")
-        _wait(lambda: lock.acquire(timeout=0.05), cancel)
+        _wait(lambda: lock.acquire(blocking=False), cancel)
     try:
         if fcntl is None:  # pragma: no cover
             yield key
@@ -75,7 +77,7 @@ def hold_device(device: str, lock_dir: Path, on_wait: Callable[[str], None] | No
             if not _try_flock(fh):
                 if on_wait:
                     on_wait(f"waiting for {device}: another process is evaluating on it")
-                _wait(lambda: _try_flock(fh) or bool(time.sleep(0.05)), cancel)
+                _wait(lambda: _try_flock(fh), cancel)
             try:
                 yield key
             finally:

@@ -24,7 +24,7 @@ from mcp_types import INVALID_PARAMS, ToolAnnotations
 from pydantic import Field
 
 from kernelskill import __version__
-from kernelskill.errors import UserError
+from kernelskill.errors import UserError, one_line
 from kernelskill.evaluate.isolation import Cancelled
 from kernelskill.skills import SkillBook
 
@@ -100,15 +100,11 @@ async def _call(ctx: Context, work: Callable[[Toolbox, Progress], T]) -> T:
         raise ToolError(str(e)) from None
     except Exception as e:  # noqa: BLE001 - one bounded line for the log and the client, no traceback
         # (the SDK would log the whole traceback, arguments included: megabytes for a huge argument)
-        line = _bounded(f"{type(e).__name__}: {e}")
+        line = one_line(f"{type(e).__name__}: {e}")
         log.error("tool failed: %s", line)
         raise ToolError(f"the server failed on this call ({line}); it is still running. If the "
                         f"arguments are right, report this line") from None
 
-
-def _bounded(text: str, limit: int = 300) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[:limit] + f"… ({len(text)} characters)"
 
 
 def build_server(config: ServerConfig | None = None, toolbox: Toolbox | None = None) -> MCPServer:

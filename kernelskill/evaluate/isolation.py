@@ -39,6 +39,14 @@ def scrubbed_env(scratch: Path, extra: dict[str, str] | None = None) -> dict[str
     return env
 
 
+def spawn(argv: list[str], scratch: Path, extra_env: dict[str, str] | None = None, **popen) -> subprocess.Popen:
+    """Start an untrusted child the one way: in ``scratch`` with the scrubbed environment, in its own
+    session and process group, holding the lifeline (it dies with this process, however it dies)."""
+    env = scrubbed_env(scratch, extra_env)
+    return subprocess.Popen(argv, cwd=scratch, env=env, stdin=subprocess.DEVNULL, start_new_session=True,
+                            **lifeline.child_options(env), **popen)
+
+
 @dataclass
 class WorkerOutcome:
     """How the worker ended and what it left behind."""
@@ -155,12 +163,10 @@ def _spawn_spare(request: dict) -> None:
     scratch, out_dir = base / "scratch", base / "out"
     scratch.mkdir()
     out_dir.mkdir()
-    env = scrubbed_env(scratch, request.get("env"))
     with open(out_dir / "worker.log", "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "kernelskill.evaluate.worker", "--spare", str(out_dir),
-                                 str(os.getpid()), *([key[1]] if key[1] else [])],
-                                cwd=scratch, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True, **lifeline.child_options(env))
+        proc = spawn([sys.executable, "-m", "kernelskill.evaluate.worker", "--spare", str(out_dir),
+                      str(os.getpid()), *([key[1]] if key[1] else [])],
+                     scratch, request.get("env"), stdout=log, stderr=subprocess.STDOUT)
     with _LOCK:
         old = _SPARES.pop(key, None)
         _SPARES[key] = _Spare(proc, base, key)
@@ -224,11 +230,9 @@ def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
             _write_atomic(out_dir / "request.json", json.dumps(request))   # the spare polls for it
         else:
             (out_dir / "request.json").write_text(json.dumps(request))
-            env = scrubbed_env(scratch, request.get("env"))
-            proc = subprocess.Popen([*(launcher or []), sys.executable, "-m", "kernelskill.evaluate.worker",
-                                     str(out_dir / "request.json")],
-                                    cwd=scratch, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                    stderr=subprocess.STDOUT, start_new_session=True, **lifeline.child_options(env))
+            proc = spawn([*(launcher or []), sys.executable, "-m", "kernelskill.evaluate.worker",
+                          str(out_dir / "request.json")],
+                         scratch, request.get("env"), stdout=log, stderr=subprocess.STDOUT)
         with _LOCK:
             _LIVE.add(proc)
         phase, phase_started, timed_out, rounds = "setup", started, False, 0
