@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "optimizer"))
 
 from helpers import RELU_TASK  # noqa: E402
 from procs import cmdline, proc_stat, descendants, running_candidate  # noqa: E402
+from kernelskill.evaluate import lifeline  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
 
@@ -133,6 +134,43 @@ def test_a_child_stuck_in_native_code_dies_with_its_killed_owner():
         owner.stdout.close()
 
 
+LAUNCHER = textwrap.dedent("""\
+    import os, subprocess, sys
+    fd = int(os.environ["KERNELSKILL_LIFELINE_FD"])     # handed on, as ncu hands it to the worker
+    worker = subprocess.run([sys.executable, "-c", sys.argv[1]], capture_output=True, text=True, pass_fds=(fd,))
+    print(worker.stdout.strip(), flush=True)            # the guard's pid
+    sys.stdin.readline()                                # lives on (as ncu writes its report) until told
+    print("launcher done", flush=True)
+""")
+ENDS = "from kernelskill.evaluate import lifeline; print(lifeline.hold())"
+
+
+def test_the_guard_ends_with_its_worker_and_spares_the_launcher():
+    """ncu (--target-processes all) waits for every process the worker started: a guard that
+    outlived its worker hung every Nsight Compute run until the run timeout."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER, ENDS], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True, start_new_session=True, env=env,
+                                **lifeline.child_options(env))
+    try:
+        guard = int(launcher.stdout.readline())
+        start = proc_stat(guard)[2]
+        deadline = time.monotonic() + GONE_S
+        while time.monotonic() < deadline and (st := proc_stat(guard)) and st[2] == start:
+            time.sleep(0.05)
+        assert not ((st := proc_stat(guard)) and st[2] == start), "the guard outlived its worker"
+        assert launcher.poll() is None                  # the guard did not kill the worker's group
+        launcher.stdin.write("\n")
+        launcher.stdin.flush()
+        assert launcher.stdout.readline() == "launcher done\n"
+        assert launcher.wait() == 0
+    finally:
+        launcher.kill()
+        launcher.wait()
+        launcher.stdin.close()
+        launcher.stdout.close()
+
+
 def test_a_child_without_a_lifeline_holds_none():
     r = subprocess.run([sys.executable, "-c", "from kernelskill.evaluate import lifeline; print(lifeline.hold())"],
                        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -172,6 +210,7 @@ def test_killing_bench_leaves_no_process(tmp_path):
 
 
 def test_killing_the_mcp_server_leaves_no_process(tmp_path):
+    pytest.importorskip("mcp")                          # the GPU machine has no front ends
     cand = tmp_path / "hung.py"
     cand.write_text(HUNG)
     owner = _start(["mcp", "--root", str(tmp_path)], tmp_path, stdin=subprocess.PIPE)
@@ -195,6 +234,7 @@ def test_killing_the_mcp_server_leaves_no_process(tmp_path):
 
 
 def test_killing_optimize_leaves_no_process(tmp_path):
+    pytest.importorskip("openai")
     from chat_server import ChatServer
     from scenario import Scenario, project_toml
     script = Scenario(coder_codes=[HUNG])

@@ -8,7 +8,8 @@ means. The child's first act, before it reads its request or imports any candida
 guard that does nothing but wait on the pipe and, at end of file, SIGKILL the child's whole
 process group (the worker, its compiler and ninja children, anything the candidate started, the
 guard itself). The guard is a separate process: it needs no GIL and no cooperation from the code
-it watches. When the worker ends normally its owner kills the group, guard included.
+it watches. When the worker ends the guard ends too (a launcher such as ncu waits for every process
+it started), and the owner kills what is left of the group.
 
 ``PR_SET_PDEATHSIG`` would also do on Linux, but it fires when the *thread* that started the child
 ends; the bench pool and the evaluator start workers from short-lived threads, and a spare worker
@@ -17,6 +18,7 @@ outlives the thread that started it.
 from __future__ import annotations
 
 import os
+import select
 import signal
 import stat
 import threading
@@ -57,6 +59,7 @@ def hold() -> int | None:
             return None
     except (ValueError, OSError):
         return None
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:                                            # the guard
         try:
@@ -64,14 +67,25 @@ def hold() -> int | None:
             # the owner to its end) would keep the owner waiting for as long as the guard lives
             os.closerange(0, fd)
             os.closerange(fd + 1, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 4096)
-            while True:
-                try:
-                    if not os.read(fd, 64):                 # EOF: the owner is gone
-                        break
-                except InterruptedError:
-                    continue
-            os.killpg(os.getpgid(0), signal.SIGKILL)
+            if _watch(fd, parent):                          # EOF: the owner is gone
+                os.killpg(os.getpgid(0), signal.SIGKILL)
         finally:
             os._exit(0)
     os.close(fd)                                            # the worker itself holds no end
     return pid
+
+
+def _watch(fd: int, parent: int, poll: float = 0.25) -> bool:
+    """Wait until the owner dies (True: EOF on the lifeline) or the worker that forked the guard
+    ends (False). The guard outlives no worker: a launcher that follows every process it started
+    (``ncu --target-processes all``) waits for the guard as for the worker, and after the worker
+    its owner kills the group anyway."""
+    while True:
+        try:
+            ready, _, _ = select.select([fd], [], [], poll)
+            if ready and not os.read(fd, 64):
+                return True
+        except InterruptedError:
+            continue
+        if os.getppid() != parent:                          # re-parented: the worker has ended
+            return False
