@@ -34,7 +34,7 @@ from kernelskill.evaluate.api import evaluate  # noqa: E402
 from kernelskill.llm import ScriptedLLM  # noqa: E402
 from kernelskill.optimizer import Optimizer  # noqa: E402
 from kernelskill.results import EvalResult  # noqa: E402
-from kernelskill.skill_stats import StatsStore  # noqa: E402
+from kernelskill.skills.stats import StatsStore  # noqa: E402
 from kernelskill.skills import SkillBook  # noqa: E402
 from kernelskill.task import Task  # noqa: E402
 

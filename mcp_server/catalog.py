@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from kernelskill.errors import UserError
-from kernelskill.skill_stats import OUTCOMES
+from kernelskill.skills.stats import OUTCOMES
 from kernelskill.skills import SkillBook, arch_allows
 from kernelskill.task import TASK_FILE_NAMES, Task
 from kernelskill.vocab import BACKENDS, BOTTLENECKS

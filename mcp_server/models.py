@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from kernelskill.results import CompileResult, EvalResult, TimingStats
-from kernelskill.skill_stats import SkillStats
+from kernelskill.skills.stats import SkillStats
 from kernelskill.skills import Skill
 
 

@@ -18,7 +18,7 @@ from typing import Any, Iterable, Iterator
 
 import tomli_w
 
-from .errors import UserError
+from ..errors import UserError
 
 try:  # POSIX only; elsewhere writes stay atomic but are not serialized.
     import fcntl
