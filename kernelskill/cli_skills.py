@@ -14,7 +14,9 @@ from pathlib import Path
 from .errors import UserError
 from .skills import (CATEGORIES, SkillBook, check_dir, load_skill_file, shipped_dir,
                      user_home)
-from .vocab import BACKENDS, BOTTLENECKS
+from .skills.book import arch_key
+from .skills.predicates import profile_facts, task_facts
+from .vocab import BACKENDS, BOTTLENECKS, OP_CLASSES
 
 
 def _out(text: str = "") -> None:
@@ -76,38 +78,81 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _result_profile(path: str) -> dict:
+    """The profile of an evaluation result (``kernelskill eval --json > r.json``, or a run's node)."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise UserError(f"--result {path}: cannot read: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"--result {path}: line {exc.lineno}: not JSON ({exc.msg}); give the output of "
+                        f"kernelskill eval --json") from None
+    profile = data.get("profile") if isinstance(data, dict) else None
+    if not isinstance(profile, dict):
+        raise UserError(f"--result {path}: no 'profile' in it; give the output of kernelskill eval --json "
+                        f"of a correct candidate")
+    return profile
+
+
 def cmd_gate(args: argparse.Namespace) -> int:
-    """Print the skills the gate allows for the given op classes and bottleneck."""
+    """Print the skills the gate allows for a task (or op classes) and a node's profile; with
+    --explain, every skill in or out with the reason for each condition."""
+    if (args.ops is None) == (args.task is None):
+        raise UserError("skills gate: give either --task T or --ops CLASSES (e.g. --task softmax_rows)")
+    facts: dict = {}
+    if args.task is not None:
+        info = _task_summary(args.task)
+        ops = list(info["op_classes"]) + list(info.get("features", []))
+        facts = task_facts(info)
+    else:
+        ops = [o.strip() for o in args.ops.split(",") if o.strip()]
+    profile: dict = _result_profile(args.result) if args.result else {}
+    if args.bottleneck:
+        profile["bottleneck"] = args.bottleneck
     book = SkillBook.load()
-    ops = [o.strip() for o in args.ops.split(",") if o.strip()]
-    skills = book.gate(ops, {"bottleneck": args.bottleneck}, backend=args.backend,
-                       arch=args.arch, limit=args.limit)
+    decisions = book.explain(ops, profile or None, backend=args.backend, arch=args.arch, facts=facts)
+    allowed = [d for d in decisions if d.allowed]
+    shown = decisions if args.explain else allowed[:args.limit] if args.limit is not None else allowed
     if args.json:
-        _dump([s.to_dict() | {"rank": i, "stats": book.stats.get(s.id).to_dict()}
-               for i, s in enumerate(skills, 1)])
+        _dump([d.skill.to_dict() | d.to_dict() | {"rank": i if d.allowed else None,
+                                                  "stats": book.stats.get(d.skill.id).to_dict()}
+               for i, d in enumerate(shown, 1)])
+        return 0
+    if args.explain:
+        if facts or profile:
+            known = {**facts, **profile_facts(profile)}
+            _out("facts: " + ", ".join(f"{k} = {v:.4g}" if isinstance(v, float) else f"{k} = {v}"
+                                       for k, v in known.items()) + "\n")
+        for i, d in enumerate(shown, 1):
+            head = f"{i:>2}. IN   {d.skill.id}" if d.allowed else f"    OUT  {d.skill.id}"
+            _out(head + (f"  (specificity {d.specificity})" if d.allowed and d.specificity else ""))
+            for reason in d.reasons:
+                _out(f"           {reason}")
+        _out(f"\n{len(allowed)} of {len(decisions)} skill(s) allowed; + holds, - keeps it out, ? not known "
+             f"(decides nothing)")
         return 0
     rows = []
-    for i, s in enumerate(skills, 1):
-        st = book.stats.get(s.id)
-        rate = f"{st.succeeded}/{st.tried}" if st.tried else "-"
+    classes = [o for o in ops if o in OP_CLASSES] or None
+    for i, d in enumerate(shown, 1):
+        s = d.skill
+        c = book.stats.get(s.id).counts(classes, args.backend, arch_key(args.arch))
+        rate = f"{c.succeeded}/{c.tried}" if c.tried else "-"
         summary = s.summary if len(s.summary) <= 100 else s.summary[:99] + "…"
         rows.append([str(i), s.id, s.category, rate, summary])
     _out(_table(rows, ["#", "id", "category", "ok/tried", "summary"]))
-    _out(f"\n{len(skills)} skill(s) allowed")
+    _out(f"\n{len(allowed)} skill(s) allowed (--explain says why each is in or out)")
     return 0
 
 
-def _task_op_classes(spec: str) -> list[str]:
-    """Op classes and task features of a task file/directory or a shipped example name (e.g.
-    softmax_rows): what the gate and the ranking read."""
+def _task_summary(spec: str) -> dict:
+    """``Task.summary()`` of a task file/directory or a shipped example name (e.g. softmax_rows)."""
     from .cli import resolve_task_path
     from .errors import TaskError
     from .task import Task
     try:
-        info = Task.load(resolve_task_path(spec)).summary()
+        return Task.load(resolve_task_path(spec)).summary()
     except TaskError as exc:
         raise UserError(f"--task: {exc}") from None
-    return list(info["op_classes"]) + list(info.get("features", []))
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -119,10 +164,11 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.task is None and args.bottleneck is None and query is None and args.backend is None:
         raise UserError("skills search: give at least one of --task, --bottleneck, --query, "
                         "--backend (e.g. --task softmax_rows --bottleneck memory-bound)")
-    ops = _task_op_classes(args.task) if args.task is not None else None
+    info = _task_summary(args.task) if args.task is not None else None
+    ops = list(info["op_classes"]) + list(info.get("features", [])) if info is not None else None
     book = SkillBook.load()
     skills = book.find(ops, args.bottleneck, query=query, backend=args.backend, arch=args.arch,
-                       limit=args.limit)
+                       limit=args.limit, facts=task_facts(info))
     if args.json:
         _dump([s.to_dict() | {"rank": i, "stats": book.stats.get(s.id).to_dict()}
                for i, s in enumerate(skills, 1)])
@@ -141,7 +187,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    """Print the recorded outcome statistics."""
+    """Print the recorded outcomes, one row per skill and context (op class, backend, GPU arch)."""
     book = SkillBook.load()
     data = {sid: st for sid, st in sorted(book.stats.data.items())}
     if args.json:
@@ -152,14 +198,20 @@ def cmd_stats(args: argparse.Namespace) -> int:
         return 0
     rows = []
     for sid, st in data.items():
-        mean = st.mean_speedup()
-        ops = ",".join(f"{op}:{c['succeeded']}/{c['tried']}" for op, c in sorted(st.ops.items()))
         kept = ",".join(f"{k}:{v}" for k, v in sorted(st.unranked.items())) or "-"
-        rows.append([sid, str(st.tried), str(st.succeeded), str(st.failed), str(st.no_gain),
-                     f"{mean:.2f}x" if mean else "-", ops, kept])
-    _out(_table(rows, ["id", "tried", "ok", "failed", "no_gain", "speedup", "ops", "unranked"]))
+        for (op, backend, arch), c in sorted(st.contexts.items()):
+            mean = c.mean_speedup()
+            rows.append([sid, op, backend, arch, str(c.tried), str(c.succeeded), str(c.failed), str(c.no_gain),
+                         f"{c.rate:.0%}" if c.rate is not None else "-", f"{mean:.2f}x" if mean else "-", kept])
+            kept = ""
+        if not st.contexts:
+            rows.append([sid, "-", "-", "-", "0", "0", "0", "0", "-", "-", kept])
+    _out(_table(rows, ["id", "op class", "backend", "arch", "tried", "ok", "failed", "no_gain", "rate",
+                       "speedup", "unranked"]))
+    _out("\nA task's ranking reads only the rows of its op classes, its backend and its GPU arch ('*': not "
+         "recorded, from an older file). A skill not listed has never been tried: it has no rate.")
     if any(st.unranked for st in data.values()):
-        _out("\nunranked: outcomes kept but not counted in the ranking — timed noisy or contended, or "
+        _out("unranked: outcomes kept but not counted in the ranking — timed noisy or contended, or "
              "not timed by the evaluator itself (unmeasured)")
     _out(f"\n{book.stats.path}")
     return 0
@@ -210,14 +262,31 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     q.add_argument("--json", action="store_true", help="print JSON")
     q.set_defaults(func=cmd_show)
 
-    q = sub.add_parser("gate", help="skills allowed for op classes and a bottleneck, ranked")
-    q.add_argument("--ops", required=True, help="comma-separated op classes and task features, e.g. "
-                   "softmax,reduction,reduction-long")
-    q.add_argument("--bottleneck", choices=BOTTLENECKS, help="the task's bottleneck (default: any)")
+    q = sub.add_parser("gate", help="skills the gate allows for a task and a profile, ranked; --explain says why",
+                       description="The skills the gate allows for a task (or op classes and features) and, "
+                       "optionally, a node's profile, best first. Each skill's conditions are checked: backend, "
+                       "op classes, required structure, bottleneck, arch, and its preconditions and forbidden "
+                       "patterns over the task's facts (GEMM sizes, reduction sizes, intensity, dtype) and the "
+                       "profile's (roofline fraction, custom share, launches, Nsight Compute metrics). A fact "
+                       "not known decides nothing.",
+                       epilog="examples:\n  kernelskill skills gate --task softmax_rows --explain\n"
+                              "  kernelskill eval softmax_rows cand.py --json > r.json && "
+                              "kernelskill skills gate --task softmax_rows --result r.json\n"
+                              "  kernelskill skills gate --ops matmul,gemv --bottleneck memory-bound",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    what = q.add_mutually_exclusive_group(required=True)
+    what.add_argument("--task", metavar="T", help="a task file or directory, or a shipped example name: its "
+                      "op classes, features and facts are traced")
+    what.add_argument("--ops", help="comma-separated op classes and task features instead, e.g. "
+                      "softmax,reduction,reduction-long (no facts: preconditions on them decide nothing)")
+    q.add_argument("--result", metavar="FILE", help="an evaluation result (kernelskill eval --json): its profile "
+                   "decides the profile preconditions")
+    q.add_argument("--bottleneck", choices=BOTTLENECKS, help="the node's bottleneck (default: the result's, or any)")
     q.add_argument("--backend", choices=BACKENDS, default="cuda", help="the backend the kernel is written for "
                    "(default cuda)")
     q.add_argument("--arch", help="target arch, e.g. sm_90 (default: do not filter)")
     q.add_argument("--limit", type=int, metavar="N", help="the first N skills of the ranking (default: all)")
+    q.add_argument("--explain", action="store_true", help="every skill, in or out, with each condition's verdict")
     q.add_argument("--json", action="store_true", help="print JSON")
     q.set_defaults(func=cmd_gate)
 

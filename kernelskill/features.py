@@ -190,7 +190,7 @@ def describe(task) -> dict[str, Any]:
         "parameters": [{"name": n, **spec(p)} for n, p in model.named_parameters()],
         "buffers": [{"name": n, **spec(b)} for n, b in model.named_buffers()],
         "op_classes": t["op_classes"], "features": t["features"], "structure": t["structure"],
-        "modules": t["modules"], "aten_ops": names,
+        "modules": t["modules"], "aten_ops": names, "op_count": len(t["ops"]),
         "flops": t["flops"], "flops_counted": FLOPS_COUNTED, "bytes": t["bytes"],
         "tolerance": dict(zip(("atol", "rtol"), task.tolerance)),
     }

@@ -422,7 +422,8 @@ class Optimizer:
         ops = self.team.op_classes
         op = next((o for o in ops if o in skill.applies_to), ops[0] if ops else None)
         sp = node.speedup if node.speedup and node.speedup > 0 else None
-        self.book.record(node.skill_id, op, self.tree.outcome(node), sp, quality=node.quality or "good")
+        self.book.record(node.skill_id, op, self.tree.outcome(node), sp, quality=node.quality or "good",
+                         backend=self.backend, arch=self.team.arch)
 
     def _info(self) -> dict[str, Any]:
         from . import __version__

@@ -83,7 +83,8 @@ def list_tasks(roots: Roots, path: str | None = None) -> TaskList:
 
 
 def lookup_skills(book: SkillBook, *, features: list[str] | None, backend: str, bottleneck: str | None = None,
-                  query: str | None = None, limit: int = 5, arch: str | None = None) -> SkillList:
+                  query: str | None = None, limit: int = 5, arch: str | None = None,
+                  facts: dict | None = None) -> SkillList:
     """The skills the gate allows (op classes, bottleneck, backend, arch), best-ranked first."""
     if backend not in BACKENDS:
         raise UserError(f"backend {backend!r} is not one of {', '.join(BACKENDS)}")
@@ -93,11 +94,12 @@ def lookup_skills(book: SkillBook, *, features: list[str] | None, backend: str, 
         raise UserError(f"limit={limit}: choose between 1 and {MAX_LIMIT}")
     feats = sorted(set(features or []))
     if features is not None:
-        allowed = book.gate(feats, {"bottleneck": bottleneck} if bottleneck else None, backend=backend, arch=arch)
+        allowed = book.gate(feats, {"bottleneck": bottleneck} if bottleneck else None, backend=backend, arch=arch,
+                            facts=facts)
     else:
         allowed = sorted((s for s in book if backend in s.backends and arch_allows(s.arch, arch)
                           and (bottleneck is None or "*" in s.bottlenecks or bottleneck in s.bottlenecks)),
-                         key=book.rank_key)
+                         key=lambda s: book.rank_key(s, backend=backend, arch=arch))
     if query and query.strip():
         order = {s.id: i for i, s in enumerate(book.search(query))}
         allowed = sorted((s for s in allowed if s.id in order), key=lambda s: order[s.id])
@@ -105,16 +107,18 @@ def lookup_skills(book: SkillBook, *, features: list[str] | None, backend: str, 
     what = f"op classes and features {', '.join(feats) or '(none)'}" if features is not None else "any op class"
     note = (f"{len(allowed)} skill(s) fit {what}, backend {backend}"
             + (f", bottleneck {bottleneck}" if bottleneck else "") + (f", query {query!r}" if query else "")
-            + f"; showing {len(shown)}, best first (success rate, then mean speedup). Choose one and say why; "
+            + f"; showing {len(shown)}, best first (how specifically each fits, then the success rate and mean speedup recorded for these op classes on this backend). Choose one and say why; "
               f"after evaluating, call record_attempt with its id.")
     if not shown:
         note += " Nothing matched: drop the query or bottleneck, or try another backend."
-    return SkillList(skills=[SkillInfo.of(s, book.stats.get(s.id), feats) for s in shown], op_classes=feats,
+    return SkillList(skills=[SkillInfo.of(s, book.stats.get(s.id), feats, backend, arch) for s in shown],
+                     op_classes=feats,
                      backend=backend, bottleneck=bottleneck, note=note)
 
 
 def record_attempt(book: SkillBook, *, features: list[str], skill_id: str, outcome: str, speedup: float | None,
-                   verdict: tuple | None, candidate_hash: str) -> RecordedAttempt:
+                   verdict: tuple | None, candidate_hash: str, backend: str | None = None,
+                   arch: str | None = None) -> RecordedAttempt:
     """Count one try of a skill; the server's own verdict on the source overrides the caller's claim.
 
     Only what the server measured itself with good quality ranks skills: a success or no_gain
@@ -134,9 +138,9 @@ def record_attempt(book: SkillBook, *, features: list[str], skill_id: str, outco
                             f"be a success. Record outcome 'failure', or fix it and evaluate again")
         if measured is not None:
             speedup, quality = measured, timed_quality or "good"
-    st = book.record(skill_id, op_class, outcome, speedup, quality=quality)
+    st = book.record(skill_id, op_class, outcome, speedup, quality=quality, backend=backend, arch=arch)
     return RecordedAttempt(skill_id=skill_id, outcome=outcome, op_class=op_class, speedup=speedup,
                            candidate_hash=candidate_hash, measured_by_server=verdict is not None,
                            ranked=outcome == "failure" or quality == "good",
                            quality="good" if outcome == "failure" else quality,
-                           stats=SkillStatsInfo.of(st, features))
+                           stats=SkillStatsInfo.of(st, features, backend, arch))

@@ -100,19 +100,26 @@ class TaskList(BaseModel):
 
 
 class SkillStatsInfo(BaseModel):
+    """Outcomes recorded for this skill on tasks of these op classes, on this backend (and GPU arch)."""
     tried: int = 0
     succeeded: int = 0
     failed: int = 0
     no_gain: int = 0
-    success_rate: float = Field(description="posterior mean success rate (0.5 when untried)")
+    success_rate: float | None = Field(default=None, description="succeeded / tried in this context; null when "
+                                       "the skill was never tried here (no rate, not a guess)")
     mean_speedup: float | None = Field(default=None, description="geometric mean of recorded speedups")
     unranked: dict[str, int] = Field(default_factory=dict, description="outcomes kept but not ranked, by "
                                      "label: noisy, contended (timing quality), unmeasured (not timed here)")
 
     @classmethod
-    def of(cls, st: SkillStats, features: list[str] = ()) -> "SkillStatsInfo":
-        return cls(tried=st.tried, succeeded=st.succeeded, failed=st.failed, no_gain=st.no_gain,
-                   success_rate=round(st.success_rate(features), 4), mean_speedup=st.mean_speedup(),
+    def of(cls, st: SkillStats, features: list[str] = (), backend: str | None = None,
+           arch: str | None = None) -> "SkillStatsInfo":
+        from kernelskill.skills.book import arch_key
+        from kernelskill.vocab import OP_CLASSES
+        ops = [f for f in features if f in OP_CLASSES] or None
+        c = st.counts(ops, backend, arch_key(arch))
+        return cls(tried=c.tried, succeeded=c.succeeded, failed=c.failed, no_gain=c.no_gain,
+                   success_rate=None if c.rate is None else round(c.rate, 4), mean_speedup=c.mean_speedup(),
                    unranked=dict(st.unranked))
 
 
@@ -137,9 +144,10 @@ class SkillInfo(BaseModel):
     stats: SkillStatsInfo
 
     @classmethod
-    def of(cls, skill: Skill, stats: SkillStats, features: list[str] = ()) -> "SkillInfo":
-        data = {k: v for k, v in skill.to_dict().items() if k not in ("source", "origin", "priority")}
-        return cls(**data, uri=f"skill://{skill.id}", stats=SkillStatsInfo.of(stats, features))
+    def of(cls, skill: Skill, stats: SkillStats, features: list[str] = (), backend: str | None = None,
+           arch: str | None = None) -> "SkillInfo":
+        data = {k: v for k, v in skill.to_dict().items() if k in cls.model_fields}
+        return cls(**data, uri=f"skill://{skill.id}", stats=SkillStatsInfo.of(stats, features, backend, arch))
 
 
 class SkillList(BaseModel):

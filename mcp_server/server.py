@@ -308,8 +308,9 @@ def _add_resources(server: MCPServer, book: SkillBook) -> None:
         def read_skill(skill=skill) -> str:
             stats = book.stats.get(skill.id)
             return (skill.as_prompt(full=True) + f"\n\nApplies to: {', '.join(skill.applies_to)}; bottlenecks: "
-                    f"{', '.join(skill.bottlenecks)}; arch: {', '.join(skill.arch) or 'any'}.\nRecorded: tried "
-                    f"{stats.tried}, succeeded {stats.succeeded}, success rate {stats.success_rate():.2f}.\n")
+                    f"{', '.join(skill.bottlenecks)}; arch: {', '.join(skill.arch) or 'any'}.\nRecorded: "
+                    + (", ".join(f"{op} on {b} ({a}): {c.succeeded}/{c.tried}" for (op, b, a), c
+                                 in sorted(stats.contexts.items())) or "never tried") + ".\n")
         server.add_resource(FunctionResource.from_function(
             read_skill, uri=f"skill://{skill.id}", name=skill.id, title=skill.title, description=skill.summary,
             mime_type="text/markdown"))

@@ -26,6 +26,7 @@ from kernelskill.evaluate import api
 from kernelskill.evaluate.build import cache_root
 from kernelskill.results import CompileResult, EvalResult, TimingStats
 from kernelskill.skills import SkillBook
+from kernelskill.skills.predicates import task_facts
 from kernelskill.task import TASK_FILE_NAMES
 
 from . import advice, catalog
@@ -319,7 +320,8 @@ class Toolbox:
         info = self.summary(self.resolve(task, preset)) if task else None
         features = list(info["op_classes"]) + list(info.get("features", [])) if info else None
         return catalog.lookup_skills(self.book, features=features, backend=backend or self.default_backend,
-                                     bottleneck=bottleneck, query=query, limit=limit, arch=self.arch)
+                                     bottleneck=bottleneck, query=query, limit=limit, arch=self.arch,
+                                     facts=task_facts(info))
 
     def record_attempt(self, task: str, source: str, skill_id: str, outcome: str,
                        speedup: float | None = None, preset: str | None = None) -> RecordedAttempt:
@@ -328,4 +330,5 @@ class Toolbox:
         with self._lock:
             verdict = self._verdicts.get((rt.task.hash, cand.hash))
         return catalog.record_attempt(self.book, features=self.summary(rt)["op_classes"], skill_id=skill_id,
-                                      outcome=outcome, speedup=speedup, verdict=verdict, candidate_hash=cand.hash)
+                                      outcome=outcome, speedup=speedup, verdict=verdict, candidate_hash=cand.hash,
+                                      backend=cand.backend, arch=self.arch if cand.backend != "cpp" else None)

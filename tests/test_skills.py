@@ -322,17 +322,64 @@ def test_recording_successes_changes_ranking_deterministically(home):
 def test_stats_file_contents_and_cap(home):
     book = SkillBook.load()
     for i in range(60):
-        book.record("online-softmax", "softmax", "success", speedup=1.0 + i / 100)
-    book.record("online-softmax", "attention", "no_gain", speedup=0.9)
+        book.record("online-softmax", "softmax", "success", speedup=1.0 + i / 100, backend="cuda", arch="9.0")
+    book.record("online-softmax", "attention", "no_gain", speedup=0.9, backend="cuda", arch="sm_90a")
     book.record("online-softmax", None, "failure")
     data = tomllib.loads((home / "stats.toml").read_text())
-    st = data["skills"]["online-softmax"]
-    assert (st["tried"], st["succeeded"], st["failed"], st["no_gain"]) == (62, 60, 1, 1)
-    assert len(st["speedups"]) == 50 and st["speedups"][-1] == 0.9
-    assert st["ops"] == {"attention": {"tried": 1, "succeeded": 0},
-                         "softmax": {"tried": 60, "succeeded": 60}}
+    assert data["version"] == 2
+    rows = {(r["op"], r["backend"], r["arch"]): r for r in data["skills"]["online-softmax"]["contexts"]}
+    assert set(rows) == {("softmax", "cuda", "sm_90"), ("attention", "cuda", "sm_90"), ("*", "*", "*")}
+    soft = rows[("softmax", "cuda", "sm_90")]
+    assert (soft["tried"], soft["succeeded"], soft["failed"], soft["no_gain"]) == (60, 60, 0, 0)
+    assert len(soft["speedups"]) == 50 and soft["speedups"][-1] == pytest.approx(1.59)          # capped, newest kept
+    assert rows[("attention", "cuda", "sm_90")]["no_gain"] == 1
     stats = SkillBook.load().stats.get("online-softmax")
-    assert stats.tried == 62 and stats.success_rate({"softmax"}) > stats.success_rate()
+    assert (stats.tried, stats.succeeded, stats.failed, stats.no_gain) == (62, 60, 1, 1)
+    assert stats.success_rate({"softmax"}, "cuda", "sm_90") == 1.0
+    assert stats.success_rate({"attention"}) == 0.0
+    assert stats.success_rate({"softmax"}, "cpp") is None                      # never tried there: no rate
+
+
+def test_statistics_of_one_op_class_or_backend_never_move_another(home):
+    """One no_gain on a convolution pushed a skill out of the matmul rankings (issue 20)."""
+    book = SkillBook.load()
+    feats = ["matmul", "gemm-large"]
+    before = ids(book.gate(feats, None, backend="cuda", arch="sm_90"))
+    for sid in before[:3]:
+        for _ in range(5):
+            book.record(sid, "conv", "failure", backend="cuda", arch="sm_90")
+            book.record(sid, "matmul", "failure", backend="cpp")
+            book.record(sid, "matmul", "failure", backend="cuda", arch="sm_80")
+    book = SkillBook.load()
+    assert ids(book.gate(feats, None, backend="cuda", arch="sm_90")) == before
+    # the same failures in the task's own context do move it
+    book.record(before[0], "matmul", "failure", backend="cuda", arch="sm_90")
+    assert ids(SkillBook.load().gate(feats, None, backend="cuda", arch="sm_90")).index(before[0]) > 0
+
+
+def test_untried_skill_shows_no_rate(home, capsys):
+    book = SkillBook.load()
+    st = book.stats.get("online-softmax")
+    assert st.success_rate() is None and st.success_rate({"softmax"}, "cuda") is None
+    rc, out, _ = run_cli(["gate", "--ops", "softmax", "--backend", "cuda"], capsys)
+    row = next(line for line in out.splitlines() if " online-softmax " in line)
+    assert " - " in row and "0.5" not in row
+
+
+def test_version_1_stats_are_read(home):
+    write(home, "stats.toml", """version = 1
+[skills.online-softmax]
+tried = 5
+succeeded = 3
+failed = 1
+no_gain = 1
+speedups = [1.5, 2.0]
+ops = { softmax = { tried = 4, succeeded = 3 } }
+""")
+    st = SkillBook.load().stats.get("online-softmax")
+    assert st.tried == 5 and st.succeeded == 3
+    assert st.success_rate({"softmax"}, "cuda") == 0.75       # kept for its op class, any backend
+    assert st.success_rate({"matmul"}) is None
 
 
 def test_record_rejects_bad_input(home):
@@ -414,7 +461,7 @@ def test_two_processes_recording_at_once_lose_nothing(home, tmp_path):
         assert p.returncode == 0, err
     st = SkillBook.load().stats.get("online-softmax")
     assert (st.tried, st.succeeded, st.failed) == (2 * n, n, n)
-    assert st.ops["softmax"] == {"tried": 2 * n, "succeeded": n}
+    assert st.success_rate({"softmax"}) == 0.5
 
 
 def test_corrupt_stats_file_is_a_user_error(home):
@@ -486,10 +533,12 @@ def test_cli_search_by_task_and_bottleneck(capsys, home):
                           "--backend", "cuda", "--json"], capsys)
     got = [d["id"] for d in json.loads(out)]
     book = SkillBook.load()
-    from kernelskill.cli_skills import _task_op_classes
-    feats = _task_op_classes("softmax_rows")          # op classes and task features
+    from kernelskill.cli_skills import _task_summary
+    from kernelskill.skills.predicates import task_facts
+    info = _task_summary("softmax_rows")
+    feats = info["op_classes"] + info["features"]          # op classes and task features
     assert "softmax" in feats and "softmax-rows" in feats
-    assert rc == 0 and got == ids(book.gate(feats, "memory-bound", backend="cuda"))
+    assert rc == 0 and got == ids(book.gate(feats, "memory-bound", backend="cuda", facts=task_facts(info)))
     assert "online-softmax" in got and not set(got) & TENSOR_CORE_OR_GEMM
     assert [d["rank"] for d in json.loads(out)] == list(range(1, len(got) + 1))
     # A task directory works as well as an example name; recorded outcomes move a skill up.

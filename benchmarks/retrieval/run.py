@@ -68,18 +68,24 @@ def load_labels(path: Path = LABELS) -> dict[str, dict]:
     return data
 
 
-def op_classes(task_path: Path) -> list[str]:
-    """The task's op classes and task features, as ``skills search --task`` reads them
-    (cli_skills._task_op_classes)."""
+def task_info(task_path: Path) -> tuple[list[str], dict]:
+    """The task's op classes and task features, and its facts (what skills' preconditions read), as
+    ``skills search --task`` reads them."""
+    from kernelskill.skills.predicates import task_facts
     from kernelskill.task import Task
     info = Task.load(task_path).summary()
-    return list(info["op_classes"]) + list(info.get("features", []))
+    return list(info["op_classes"]) + list(info.get("features", [])), task_facts(info)
 
 
-def retrieve(book, ops: list[str], backend: str, k: int | None) -> list[str]:
+def op_classes(task_path: Path) -> list[str]:
+    """The task's op classes and task features."""
+    return task_info(task_path)[0]
+
+
+def retrieve(book, ops: list[str], backend: str, k: int | None, facts: dict | None = None) -> list[str]:
     """Skill ids, best first, as ``kernelskill skills search --task FILE --backend B --limit K``
     ranks them (cli_skills.cmd_search: no bottleneck, no query, no arch); k None: the whole list."""
-    return [s.id for s in book.find(ops, None, query=None, backend=backend, arch=None, limit=k)]
+    return [s.id for s in book.find(ops, None, query=None, backend=backend, arch=None, limit=k, facts=facts)]
 
 
 def score(top: list[str], relevant: list[str] | set[str], k: int, need: int = 3) -> dict:
@@ -106,14 +112,18 @@ def summarize(scores: list[dict]) -> dict:
 
 
 def evaluate(book, files: dict[str, Path], labels: dict[str, dict], backend: str, k: int,
-             need: int = 3, classes: dict[str, list[str]] | None = None) -> list[dict]:
+             need: int = 3, classes: dict[str, list[str]] | None = None,
+             facts: dict[str, dict] | None = None) -> list[dict]:
     """One row per task: its op classes, top k, score, and the rank of every missed label."""
     rows = []
     for name, path in files.items():
-        ops = classes[name] if classes is not None and name in classes else op_classes(path)
+        if classes is not None and name in classes:
+            ops, known = classes[name], (facts or {}).get(name)
+        else:
+            ops, known = task_info(path)
         relevant = labels[name][backend]
-        top = retrieve(book, ops, backend, k)
-        full = retrieve(book, ops, backend, None)
+        top = retrieve(book, ops, backend, k, known)
+        full = retrieve(book, ops, backend, None, known)
         missing = {s: (full.index(s) + 1 if s in full else None) for s in relevant if s not in top[:k]}
         kept = sum(s in full for s in relevant)        # labels the gate lets through, at any rank
         rows.append({"task": name, "level": int(path.parent.name.removeprefix("level")),
@@ -208,12 +218,14 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"--tasks: no task named {', '.join(unknown)} (tasks: {', '.join(files)})")
         files = {n: p for n, p in files.items() if n in names}   # in the benchmark's order
     book = SkillBook.load()
-    classes = {name: op_classes(path) for name, path in files.items()}
+    info = {name: task_info(path) for name, path in files.items()}
+    classes = {name: ops for name, (ops, _) in info.items()}
+    facts = {name: known for name, (_, known) in info.items()}
     backends = BACKENDS if args.backend == "both" else (args.backend,)
     result = {"k": args.k, "need": args.need, "commit": _commit(), "skills": len(book),
               "tasks": len(files), "backends": {}}
     for b in backends:
-        rows = evaluate(book, files, labels, b, args.k, args.need, classes)
+        rows = evaluate(book, files, labels, b, args.k, args.need, classes, facts)
         print(markdown(rows, b, args.k, args.need, args.worst) + "\n")
         result["backends"][b] = {"summary": summarize(rows), "rows": rows}
     print("| backend | tasks | precision@{0} | >= {1} relevant in top {0} | recall@{0} | reachable by "

@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 from ..events import AgentDelta, AgentFinished, AgentStarted, Event
 from ..search import context
+from ..skills.predicates import task_facts
 from ..trajectory import INVALID, Node, Trajectory
 from ..vocab import BOTTLENECKS
 from .base import Agent, AgentResult
@@ -31,15 +32,19 @@ class Team:
         self.op_classes = list(summary.get("op_classes", []))
         # what the gate ranks by: the op classes and the task features (structure, kinds) traced with them
         self.features = self.op_classes + list(summary.get("features", []))
+        self.facts = task_facts(summary)           # what the skills' preconditions read (shapes, sizes)
         self.task_text = render_task(task, summary)
         self.emit, self.arch = emit, arch
         self.skills_limit, self.context_nodes, self.stream = skills_limit, context_nodes, stream
 
     def allowed_skills(self, node: Node) -> list:
-        """The gate's skills for the task and this node's bottleneck (an unknown class gates nothing out)."""
-        bottleneck = ((node.result or {}).get("profile") or {}).get("bottleneck")
-        profile = {"bottleneck": bottleneck if bottleneck in BOTTLENECKS else None}
-        return self.book.gate(self.features, profile, backend=self.backend, arch=self.arch, limit=self.skills_limit)
+        """The gate's skills for the task and this node's profile: its bottleneck, roofline fraction,
+        custom share, launches and Nsight Compute metrics (an unknown class gates nothing out)."""
+        profile = dict((node.result or {}).get("profile") or {})
+        if profile.get("bottleneck") not in BOTTLENECKS:
+            profile["bottleneck"] = None
+        return self.book.gate(self.features, profile, backend=self.backend, arch=self.arch, limit=self.skills_limit,
+                              facts=self.facts)
 
     def _agent(self, cls, node: Node, **kw) -> Agent:
         on_delta = (lambda role, text: self.emit(AgentDelta(role=role, text=text))) if self.stream else None

@@ -2,8 +2,9 @@
 
 One TOML file per skill: shipped ones under ``<repo>/skills``, learned ones under
 ``$KERNELSKILL_HOME/skills`` (a user skill overrides a shipped one with the same id).
-Selection is by rules, not embeddings: op classes, bottleneck, backend and arch decide which
-skills are allowed (``SkillBook.gate``); recorded outcomes rank them.
+Selection is by rules, not embeddings: op classes, task features, the task's facts and the node's
+profile, backend and arch decide which skills are allowed (``SkillBook.gate``; ``explain`` gives
+every reason); how specifically a skill fits, then outcomes recorded in the task's context, rank them.
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ import math
 import os
 import re
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-
 from ..errors import UserError
 from ..vocab import BACKENDS, BOTTLENECKS, OP_CLASSES, TASK_FEATURES
+from . import predicates
 from .schema import (Skill, _validate, check_dir, parse_arch, parse_skill, shipped_dir,
                      user_home)
 from .stats import SkillStats, StatsStore
@@ -54,10 +56,28 @@ def _features(features: Iterable[str] | str | None) -> set[str]:
     return out
 
 
+def arch_key(arch: str | None) -> str | None:
+    """The GPU family statistics are kept under: ``sm_90`` for sm_90, sm_90a, 9.0, compute_90."""
+    return None if arch is None else f"sm_{parse_arch(arch)[0]}"
+
+
 def _split(feats: set[str]) -> tuple[set[str], set[str] | None]:
     """(op classes, task features or None when the caller gave none: structure unknown)."""
     task = {f for f in feats if f in TASK_FEATURES}
     return feats - task, (task or None)
+
+
+@dataclass
+class Decision:
+    """The gate's verdict on one skill for one task and node, with every reason."""
+    skill: Skill
+    allowed: bool
+    reasons: list[str]           # "+ …" holds, "- …" keeps it out, "? …" not known
+    specificity: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.skill.id, "allowed": self.allowed, "specificity": self.specificity,
+                "reasons": list(self.reasons)}
 
 
 class SkillBook:
@@ -115,24 +135,36 @@ class SkillBook:
             hint = f"; did you mean {', '.join(near)}?" if near else ""
             raise UserError(f"no skill with id {skill_id!r}{hint}") from None
 
-    def rank_key(self, skill: Skill, features: set[str] = frozenset()) -> tuple:
-        """Sort key: how specifically the skill matches the task (``Skill.specificity``), then
-        success rate (with a prior), mean speedup, priority, id."""
+    def rank_key(self, skill: Skill, features: set[str] = frozenset(), backend: str | None = None,
+                 arch: str | None = None) -> tuple:
+        """Sort key: how specifically the skill matches the task (``Skill.specificity``), then its
+        success rate (with a prior) and mean speedup recorded for this task's op classes on this
+        backend and arch only, then priority, id."""
         classes, task = _split(set(features))
-        st = self.stats.get(skill.id)
+        st, arch = self.stats.get(skill.id), arch_key(arch)
         # Op classes alone say too little to rank by: then statistics and priority decide, as before.
-        return (-(skill.specificity(classes, task) if task else 0), -st.success_rate(classes),
-                -(st.mean_speedup() or 1.0), -skill.priority, skill.id)
+        return (-(skill.specificity(classes, task) if task else 0), -st.rank_rate(classes, backend, arch),
+                -(st.mean_speedup(classes, backend, arch) or 1.0), -skill.priority, skill.id)
 
     def gate(self, features: Iterable[str] | str | None, profile: Any = None,
              backend: str = "cuda", arch: str | None = None,
-             limit: int | None = None) -> list[Skill]:
+             limit: int | None = None, facts: Mapping[str, Any] | None = None) -> list[Skill]:
         """The skills allowed for a task's op classes and task features and a node's profile,
         best first (see ``rank_key``). A skill whose ``requires`` names a feature the task lacks is
-        left out; when ``features`` holds op classes only, ``requires`` is not checked.
+        left out; when ``features`` holds op classes only, ``requires`` is not checked. ``facts``
+        (``predicates.task_facts``) and the profile's own facts decide the skills' preconditions
+        and forbidden patterns; a fact not known decides nothing.
 
         Deterministic: same inputs and stats give the same list.
         """
+        allowed = [d.skill for d in self.explain(features, profile, backend, arch, facts) if d.allowed]
+        return allowed if limit is None else allowed[:max(limit, 0)]
+
+    def explain(self, features: Iterable[str] | str | None, profile: Any = None,
+                backend: str = "cuda", arch: str | None = None,
+                facts: Mapping[str, Any] | None = None) -> list["Decision"]:
+        """Every skill with the gate's verdict and its reasons (``Skill.decide``): the allowed ones
+        first in rank order, then the others by id. ``gate`` is this list's allowed part."""
         if backend not in BACKENDS:
             raise UserError(f"backend {backend!r} is not one of {', '.join(BACKENDS)}")
         feats = _features(features)
@@ -140,9 +172,14 @@ class SkillBook:
         if arch is not None:
             parse_arch(arch)
         classes, task = _split(feats)
-        allowed = [s for s in self.skills.values() if s.applies(classes, bottleneck, backend, arch, task)]
-        allowed.sort(key=lambda s: self.rank_key(s, feats))
-        return allowed if limit is None else allowed[:max(limit, 0)]
+        known = {**(facts or {}), **predicates.profile_facts(profile)}
+        out = []
+        for s in self.skills.values():
+            ok, reasons = s.decide(classes, bottleneck, backend, arch, task, known)
+            out.append(Decision(s, ok, reasons, s.specificity(classes, task) if task else 0))
+        out.sort(key=lambda d: (not d.allowed, self.rank_key(d.skill, feats, backend, arch) if d.allowed
+                                else (d.skill.id,)))
+        return out
 
     def _text_scores(self, query: str) -> dict[str, tuple[int, int]]:
         """Per matching skill: (query words matched, weighted hit count)."""
@@ -166,7 +203,7 @@ class SkillBook:
 
     def find(self, features: Iterable[str] | str | None = None, profile: Any = None,
              query: str | None = None, backend: str | None = None, arch: str | None = None,
-             limit: int | None = None) -> list[Skill]:
+             limit: int | None = None, facts: Mapping[str, Any] | None = None) -> list[Skill]:
         """Combined search, best first (what ``kernelskill skills search`` prints).
 
         ``features`` (op classes; None: any), ``profile`` (a bottleneck), ``backend`` (None: any)
@@ -179,9 +216,9 @@ class SkillBook:
         allowed: dict[str, Skill] = {}
         for b in ([backend] if backend else BACKENDS):
             for s in self.gate(set(OP_CLASSES) if feats is None else feats, profile, backend=b,
-                               arch=arch):
+                               arch=arch, facts=facts):
                 allowed[s.id] = s
-        rank = {s.id: self.rank_key(s, feats or frozenset()) for s in allowed.values()}
+        rank = {s.id: self.rank_key(s, feats or frozenset(), backend, arch) for s in allowed.values()}
         if query is not None:
             scores = self._text_scores(query)
             found = sorted((s for s in allowed.values() if s.id in scores),
@@ -191,9 +228,11 @@ class SkillBook:
         return found if limit is None else found[:max(limit, 0)]
 
     def record(self, skill_id: str, op_class: str | None, outcome: str,
-               speedup: float | None = None, quality: str = "good") -> SkillStats:
-        """Record one outcome of trying a skill; persisted atomically in the user store. Only
-        ``quality="good"`` measurements rank skills (``StatsStore.record``)."""
+               speedup: float | None = None, quality: str = "good", backend: str | None = None,
+               arch: str | None = None) -> SkillStats:
+        """Record one outcome of trying a skill on a task of ``op_class`` for ``backend`` on ``arch``;
+        persisted atomically in the user store. Only ``quality="good"`` measurements rank skills
+        (``StatsStore.record``)."""
         self.get(skill_id)
         if speedup is not None and not (isinstance(speedup, (int, float)) and math.isfinite(speedup)
                                         and speedup > 0):
@@ -201,7 +240,9 @@ class SkillBook:
                             f"candidate time); leave it out when there is no measurement")
         if op_class is not None and op_class not in OP_CLASSES:
             raise UserError(f"op class {op_class!r} is not one of {', '.join(OP_CLASSES)}")
-        return self.stats.record(skill_id, op_class, outcome, speedup, quality)
+        if backend is not None and backend not in BACKENDS:
+            raise UserError(f"backend {backend!r} is not one of {', '.join(BACKENDS)}")
+        return self.stats.record(skill_id, op_class, outcome, speedup, quality, backend, arch_key(arch))
 
     def save_user_skill(self, skill: Skill | Mapping[str, Any] | str,
                         directory: Path | str | None = None) -> Path:

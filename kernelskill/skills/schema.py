@@ -15,6 +15,7 @@ import tomli_w
 
 from ..errors import UserError
 from ..vocab import BACKENDS, BOTTLENECKS, OP_CLASSES, TASK_FEATURES
+from . import predicates
 
 CATEGORIES = (
     "memory", "compute", "reduction", "fusion", "launch", "algorithm", "precision", "cpu",
@@ -66,22 +67,65 @@ class Skill:
     priority: int = 0
     requires: list[str] = field(default_factory=list)   # task features, one of which must be present
     features: list[str] = field(default_factory=list)   # task features it is specific to
+    preconditions: list[str] = field(default_factory=list)   # predicates that must hold where known
+    forbidden: list[str] = field(default_factory=list)       # predicates any of which keeps it out
+    expect: dict[str, str] = field(default_factory=dict)     # metric -> "up" | "down"
     source: str = field(default="", compare=False)   # the file it was loaded from
     origin: str = field(default="shipped", compare=False)  # "shipped" or "user"
 
     def applies(self, features: set[str], bottleneck: str | None, backend: str,
-                arch: str | None, task_features: set[str] | None = None) -> bool:
-        """Whether the gate allows this skill for the given task and node. ``task_features``
-        None: the task's structure is unknown, so ``requires`` is not checked."""
-        if backend not in self.backends:
-            return False
-        if "*" not in self.applies_to and not features.intersection(self.applies_to):
-            return False
-        if task_features is not None and self.requires and not task_features & set(self.requires):
-            return False
-        if bottleneck and "*" not in self.bottlenecks and bottleneck not in self.bottlenecks:
-            return False
-        return arch_allows(self.arch, arch)
+                arch: str | None, task_features: set[str] | None = None,
+                facts: Mapping[str, Any] | None = None) -> bool:
+        """Whether the gate allows this skill for the given task and node (see ``decide``)."""
+        return self.decide(features, bottleneck, backend, arch, task_features, facts)[0]
+
+    def decide(self, classes: set[str], bottleneck: str | None, backend: str, arch: str | None,
+               task_features: set[str] | None = None,
+               facts: Mapping[str, Any] | None = None) -> tuple[bool, list[str]]:
+        """(allowed, reasons): every condition of the skill checked against the task and node, one
+        line each, marked ``+`` (holds), ``-`` (fails: the skill is out) or ``?`` (not known: decides
+        nothing). ``task_features`` None: the task's structure is unknown; ``facts``: the task's and
+        the node's facts (``predicates.task_facts``, ``predicates.profile_facts``)."""
+        facts = facts or {}
+        out: list[str] = []
+
+        def mark(ok: bool | None, text: str) -> None:
+            out.append(("+" if ok else "?" if ok is None else "-") + " " + text)
+
+        mark(backend in self.backends, f"backend {backend} (skill: {', '.join(self.backends)})")
+        if "*" in self.applies_to:
+            mark(True, "op classes: any")
+        else:
+            hit = sorted(classes & set(self.applies_to))
+            mark(bool(hit), f"op classes: {', '.join(hit)}" if hit else
+                 f"op classes: needs one of {', '.join(self.applies_to)}; the task has "
+                 f"{', '.join(sorted(classes)) or 'none'}")
+        if self.requires:
+            if task_features is None:
+                mark(None, f"requires one of {', '.join(self.requires)}: the task's structure is not known")
+            else:
+                hit = sorted(task_features & set(self.requires))
+                mark(bool(hit), f"requires {', '.join(hit)}: present" if hit else
+                     f"requires one of {', '.join(self.requires)}: the task has none")
+        if "*" not in self.bottlenecks:
+            if bottleneck is None:
+                mark(None, f"bottleneck: not measured (skill: {', '.join(self.bottlenecks)})")
+            else:
+                mark(bottleneck in self.bottlenecks, f"bottleneck {bottleneck} (skill: {', '.join(self.bottlenecks)})")
+        if self.arch:
+            mark(None if arch is None else arch_allows(self.arch, arch),
+                 f"arch {arch or 'not known'} (skill: {', '.join(self.arch)})")
+        for text, forbid in [(t, False) for t in self.preconditions] + [(t, True) for t in self.forbidden]:
+            pred = predicates.parse(text, f"skill {self.id}")
+            holds = pred.check(facts, task_features)
+            have = "" if pred.name == "has" else f" ({pred.name} = {_num(facts.get(pred.name))})"
+            if holds is None:
+                mark(None, f"{'forbidden' if forbid else 'precondition'} {text}: not measured")
+            elif forbid:
+                mark(not holds, f"forbidden {text}: {'holds' if holds else 'does not hold'}{have}")
+            else:
+                mark(holds, f"precondition {text}{have}")
+        return not any(line.startswith("-") for line in out), out
 
     def specificity(self, classes: set[str], task_features: set[str]) -> int:
         """How specifically this skill's conditions match a task: 3 per required task feature
@@ -115,7 +159,11 @@ class Skill:
 _REQUIRED = ("id", "title", "category", "backends", "applies_to", "bottlenecks", "when",
              "summary", "guidance", "steps", "pitfalls", "expected_gain", "example",
              "example_lang")
-_OPTIONAL = ("arch", "priority", "requires", "features")
+_OPTIONAL = ("arch", "priority", "requires", "features", "preconditions", "forbidden", "expect")
+
+
+def _num(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 def parse_arch(arch: str) -> tuple[int, bool]:
@@ -218,6 +266,9 @@ def _validate(data: Mapping[str, Any], where: str, stem: str | None) -> Skill:
     both = sorted(set(out["requires"]) & set(out["features"]))
     if both:
         raise UserError(f"{where}: key 'features': {both[0]!r} is already in 'requires'")
+    for key in ("preconditions", "forbidden"):
+        out[key] = [str(p) for p in predicates.parse_list(data.get(key, []), f"{where}: key '{key}'")]
+    out["expect"] = predicates.parse_expect(data["expect"], f"{where}: key 'expect'") if "expect" in data else {}
     return Skill(**out)
 
 

@@ -1,4 +1,5 @@
-"""Outcome statistics of skills, persisted in the user store (``stats.toml``).
+"""Outcome statistics of skills per (op class, backend, GPU arch), persisted in the user store
+(``stats.toml``).
 
 Writes are atomic (temp file + ``os.replace``) and, where ``fcntl`` exists, serialized with a
 lock file so that parallel workers recording outcomes do not lose each other's counts: every
@@ -27,33 +28,31 @@ except ImportError:  # pragma: no cover
 
 OUTCOMES = ("success", "failure", "no_gain")
 MAX_SPEEDUPS = 50
-# Beta(1, 1) prior: an untried skill ranks at 0.5, between one success and one failure.
+# Beta(1, 1) prior for the ranking only: an untried skill ranks between one success and one failure.
+# It is never shown as a rate: a skill untried in a context has no rate there.
 PRIOR_SUCCESS, PRIOR_FAILURE = 1.0, 1.0
-STATS_VERSION = 1
+STATS_VERSION = 2
+ANY = "*"          # a context field not known (version-1 files kept no backend or arch)
 
 
 @dataclass
-class SkillStats:
-    """How often a skill was tried, how often it helped, and by how much."""
+class Counts:
+    """Outcomes in one context (or summed over several)."""
 
     tried: int = 0
     succeeded: int = 0
     failed: int = 0
     no_gain: int = 0
     speedups: list[float] = field(default_factory=list)
-    ops: dict[str, dict[str, int]] = field(default_factory=dict)  # op class -> tried/succeeded
-    # Outcomes kept but not ranked: timed with a quality that was not good, or not measured by
-    # the evaluator itself (an MCP client's claim). {label: count}
-    unranked: dict[str, int] = field(default_factory=dict)
 
-    def success_rate(self, features: Iterable[str] = ()) -> float:
-        """Posterior mean success rate; evidence on the given op classes counts twice."""
-        tried, succeeded = float(self.tried), float(self.succeeded)
-        for op in sorted(set(features)):
-            counts = self.ops.get(op, {})
-            tried += counts.get("tried", 0)
-            succeeded += counts.get("succeeded", 0)
-        return (succeeded + PRIOR_SUCCESS) / (tried + PRIOR_SUCCESS + PRIOR_FAILURE)
+    def add(self, other: "Counts") -> "Counts":
+        return Counts(self.tried + other.tried, self.succeeded + other.succeeded, self.failed + other.failed,
+                      self.no_gain + other.no_gain, self.speedups + other.speedups)
+
+    @property
+    def rate(self) -> float | None:
+        """The measured success rate; None when never tried (no rate, not 0.5)."""
+        return self.succeeded / self.tried if self.tried else None
 
     def mean_speedup(self) -> float | None:
         """Geometric mean of the recorded speedups, None when there are none."""
@@ -61,24 +60,103 @@ class SkillStats:
             return None
         return math.exp(sum(math.log(s) for s in self.speedups) / len(self.speedups))
 
+
+Context = tuple[str, str, str]      # (op class, backend, GPU arch); ANY where not known
+
+
+def _matches(ctx: Context, ops: set[str] | None, backend: str | None, arch: str | None) -> bool:
+    op, b, a = ctx
+    if ops is not None and op not in ops:          # an unknown op class ranks nothing
+        return False
+    if backend is not None and b not in (backend, ANY):
+        return False
+    return arch is None or a in (arch, ANY)
+
+
+@dataclass
+class SkillStats:
+    """How a skill fared, per (op class, backend, GPU arch): the ranking of a task reads only the
+    contexts of its own op classes, backend and arch, so a convolution's failures never move a
+    matmul's ranking, nor a CPU run's a GPU's."""
+
+    contexts: dict[Context, Counts] = field(default_factory=dict)
+    # Outcomes kept but not ranked: timed with a quality that was not good, or not measured by
+    # the evaluator itself (an MCP client's claim). {label: count}
+    unranked: dict[str, int] = field(default_factory=dict)
+
+    def counts(self, ops: Iterable[str] | None = None, backend: str | None = None,
+               arch: str | None = None) -> Counts:
+        """The outcomes in the matching contexts summed (all of them with no filter)."""
+        wanted = None if ops is None else set(ops)
+        total = Counts()
+        for ctx, c in sorted(self.contexts.items()):
+            if _matches(ctx, wanted, backend, arch):
+                total = total.add(c)
+        return total
+
+    @property
+    def tried(self) -> int:
+        return self.counts().tried
+
+    @property
+    def succeeded(self) -> int:
+        return self.counts().succeeded
+
+    @property
+    def failed(self) -> int:
+        return self.counts().failed
+
+    @property
+    def no_gain(self) -> int:
+        return self.counts().no_gain
+
+    def success_rate(self, ops: Iterable[str] | None = None, backend: str | None = None,
+                     arch: str | None = None) -> float | None:
+        """The measured rate in the matching contexts; None when the skill was not tried there."""
+        return self.counts(ops, backend, arch).rate
+
+    def rank_rate(self, ops: Iterable[str], backend: str | None = None, arch: str | None = None) -> float:
+        """Posterior mean success rate in the task's contexts (what ranks; 0.5 when untried there)."""
+        c = self.counts(ops, backend, arch)
+        return (c.succeeded + PRIOR_SUCCESS) / (c.tried + PRIOR_SUCCESS + PRIOR_FAILURE)
+
+    def mean_speedup(self, ops: Iterable[str] | None = None, backend: str | None = None,
+                     arch: str | None = None) -> float | None:
+        return self.counts(ops, backend, arch).mean_speedup()
+
     def to_dict(self) -> dict[str, Any]:
         """Plain data (what stats.toml stores for one skill)."""
-        return {"tried": self.tried, "succeeded": self.succeeded, "failed": self.failed,
-                "no_gain": self.no_gain, "speedups": list(self.speedups),
-                "ops": {k: dict(v) for k, v in sorted(self.ops.items())},
+        total = self.counts()
+        return {"tried": total.tried, "succeeded": total.succeeded, "failed": total.failed,
+                "no_gain": total.no_gain,
+                "contexts": [{"op": op, "backend": b, "arch": a, "tried": c.tried, "succeeded": c.succeeded,
+                              "failed": c.failed, "no_gain": c.no_gain, "speedups": list(c.speedups)}
+                             for (op, b, a), c in sorted(self.contexts.items())],
                 "unranked": dict(sorted(self.unranked.items()))}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str) -> "SkillStats":
-        """Read one skill's table, naming ``where`` when it is malformed."""
+        """Read one skill's table (version 2, or version 1: per-op counts keep ranking their op class
+        for any backend; the rest is shown but ranks nothing), naming ``where`` when it is malformed."""
         try:
-            st = cls(tried=int(data.get("tried", 0)), succeeded=int(data.get("succeeded", 0)),
-                     failed=int(data.get("failed", 0)), no_gain=int(data.get("no_gain", 0)),
-                     speedups=[float(x) for x in data.get("speedups", [])],
-                     ops={str(k): {"tried": int(v.get("tried", 0)),
-                                   "succeeded": int(v.get("succeeded", 0))}
-                          for k, v in dict(data.get("ops", {})).items()},
-                     unranked={str(k): int(v) for k, v in dict(data.get("unranked", {})).items()})
+            st = cls(unranked={str(k): int(v) for k, v in dict(data.get("unranked", {})).items()})
+            if "contexts" in data:
+                for row in data["contexts"]:
+                    ctx = (str(row.get("op", ANY)), str(row.get("backend", ANY)), str(row.get("arch", ANY)))
+                    st.contexts[ctx] = Counts(int(row.get("tried", 0)), int(row.get("succeeded", 0)),
+                                              int(row.get("failed", 0)), int(row.get("no_gain", 0)),
+                                              [float(x) for x in row.get("speedups", [])])
+                return st
+            rest = Counts(int(data.get("tried", 0)), int(data.get("succeeded", 0)), int(data.get("failed", 0)),
+                          int(data.get("no_gain", 0)), [float(x) for x in data.get("speedups", [])])
+            for op, v in dict(data.get("ops", {})).items():
+                tried, ok = int(v.get("tried", 0)), int(v.get("succeeded", 0))
+                st.contexts[(str(op), ANY, ANY)] = Counts(tried, ok, tried - ok, 0)
+                rest.tried, rest.succeeded, rest.failed = rest.tried - tried, rest.succeeded - ok, \
+                    max(rest.failed - (tried - ok), 0)
+            if rest.tried > 0 or rest.speedups:
+                st.contexts[(ANY, ANY, ANY)] = Counts(max(rest.tried, 0), max(rest.succeeded, 0), rest.failed,
+                                                      rest.no_gain, rest.speedups)
         except (TypeError, ValueError, AttributeError) as exc:
             raise UserError(f"{where}: malformed statistics ({exc}); fix or delete the file")
         return st
@@ -145,8 +223,9 @@ class StatsStore:
             raise
 
     def record(self, skill_id: str, op_class: str | None, outcome: str,
-               speedup: float | None = None, quality: str = "good") -> SkillStats:
-        """Count one outcome (and its speedup, if measured) and persist it.
+               speedup: float | None = None, quality: str = "good", backend: str | None = None,
+               arch: str | None = None) -> SkillStats:
+        """Count one outcome (and its speedup, if measured) in its context and persist it.
 
         Only ``quality="good"`` counts for ranking when the outcome rests on a timing (success,
         no_gain): anything else — ``noisy``, ``contended``, ``unmeasured`` (not timed by the
@@ -157,29 +236,20 @@ class StatsStore:
         if speedup is not None and not (isinstance(speedup, (int, float))
                                         and math.isfinite(speedup) and speedup > 0):
             raise UserError(f"speedup {speedup!r} must be a positive finite number")
-        if outcome != "failure" and quality != "good":
-            with self._locked() if self.path is not None else contextlib.nullcontext():
-                if self.path is not None:
-                    self.data = self._read()
-                st = self.data.setdefault(skill_id, SkillStats())
-                st.unranked[quality] = st.unranked.get(quality, 0) + 1
-                if self.path is not None:
-                    self._write()
-            return st
         with self._locked() if self.path is not None else contextlib.nullcontext():
             if self.path is not None:
                 self.data = self._read()
             st = self.data.setdefault(skill_id, SkillStats())
-            st.tried += 1
-            st.succeeded += outcome == "success"
-            st.failed += outcome == "failure"
-            st.no_gain += outcome == "no_gain"
-            if speedup is not None:
-                st.speedups = (st.speedups + [float(speedup)])[-MAX_SPEEDUPS:]
-            if op_class:
-                counts = st.ops.setdefault(op_class, {"tried": 0, "succeeded": 0})
-                counts["tried"] += 1
-                counts["succeeded"] += outcome == "success"
+            if outcome != "failure" and quality != "good":
+                st.unranked[quality] = st.unranked.get(quality, 0) + 1
+            else:
+                c = st.contexts.setdefault((op_class or ANY, backend or ANY, arch or ANY), Counts())
+                c.tried += 1
+                c.succeeded += outcome == "success"
+                c.failed += outcome == "failure"
+                c.no_gain += outcome == "no_gain"
+                if speedup is not None:
+                    c.speedups = (c.speedups + [float(speedup)])[-MAX_SPEEDUPS:]
             if self.path is not None:
                 try:
                     self._write()
