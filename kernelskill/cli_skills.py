@@ -244,6 +244,46 @@ def cmd_validate(args: argparse.Namespace) -> int:
 cmd_check = cmd_validate   # the old name of the command
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    """Write the library (shipped and user skills) as Agent Skills folders."""
+    from .skills.export import export_agent_skills
+    book = SkillBook.load()
+    skills = [s for s in book if args.backend is None or args.backend in s.backends]
+    folders = export_agent_skills(skills, args.dir)
+    _out(f"{len(folders)} skill folder(s) written to {args.dir} (one SKILL.md each, example under references/)")
+    _out("Claude Code: copy or link them into .claude/skills/ (project) or ~/.claude/skills/ (personal)")
+    return 0
+
+
+def cmd_distill(args: argparse.Namespace) -> int:
+    """Turn a verified node that beat its parent with confidence into a draft skill file."""
+    from .runs import find_run, load_run
+    from .skills.distill import draft
+    state = load_run(find_run(args.run, args.runs_dir))
+    book = SkillBook.load()
+    d = draft(state, args.node, args.id, book=book)
+    target = Path(args.out) if args.out else user_home() / "skills"
+    path = target / f"{d.skill.id}.toml"
+    if path.exists() and not args.force:
+        raise UserError(f"{path}: a skill with id {d.skill.id!r} exists; --force replaces it, --id names the draft")
+    if d.skill.id in book.skills and book.skills[d.skill.id].origin == "shipped" and not args.force:
+        raise UserError(f"{d.skill.id!r} is a shipped skill's id: a draft with it would override that skill; "
+                        f"--id names the draft, --force overrides on purpose")
+    d.path = book.save_user_skill(d.skill, target)
+    if args.json:
+        _dump({"path": str(d.path), "node": d.node_id, "base": d.base_id, "gain": round(d.gain, 4),
+               "gain_low": round(d.gain_low, 4), "skill": d.skill.to_dict()})
+        return 0
+    _out(f"draft skill {d.skill.id} from node {d.node_id} (over {d.base_id}: {d.gain:.2f}x, at least "
+         f"{d.gain_low:.2f}x by the intervals)")
+    _out(f"  applies to {', '.join(d.skill.applies_to)}; features {', '.join(d.skill.features) or '-'}")
+    _out(f"  preconditions: {'; '.join(d.skill.preconditions) or '-'}")
+    _out(f"  expect: {', '.join(f'{k} {v}' for k, v in d.skill.expect.items())}")
+    _out(f"written to {d.path}: review it (title, when, steps), then it is offered like any skill "
+         f"(kernelskill skills gate --task T --explain)")
+    return 0
+
+
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Register the ``skills`` command on an argparse subparsers object."""
     p = subparsers.add_parser("skills", help="browse, gate and check the skill library",
@@ -319,4 +359,35 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     q.add_argument("path", nargs="?", metavar="PATH",
                    help="a directory of *.toml skills or one skill file (default: shipped + user)")
     q.set_defaults(func=cmd_validate)
+
+    q = sub.add_parser("export", help="write the library as Agent Skills folders (Claude Code, Codex, Cursor)",
+                       description="Write every skill (shipped and yours) as an Agent Skills folder: DIR/<id>/SKILL.md "
+                       "with YAML front matter (name, description) and the skill as Markdown, and the example under "
+                       "references/. The TOML files stay the source of truth: export again after a change.",
+                       epilog="example:\n  kernelskill skills export --format agent-skills ~/.claude/skills",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    q.add_argument("dir", metavar="DIR", help="the directory to write the folders into (created if missing)")
+    q.add_argument("--format", choices=("agent-skills",), default="agent-skills", help="the format (default "
+                   "agent-skills)")
+    q.add_argument("--backend", choices=BACKENDS, help="only the skills for this backend")
+    q.set_defaults(func=cmd_export)
+
+    q = sub.add_parser("distill", help="turn a node that beat its parent with confidence into a draft skill",
+                       description="Read a run, pick a verified node whose speedup interval lies above its parent's "
+                       "(default: the one with the largest such gain), and write a draft skill: the task's op "
+                       "classes and features, lower bounds on its sizes and its dtype as preconditions, the "
+                       "metric changes measured as its expected effect, the plan as guidance, the node's code as "
+                       "its example. It is validated and written to your skill directory for review.",
+                       epilog="examples:\n  kernelskill skills distill 20261124-1830-softmax_rows-ab12\n"
+                              "  kernelskill skills distill runs/20261124-1830-softmax_rows-ab12 n4 --id online-softmax-wide",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    q.add_argument("run", metavar="RUN", help="a run directory, or a run id (or a unique prefix) under --runs-dir")
+    q.add_argument("node", nargs="?", metavar="NODE", help="the node id (default: the largest confident gain)")
+    q.add_argument("--id", help="the draft's skill id (default: learned-<task>-<mechanism>)")
+    q.add_argument("--out", metavar="DIR", help="where to write it (default: your skill directory, "
+                   "$KERNELSKILL_HOME/skills)")
+    q.add_argument("--runs-dir", default="runs", help="where run ids are looked up (default runs)")
+    q.add_argument("--force", action="store_true", help="replace a skill with the same id")
+    q.add_argument("--json", action="store_true", help="print JSON")
+    q.set_defaults(func=cmd_distill)
     return p

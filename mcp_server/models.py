@@ -158,6 +158,16 @@ class SkillList(BaseModel):
     note: str = ""
 
 
+class DistilledSkill(BaseModel):
+    """A draft skill distilled from a run's node that beat its parent with confidence."""
+    path: str = Field(description="the draft's file in the user's skill directory: review it")
+    node: str = Field(description="the node it was distilled from")
+    base: str = Field(description="the node it beat (its nearest correct ancestor)")
+    gain: float = Field(description="the node's speedup over its base's")
+    gain_low: float = Field(description="the gain at the unfavourable ends of both intervals (> 1)")
+    skill: SkillInfo
+
+
 class RecordedAttempt(BaseModel):
     skill_id: str
     outcome: str

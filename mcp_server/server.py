@@ -29,7 +29,8 @@ from kernelskill.evaluate.isolation import Cancelled
 from kernelskill.skills import SkillBook
 
 from .jobs import JobInfo, JobKind
-from .models import Compilation, Evaluation, Profile, RecordedAttempt, SkillList, TaskInfo, TaskList
+from .models import (Compilation, DistilledSkill, Evaluation, Profile, RecordedAttempt, SkillList, TaskInfo,
+                     TaskList)
 from .prompt import INSTRUCTIONS, optimize_kernel
 from .roots import example_dir, example_names
 from .toolbox import Progress, ServerConfig, Toolbox, cancellable
@@ -286,6 +287,23 @@ def _add_tools(server: MCPServer) -> None:  # noqa: C901 - one short function pe
         eager baseline time once this server has measured it. For a task sent as source, the returned `task`
         is a short handle to use in later calls."""
         return await _call(ctx, lambda tb, _: tb.get_task(task, preset))
+
+    @tool(annotations=RECORDS)
+    async def distill_skill(
+            ctx: Context,
+            run: Annotated[str, Field(description="A run directory (kernelskill optimize writes runs/<id>/) inside "
+                                      "the server's roots.")],
+            node: Annotated[str | None, Field(description=(
+                "The node to distill; default: the one whose speedup beat its parent's by the widest "
+                "confident margin."))] = None,
+            skill_id: Annotated[str | None, Field(description="The draft's id; default learned-<task>-<mechanism>.",
+                                                  pattern=r"^[a-z0-9][a-z0-9-]*$")] = None) -> DistilledSkill:
+        """Turn a verified node that beat its parent with confidence (its speedup's interval above the parent's)
+        into a draft skill: the task's op classes, features and size bounds as preconditions, the measured
+        metric changes as its expected effect, the plan as guidance, the node's code as its example. It is
+        validated and written to the user's skill directory for a person to review; lookup_skills offers it
+        from then on."""
+        return await _call(ctx, lambda tb, _: tb.distill_skill(run, node, skill_id))
 
     @tool(annotations=RECORDS)
     async def record_attempt(

@@ -50,8 +50,8 @@ def cancellable(event: threading.Event) -> Iterator[None]:
 
 def current_cancel() -> threading.Event | None:
     return getattr(_CALL, "cancel", None)
-from .models import (Compilation, Evaluation, Profile, RecordedAttempt, SkillList, TaskInfo, TaskList,
-                     ValueSpec)
+from .models import (Compilation, DistilledSkill, Evaluation, Profile, RecordedAttempt, SkillInfo, SkillList,
+                     TaskInfo, TaskList, ValueSpec)
 from .roots import ResolvedTask, Roots
 
 Progress = Callable[[float, float, str], None]
@@ -322,6 +322,20 @@ class Toolbox:
         return catalog.lookup_skills(self.book, features=features, backend=backend or self.default_backend,
                                      bottleneck=bottleneck, query=query, limit=limit, arch=self.arch,
                                      facts=task_facts(info))
+
+    def distill_skill(self, run: str, node: str | None = None, skill_id: str | None = None) -> DistilledSkill:
+        """A run's node that beat its parent with confidence, as a draft skill in the user's directory."""
+        from kernelskill.runs import load_run
+        from kernelskill.skills.distill import draft
+        from kernelskill.skills.schema import user_home
+        path = self.roots.check(run)
+        d = draft(load_run(path), node, skill_id, book=self.book)
+        target = user_home() / "skills"
+        if (target / f"{d.skill.id}.toml").exists() or d.skill.id in self.book.skills:
+            raise UserError(f"a skill with id {d.skill.id!r} exists; pass skill_id to name the draft")
+        saved = self.book.save_user_skill(d.skill, target)
+        return DistilledSkill(path=str(saved), node=d.node_id, base=d.base_id, gain=round(d.gain, 4),
+                              gain_low=round(d.gain_low, 4), skill=SkillInfo.of(d.skill, self.book.stats.get(d.skill.id)))
 
     def record_attempt(self, task: str, source: str, skill_id: str, outcome: str,
                        speedup: float | None = None, preset: str | None = None) -> RecordedAttempt:
