@@ -117,7 +117,7 @@ class _Book:
     def __init__(self, ranking):
         self.ranking = ranking
 
-    def find(self, features, profile=None, query=None, backend=None, arch=None, limit=None):
+    def find(self, features, profile=None, query=None, backend=None, arch=None, limit=None, facts=None):
         ids = self.ranking if limit is None else self.ranking[:limit]
         return [_Skill(s) for s in ids]
 

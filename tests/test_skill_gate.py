@@ -191,3 +191,17 @@ def test_cli_gate_reads_an_eval_result(tmp_path):
     assert r.returncode == 2 and "bad.json: line 2" in r.stderr
     r = ks("gate", "--bottleneck", "memory-bound")
     assert r.returncode == 2 and "--task" in r.stderr
+
+
+def test_cli_output_into_a_closed_pipe_ends_quietly():
+    """`kernelskill skills gate --explain | head -3`: no traceback when the reader goes away."""
+    fcntl = pytest.importorskip("fcntl")
+    r, w = __import__("os").pipe()
+    fcntl.fcntl(w, getattr(fcntl, "F_SETPIPE_SZ", 1031), 4096)        # far less than the output
+    proc = subprocess.Popen([sys.executable, "-m", "kernelskill", "skills", "gate", "--task", "softmax_rows",
+                             "--explain"], stdout=w, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    __import__("os").close(w)
+    with open(r, "rb") as reader:
+        assert reader.readline().startswith(b"facts:")
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0 and "Traceback" not in err, err

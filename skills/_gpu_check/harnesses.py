@@ -262,6 +262,170 @@ H["diagonal-matrix-shortcut"] = r'''
   check("diag left", host(dC, N * M), r1, 1e-6, 1e-6); check("diag right", host(dD, N * M), r2, 1e-6, 1e-6);
 '''
 
+H["split-norm-statistics"] = r'''
+  for (int G : {3, 6}) {                                      // GroupNorm (2 channels per group), InstanceNorm
+    int N = 2, C = 6, S = N * G; long long HW = 25013, L = (C / G) * HW, chunk = 4096, chunk2 = 2048;
+    int chunks = (int)((L + chunk - 1) / chunk); size_t n = (size_t)N * C * HW;
+    auto x = rvec(n, 2.f); for (auto& v : x) v += 20.f; auto g = rvec(C), b = rvec(C);
+    auto dx = dev(x), dg = dev(g), db = dev(b); float* dy = dzero<float>(n); Wf* dp = dzero<Wf>((size_t)S * chunks);
+    norm_partial_stats<<<dim3(S, chunks), 256>>>(dx, dp, L, chunk);
+    norm_apply_relu<<<dim3(N * C, (unsigned)((HW + chunk2 - 1) / chunk2)), 256>>>(dx, dp, chunks, dg, db, dy, C, G, HW, chunk2, 1e-5f);
+    std::vector<double> ref(n);
+    for (int s = 0; s < S; ++s) { const float* xs = x.data() + s * L; double m = 0, v = 0;
+      for (long long i = 0; i < L; ++i) m += xs[i]; m /= L;
+      for (long long i = 0; i < L; ++i) v += (xs[i] - m) * (xs[i] - m); v /= L;
+      double r = 1 / sqrt(v + 1e-5);
+      for (long long i = 0; i < L; ++i) { int c = (int)(((size_t)s * L + i) / HW % C); ref[s * L + i] = fmax((xs[i] - m) * r * g[c] + b[c], 0.0); } }
+    check(G == C ? "instancenorm split stats" : "groupnorm split stats", host(dy, n), ref, 2e-4, 2e-4);
+  }
+'''
+
+H["pooling-window-reuse"] = r'''
+  struct Cfg { int H, W, k, s, p, gz; };                     // gz < NC exercises the plane loop
+  for (Cfg cf : {Cfg{37, 101, 3, 2, 1, 4}, Cfg{19, 45, 3, 1, 1, 6}, Cfg{33, 70, 2, 2, 0, 3}}) {
+    int NC = 6, H = cf.H, W = cf.W, k = cf.k, s = cf.s, p = cf.p, OH = (H + 2 * p - k) / s + 1, OW = (W + 2 * p - k) / s + 1;
+    auto x = rvec((size_t)NC * H * W); auto dx = dev(x); float* dy = dzero<float>((size_t)NC * OH * OW);
+    size_t smem = (size_t)((TH - 1) * s + k) * ((TW - 1) * s + k) * sizeof(float);
+    maxpool2d_tiled<<<dim3((OW + TW - 1) / TW, (OH + TH - 1) / TH, cf.gz), dim3(32, 8), smem>>>(dx, dy, NC, H, W, OH, OW, k, s, p);
+    std::vector<double> ref((size_t)NC * OH * OW);
+    for (int nc = 0; nc < NC; ++nc) for (int oy = 0; oy < OH; ++oy) for (int ox = 0; ox < OW; ++ox) {
+      double m = -INFINITY;
+      for (int i = 0; i < k; ++i) for (int j = 0; j < k; ++j) { int gy = oy * s - p + i, gx = ox * s - p + j;
+        if (gy >= 0 && gy < H && gx >= 0 && gx < W) m = fmax(m, (double)x[((size_t)nc * H + gy) * W + gx]); }
+      ref[((size_t)nc * OH + oy) * OW + ox] = m; }
+    check("maxpool tiled", host(dy, ref.size()), ref, 0, 0);
+  }
+  for (int HW : {49, 1000}) {
+    int NC = 37; auto x = rvec((size_t)NC * HW); auto dx = dev(x); float* dy = dzero<float>(NC);
+    global_avgpool_relu<<<(NC + 7) / 8, 256>>>(dx, dy, NC, HW);
+    std::vector<double> ref(NC); for (int r = 0; r < NC; ++r) { double a = 0; for (int i = 0; i < HW; ++i) a += fmax((double)x[(size_t)r * HW + i], 0.0); ref[r] = a / HW; }
+    check("global avg pool + relu", host(dy, NC), ref, 1e-6, 1e-5);
+  }
+'''
+
+H["batched-gemm-strided"] = r'''
+  for (int cfg = 0; cfg < 3; ++cfg) {   // 0: 16x16 tiles, 1: 4 tiny matrices per block, 2: broadcast B (stride 0)
+    const bool bc = cfg == 2; int batch = cfg == 1 ? 9 : 5, M = cfg == 1 ? 7 : 37, N = cfg == 1 ? 5 : 45, K = cfg == 1 ? 13 : 70;
+    auto A = rvec((size_t)batch * M * K), B = rvec((size_t)(bc ? 1 : batch) * K * N); auto dA = dev(A), dB = dev(B);
+    float* dC = dzero<float>((size_t)batch * M * N);
+    bmm_strided(dA, dB, dC, batch, M, N, K, (long long)M * K, bc ? 0LL : (long long)K * N, (long long)M * N, 0); CK(cudaGetLastError());
+    std::vector<double> ref;
+    for (int b = 0; b < batch; ++b) { size_t ob = bc ? 0 : (size_t)b * K * N;
+      std::vector<float> Ab(A.begin() + (size_t)b * M * K, A.begin() + (size_t)(b + 1) * M * K), Bb(B.begin() + ob, B.begin() + ob + (size_t)K * N);
+      auto r = gemm_ref(Ab, Bb, M, N, K, false); ref.insert(ref.end(), r.begin(), r.end()); }
+    check(cfg == 0 ? "bmm strided 16x16" : cfg == 1 ? "bmm packed 4 per block" : "bmm broadcast B", host(dC, (size_t)batch * M * N), ref, 1e-5, 1e-5);
+  }
+'''
+H["gemv-split-k"] = r'''
+  for (int K : {1024, 1001}) {   // 1001: only rows with row % 4 == 0 are 16-B aligned -> float4 + tail, others scalar
+    int M = 37; auto A = rvec((size_t)M * K), x = rvec(K); auto dA = dev(A), dx = dev(x); float* dy = dzero<float>(M);
+    gemv_warp_per_row<<<(M + 7) / 8, 256>>>(dA, dx, dy, M, K); CK(cudaGetLastError());
+    check(K == 1024 ? "gemv float4" : "gemv float4/scalar mix", host(dy, M), gemm_ref(A, x, M, 1, K, false), 1e-4, 1e-4);
+  }
+  int M = 20, N = 24, K = 5003; auto A = rvec((size_t)M * K), B = rvec((size_t)K * N); auto dA = dev(A), dB = dev(B);
+  auto ref = gemm_ref(A, B, M, N, K, false);
+  for (int S : {7, 1, 40}) {
+    int kc = (K + S - 1) / S, splits = (K + kc - 1) / kc;   // kc not a multiple of 16 for S = 7, 40
+    float* ws = dzero<float>((size_t)splits * M * N); float* dC = dzero<float>(M * N);
+    std::vector<float> prev;
+    for (int rep = 0; rep < 2; ++rep) {
+      gemm_splitk_partial<<<dim3((N + 15) / 16, (M + 15) / 16, splits), dim3(16, 16)>>>(dA, dB, ws, M, N, K, kc);
+      splitk_reduce<<<(M * N + 255) / 256, 256>>>(ws, dC, M * N, splits); CK(cudaGetLastError());
+      auto C = host(dC, M * N); check("split-K gemm", C, ref, 1e-3, 1e-4);
+      if (rep == 1 && C != prev) { printf("FAIL split-K not bitwise reproducible\n"); g_fail = 1; } prev = C;
+    }
+  }
+'''
+H["atomic-segmented-reduction"] = r'''
+  { int S = 41; std::vector<long long> off(S + 1, 0);          // empty, short, and one long (5000+) segment
+    for (int s = 0; s < S; ++s) off[s + 1] = off[s] + (s % 7 == 3 ? 0 : (s * 37) % 300 + (s == 20 ? 5000 : 0));
+    size_t n = (size_t)off[S]; auto v = rvec(n); auto dv = dev(v); auto doff = dev(off); float* dout = dzero<float>(S);
+    segment_sum_warp<<<(S + 7) / 8, 256>>>(dv, doff, dout, S);
+    std::vector<double> ref(S, 0.0); for (int s = 0; s < S; ++s) for (long long i = off[s]; i < off[s + 1]; ++i) ref[s] += v[i];
+    check("segment sum (warp per segment)", host(dout, S), ref, 1e-3, 1e-5); }
+  struct Cfg { int R, splits; };
+  for (Cfg cf : {Cfg{1001, 1}, Cfg{1001, 5}, Cfg{10, 6}}) {   // {10, 6}: the last split is empty
+    int B = 3, R = cf.R, C = 300; auto x = rvec((size_t)B * R * C); auto dx = dev(x); float* dout = dzero<float>((size_t)B * C);
+    sum_dim1<<<dim3((C + 255) / 256, B, cf.splits), 256>>>(dx, dout, R, C);
+    std::vector<double> ref((size_t)B * C, 0.0);
+    for (int b = 0; b < B; ++b) for (int r = 0; r < R; ++r) for (int c = 0; c < C; ++c) ref[(size_t)b * C + c] += x[((size_t)b * R + r) * C + c];
+    check("sum over strided dim 1", host(dout, (size_t)B * C), ref, 1e-3, 1e-4);
+  }
+  { size_t n = 1000003; auto x = rvec(n); auto dx = dev(x); float* dout = dzero<float>(1);
+    sum_all_atomic<<<264, 256>>>(dx, n, dout);
+    double s = 0; for (size_t i = 0; i < n; ++i) s += x[i];
+    check("global sum, one atomic per block", host(dout, 1), std::vector<double>{s}, 1e-2, 1e-4); }
+'''
+
+H["persistent-rnn-kernel"] = r'''
+  for (int H : {32, 64}) {
+    int T = 23, B = 3; auto gx = rvec((size_t)T * B * 4 * H, 1.5f), W = rvec((size_t)4 * H * H, 0.25f), h0 = rvec(B * H), c0 = rvec(B * H);
+    auto dgx = dev(gx), dW = dev(W), dh0 = dev(h0), dc0 = dev(c0);
+    float* dout = dzero<float>((size_t)T * B * H); float* dhT = dzero<float>(B * H); float* dcT = dzero<float>(B * H);
+    if (H == 32) lstm_persistent<32><<<B, 128>>>(dgx, dW, dh0, dc0, dout, dhT, dcT, T, B);
+    else lstm_persistent<64><<<B, 256>>>(dgx, dW, dh0, dc0, dout, dhT, dcT, T, B);
+    CK(cudaGetLastError());
+    std::vector<double> rout((size_t)T * B * H), rh(B * H), rc(B * H); auto sg = [](double v) { return 1.0 / (1.0 + exp(-v)); };
+    for (int b = 0; b < B; ++b) {
+      std::vector<double> h(h0.begin() + b * H, h0.begin() + (b + 1) * H), c(c0.begin() + b * H, c0.begin() + (b + 1) * H), g(4 * H);
+      for (int t = 0; t < T; ++t) {
+        for (int r = 0; r < 4 * H; ++r) { double s = gx[((size_t)t * B + b) * 4 * H + r]; for (int k = 0; k < H; ++k) s += (double)W[(size_t)r * H + k] * h[k]; g[r] = s; }
+        for (int j = 0; j < H; ++j) { c[j] = sg(g[H + j]) * c[j] + sg(g[j]) * tanh(g[2 * H + j]); h[j] = sg(g[3 * H + j]) * tanh(c[j]); rout[((size_t)t * B + b) * H + j] = h[j]; }
+      }
+      for (int j = 0; j < H; ++j) { rh[b * H + j] = h[j]; rc[b * H + j] = c[j]; }
+    }
+    check(H == 32 ? "lstm H=32 out" : "lstm H=64 out", host(dout, (size_t)T * B * H), rout, 1e-4, 1e-3);
+    check("lstm h_T", host(dhT, B * H), rh, 1e-4, 1e-3); check("lstm c_T", host(dcT, B * H), rc, 1e-4, 1e-3);
+  }
+'''
+H["conv-transpose-gather"] = r'''
+  // {stride, padding, KH, KW, output_padding, bias}; reference = the scatter definition of ConvTranspose2d
+  const int cfgs[6][6] = {{2, 1, 3, 3, 0, 1}, {2, 1, 3, 3, 1, 0}, {1, 1, 3, 3, 0, 1}, {1, 0, 2, 3, 0, 0}, {2, 1, 4, 4, 0, 1}, {3, 2, 5, 3, 2, 1}};
+  for (const auto& g : cfgs) {
+    const int S = g[0], P = g[1], KH = g[2], KW = g[3], OP = g[4], N = 2, C = 3, H = 7, W = 9, OC = 4;
+    const int OH = (H - 1) * S - 2 * P + (KH - 1) + OP + 1, OW = (W - 1) * S - 2 * P + (KW - 1) + OP + 1;
+    auto x = rvec(N * C * H * W), w = rvec(C * OC * KH * KW), b = rvec(OC);
+    auto dx = dev(x), dw = dev(w), db = dev(b); float* dy = dzero<float>(N * OC * OH * OW);
+    const int groups = (OW + S - 1) / S;
+    conv_transpose2d_gather<<<dim3((groups + 31) / 32, (OH + 3) / 4, N * OC), dim3(32, 4)>>>(dx, dw, g[5] ? db : nullptr, dy, C, H, W, OC, KH, KW, S, P, OH, OW);
+    CK(cudaGetLastError());
+    std::vector<double> ref((size_t)N * OC * OH * OW, 0.0);
+    for (int n = 0; n < N; ++n) for (int o = 0; o < OC; ++o) for (int i = 0; i < OH * OW; ++i) ref[(size_t)(n * OC + o) * OH * OW + i] = g[5] ? b[o] : 0.0;
+    for (int n = 0; n < N; ++n) for (int c = 0; c < C; ++c) for (int ih = 0; ih < H; ++ih) for (int iw = 0; iw < W; ++iw)
+      for (int o = 0; o < OC; ++o) for (int kh = 0; kh < KH; ++kh) for (int kw = 0; kw < KW; ++kw) {
+        const int oh = ih * S - P + kh, ow = iw * S - P + kw;
+        if (oh >= 0 && oh < OH && ow >= 0 && ow < OW)
+          ref[((size_t)(n * OC + o) * OH + oh) * OW + ow] += (double)x[((n * C + c) * H + ih) * W + iw] * w[((c * OC + o) * KH + kh) * KW + kw];
+      }
+    char name[96]; snprintf(name, sizeof name, "conv transpose gather S=%d P=%d K=%dx%d OP=%d bias=%d", S, P, KH, KW, OP, g[5]);
+    check(name, host(dy, (size_t)N * OC * OH * OW), ref, 1e-5, 1e-5);
+  }
+'''
+
+H["depthwise-conv-register-window"] = r'''
+  // {K, stride, padding, bias}; W = 290: 3 column tiles of 128 outputs at S = 1, 2 at S = 2, partial last tiles; H = 19: partial row tiles
+  const int cfgs[6][4] = {{3, 1, 1, 1}, {3, 2, 1, 0}, {3, 1, 0, 1}, {3, 2, 0, 1}, {5, 2, 2, 1}, {5, 2, 1, 0}};
+  for (const auto& g : cfgs) {
+    const int K = g[0], S = g[1], P = g[2], N = 2, C = 3, H = 19, W = 290;
+    const int OH = (H + 2 * P - K) / S + 1, OW = (W + 2 * P - K) / S + 1;
+    auto x = rvec(N * C * H * W), w = rvec(C * K * K), b = rvec(C);
+    auto dx = dev(x), dw = dev(w), db = dev(b); float* dy = dzero<float>(N * C * OH * OW);
+    if (!launch_dwconv2d(dx, dw, g[3] ? db : nullptr, dy, N, C, H, W, K, S, P)) { printf("FAIL depthwise: no instance for K=%d S=%d\n", K, S); g_fail = 1; continue; }
+    CK(cudaGetLastError());
+    std::vector<double> ref((size_t)N * C * OH * OW);
+    for (int n = 0; n < N; ++n) for (int c = 0; c < C; ++c) for (int oh = 0; oh < OH; ++oh) for (int ow = 0; ow < OW; ++ow) {
+      double s = g[3] ? b[c] : 0.0;
+      for (int kh = 0; kh < K; ++kh) for (int kw = 0; kw < K; ++kw) {
+        const int ih = oh * S - P + kh, iw = ow * S - P + kw;
+        if (ih >= 0 && ih < H && iw >= 0 && iw < W) s += (double)x[((n * C + c) * H + ih) * W + iw] * w[(c * K + kh) * K + kw];
+      }
+      ref[((size_t)(n * C + c) * OH + oh) * OW + ow] = s;
+    }
+    char name[80]; snprintf(name, sizeof name, "depthwise regwin K=%d S=%d P=%d bias=%d", K, S, P, g[3]);
+    check(name, host(dy, (size_t)N * C * OH * OW), ref, 1e-5, 1e-5);
+  }
+'''
+
 if __name__ == "__main__":
     here = pathlib.Path(__file__).resolve().parent
     out = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/kernelskill-gpu-check")

@@ -61,7 +61,7 @@ def t_hostsync():
     m = ns["ModelNew"](64, 32, 0.5).to(dev); x = torch.randn(8, 64, device=dev)
     with torch.no_grad(): report("host-sync example", torch.allclose(m(x), torch.relu(m.linear(x)) * 0.5, atol=1e-5))
 def t_main_examples():
-    for sid in ("algebraic-simplification", "fold-batchnorm-into-conv", "rnn-hoist-input-projection"):
+    for sid in ("algebraic-simplification", "fold-batchnorm-into-conv", "rnn-hoist-input-projection", "conv-aten-fused-ops"):
         load(sid); report(sid + " self-check", True)
 for f in (t_autotune, t_rms, t_mm, t_softmax, t_masks, t_cublas, t_hostsync, t_main_examples):
     run(f.__name__, f)
