@@ -77,12 +77,13 @@ def prompt_sizes(depth: int, root_result: dict, task=None) -> dict[str, dict[str
     from kernelskill.skills import SkillBook
     from kernelskill.task import Task
     from kernelskill.trajectory import Node
-    from scenario import GOOD, RELU_TASK, allowed_skills, coder_reply, debugger_reply, planner_reply
+    from scenario import GOOD, RELU_TASK, allowed_skills, coder_reply, current_code, debugger_reply, planner_reply
     task = task or Task.load(RELU_TASK)
 
     def reply(role, messages):
         if role == "planner":
-            return planner_reply(allowed_skills(messages)[0], "fused single pass", plan="write relu2 in C++ " * 10)
+            return planner_reply(allowed_skills(messages)[0], "fused single pass", plan="write relu2 in C++ " * 10,
+                                 code=current_code(messages))
         return coder_reply(GOOD) if role == "coder" else debugger_reply(GOOD)
     llm = ScriptedLLM(reply)
     team = Team(llm, load_prompts(None), "cpp", task, task.summary(), SkillBook.load(), emit=lambda ev: None)

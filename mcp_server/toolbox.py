@@ -26,6 +26,7 @@ from kernelskill.evaluate import api
 from kernelskill.evaluate.build import cache_root
 from kernelskill.results import CompileResult, EvalResult, TimingStats
 from kernelskill.skills import SkillBook
+from kernelskill.vocab import BACKENDS
 from kernelskill.skills.predicates import task_facts
 from kernelskill.task import TASK_FILE_NAMES
 
@@ -345,4 +346,5 @@ class Toolbox:
             verdict = self._verdicts.get((rt.task.hash, cand.hash))
         return catalog.record_attempt(self.book, features=self.summary(rt)["op_classes"], skill_id=skill_id,
                                       outcome=outcome, speedup=speedup, verdict=verdict, candidate_hash=cand.hash,
-                                      backend=cand.backend, arch=self.arch if cand.backend != "cpp" else None)
+                                      backend=cand.backend if cand.backend in BACKENDS else None,
+                                      arch=self.arch if cand.backend in ("cuda", "triton") else None)

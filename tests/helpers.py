@@ -7,6 +7,23 @@ DATA = Path(__file__).resolve().parent / "data"
 RELU_TASK = DATA / "relu_task.py"
 DROPOUT_TASK = DATA / "dropout_task.py"       # dropout in training mode: the reference draws random numbers
 TOOLKIT = (DATA / "toolkit.py").read_text()
+# A minimal valid skill file (tests of the skill schema, the gate, distillation).
+VALID_SKILL = '''
+id = "my-skill"
+title = "A test skill"
+category = "memory"
+backends = ["cuda"]
+applies_to = ["softmax"]
+bottlenecks = ["memory-bound"]
+when = "always"
+summary = "one line"
+guidance = "what, why, cost"
+steps = ["do it"]
+pitfalls = ["careful"]
+expected_gain = "2x"
+example = "__global__ void k() {}"
+example_lang = "cuda"
+'''
 
 
 def toolkit_candidate(forward: str, extra: str = "") -> str:

@@ -15,24 +15,12 @@ from kernelskill.skills import SkillBook, parse_skill
 from kernelskill.skills.predicates import FACTS, parse, profile_facts, task_facts
 from kernelskill.task import Task
 
+from helpers import VALID_SKILL
+
 REPO = Path(__file__).resolve().parent.parent
 
-BASE = '''
-id = "gemv-thing"
-title = "A GEMV skill"
-category = "memory"
-backends = ["cuda"]
-applies_to = ["matmul"]
-bottlenecks = "*"
-when = "a long K"
-summary = "one line"
-guidance = "what, why, cost"
-steps = ["do it"]
-pitfalls = ["careful"]
-expected_gain = "2x"
-example = "__global__ void k() {}"
-example_lang = "cuda"
-'''
+BASE = (VALID_SKILL.replace('"my-skill"', '"gemv-thing"').replace('["softmax"]', '["matmul"]')
+        .replace('bottlenecks = ["memory-bound"]', 'bottlenecks = "*"'))
 
 
 @pytest.fixture(autouse=True)

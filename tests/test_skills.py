@@ -21,24 +21,11 @@ from kernelskill.skills import (CATEGORIES, Skill, SkillBook, arch_allows, check
                                 parse_skill, shipped_dir, user_home)
 from kernelskill.vocab import BACKENDS
 
+from helpers import VALID_SKILL
+
 REPO = Path(__file__).resolve().parent.parent
 
-VALID = '''
-id = "my-skill"
-title = "A test skill"
-category = "memory"
-backends = ["cuda"]
-applies_to = ["softmax"]
-bottlenecks = ["memory-bound"]
-when = "always"
-summary = "one line"
-guidance = "what, why, cost"
-steps = ["do it"]
-pitfalls = ["careful"]
-expected_gain = "2x"
-example = "__global__ void k() {}"
-example_lang = "cuda"
-'''
+VALID = VALID_SKILL
 
 
 @pytest.fixture(autouse=True)

@@ -130,6 +130,32 @@ def parse_anchors(code: str) -> list[Anchor]:
     return anchors
 
 
+def check_echo(base: str, anchored: str) -> None:
+    """The planner's copy of the code must be the node's code with anchors and advice added, nothing
+    else: a model that abbreviates ("# ... unchanged") or edits outside a span would silently corrupt
+    the base the coder builds on. Blank lines and trailing spaces do not count. AnchorError says
+    which line of the current code is missing or which added line lies outside every span."""
+    import difflib
+    spans = [(a.begin, a.end) for a in parse_anchors(anchored)]
+    mine = [(i, line.rstrip()) for i, line in enumerate(anchored.splitlines(), 1) if line.strip()]
+    theirs = [(i, line.rstrip()) for i, line in enumerate(base.splitlines(), 1) if line.strip()]
+    sm = difflib.SequenceMatcher(a=[t for _, t in theirs], b=[t for _, t in mine], autojunk=False)
+    for op, a0, a1, b0, b1 in sm.get_opcodes():
+        if op in ("delete", "replace"):
+            line, text = theirs[a0]
+            more = f" (and {a1 - a0 - 1} more)" if a1 - a0 > 1 else ""
+            raise AnchorError(f"line {line} of the current code, `{text.strip()[:80]}`{more}, is missing from your "
+                              f"copy: echo the current code complete and unchanged (no \"...\" or \"unchanged\" "
+                              f"abbreviations), adding only the anchors and your advice inside them")
+        if op == "insert":
+            for j in range(b0, b1):
+                line, text = mine[j]
+                if not any(b <= line <= e for b, e in spans):
+                    raise AnchorError(f"line {line} of your copy, `{text.strip()[:80]}`, is not in the current code "
+                                      f"and lies outside every IMPROVE span: change nothing outside the spans "
+                                      f"(the coder writes the new code)")
+
+
 def strip_anchors(code: str) -> str:
     """The code without the marker lines (the coder's output must run as it is)."""
     return "".join(line for line in code.splitlines(keepends=True)

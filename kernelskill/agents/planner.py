@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from .base import Agent, AgentResult, OutputError
-from .parsing import AnchorError, extract_code, extract_json, parse_anchors
+from .parsing import AnchorError, check_echo, extract_code, extract_json, parse_anchors
 
 NO_SKILL = ("", "none", "null", "no", "n/a")
 
@@ -14,10 +14,11 @@ class Planner(Agent):
     role = "planner"
 
     def __init__(self, *args, allowed: list[str] = (), blocked: Callable[[str | None, str, str], str | None]
-                 | None = None, **kw):
+                 | None = None, base: str | None = None, **kw):
         super().__init__(*args, **kw)
         self.allowed = list(allowed)
         self.blocked = blocked
+        self.base = base            # the node's code: the echo must be it, plus anchors and advice
 
     def parse(self, text: str) -> dict[str, Any]:
         head = extract_json(text)
@@ -40,6 +41,8 @@ class Planner(Agent):
             raise OutputError("no ```python block with the current code")
         try:
             anchors = parse_anchors(code)
+            if self.base is not None:
+                check_echo(self.base, code)
         except AnchorError as e:
             raise OutputError(str(e)) from None
         if self.blocked is not None:

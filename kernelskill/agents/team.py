@@ -73,7 +73,7 @@ class Team:
                     f"(as {prior.id}: {prior.status}); choose another skill or mechanism, or say in \"differs\" "
                     f"what is different this time")
 
-        planner = self._agent(Planner, node, allowed=[s.id for s in skills], blocked=blocked)
+        planner = self._agent(Planner, node, allowed=[s.id for s in skills], blocked=blocked, base=parent.code)
         plan = self._run(planner, parent.id, attempt, {
             "task": self.task_text, "node": render_node(tree, parent), "code": parent.code,
             "skills": render_skills(skills), "context": self._window(tree, parent.id, "planner"),

@@ -31,7 +31,8 @@ BROKEN = CUDA.replace("y[i] = x[i] > 0.f ? 2.f * x[i] : 0.f;", "y[i] = x[i] > 0.
 
 def test_optimize_on_cuda_through_the_http_chat_server(tmp_path, monkeypatch, capsys):
     from chat_server import ChatServer
-    from scenario import ROLE_MODELS, allowed_skills, coder_reply, debugger_reply, planner_reply, project_toml
+    from scenario import (ROLE_MODELS, allowed_skills, coder_reply, current_code, debugger_reply, planner_reply,
+                          project_toml)
     from test_opt_e2e import last_json
 
     from kernelskill.cli import main
@@ -45,7 +46,8 @@ def test_optimize_on_cuda_through_the_http_chat_server(tmp_path, monkeypatch, ca
         calls.append(role)
         n = calls.count(role)
         if role == "planner":
-            return planner_reply(allowed_skills(body["messages"])[0], f"one CUDA kernel, variant {n}")
+            return planner_reply(allowed_skills(body["messages"])[0], f"one CUDA kernel, variant {n}",
+                                 code=current_code(body["messages"]))
         if role == "coder":
             return coder_reply(BROKEN if n == 1 else FAST)
         return debugger_reply(SLOW, diagnosis="missing ';' in relu2_kernel")

@@ -31,9 +31,29 @@ def fenced(code: str) -> str:
     return "```python\n" + code + "```\n"
 
 
-def planner_reply(skill: str, mechanism: str, differs: str = "", plan: str = "write relu2 in C++") -> str:
+def current_code(messages: list[dict]) -> str:
+    """The code the planner was asked to anchor (its prompt's ```python block after the node)."""
+    prompt = next(m["content"] for m in messages if m["role"] == "user" and "## The node to improve" in m["content"])
+    text = prompt.split("## The node to improve", 1)[1]
+    return text.split("```python\n", 1)[1].split("\n```\n\n## Allowed skills", 1)[0] + "\n"
+
+
+def anchor(code: str) -> str:
+    """``code`` with one span, as a planner marks it: around the forward's last return (else the top)."""
+    lines = code.splitlines(keepends=True)
+    at = max((i for i, ln in enumerate(lines) if ln.strip().startswith("return ")), default=None)
+    span = ["        # <<<IMPROVE BEGIN>>>\n", "        # one C++ loop: relu and the scale in registers\n"]
+    if at is None:
+        return "".join(["# <<<IMPROVE BEGIN>>>\n# rewrite as one kernel\n# <<<IMPROVE END>>>\n"] + lines)
+    return "".join(lines[:at] + span + [lines[at], "        # <<<IMPROVE END>>>\n"] + lines[at + 1:])
+
+
+def planner_reply(skill: str, mechanism: str, differs: str = "", plan: str = "write relu2 in C++",
+                  code: str | None = None) -> str:
+    """A planner's reply; ``code``: the current code it echoes with anchors (default: the reference)."""
     head = json.dumps({"skill": skill, "mechanism": mechanism, "differs": differs, "plan": plan})
-    return f"<think>which skill fits?</think>Here is my plan.\n{head}\nThe marked span:\n" + fenced(ANCHORED)
+    echo = ANCHORED if code is None else anchor(code)
+    return f"<think>which skill fits?</think>Here is my plan.\n{head}\nThe marked span:\n" + fenced(echo)
 
 
 def coder_reply(code: str) -> str:
@@ -62,7 +82,8 @@ class Scenario:
         n = sum(r == role for r, _ in self.seen)
         if role == "planner":
             skills = allowed_skills(messages)
-            return planner_reply(skills[0] if skills else "none", f"fused single pass, try {n}")
+            return planner_reply(skills[0] if skills else "none", f"fused single pass, try {n}",
+                                 code=current_code(messages))
         if role == "coder":
             return coder_reply(self.coder_codes.pop(0) if self.coder_codes else GOOD)
         return debugger_reply(GOOD)

@@ -20,7 +20,7 @@ from kernelskill.cli import main
 from kernelskill.runs import load_run, read_events
 
 from chat_server import ChatServer
-from scenario import (BUGGY, GOOD, RELU_TASK, project_toml, ROLE_MODELS, Scenario, allowed_skills, coder_reply,
+from scenario import (BUGGY, GOOD, RELU_TASK, project_toml, ROLE_MODELS, Scenario, allowed_skills, coder_reply, current_code,
                       debugger_reply, planner_reply)
 from helpers import toolkit_candidate
 
@@ -82,7 +82,7 @@ class Script:
             self.skill = self.skill or allowed_skills(messages)[0]
             mech = {1: "single fused C++ pass", 2: "single fused C++ pass",
                     3: "fused pass without redundant work"}.get(n, f"variant {n}")
-            return planner_reply(self.skill, mech)
+            return planner_reply(self.skill, mech, code=current_code(messages))
         if role == "coder":
             return coder_reply(BROKEN if n == 1 else FAST)
         return debugger_reply(SLOW, diagnosis="missing ';' after the expression on line 8")

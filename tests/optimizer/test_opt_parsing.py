@@ -11,7 +11,7 @@ from kernelskill.agents.planner import Planner
 from kernelskill.agents.templates import load_prompts
 from kernelskill.llm import ScriptedLLM
 
-from scenario import ANCHORED, GOOD, coder_reply, debugger_reply, planner_reply
+from scenario import ANCHORED, GOOD, REF, coder_reply, debugger_reply, planner_reply
 
 PROMPTS = load_prompts()
 
@@ -123,3 +123,49 @@ def test_debugger_diagnosis_from_json_or_prose():
     dbg = Debugger(ScriptedLLM(["The loop bound is off by one.\n" + coder_reply(GOOD)]), PROMPTS["debugger"]["cpp"])
     res = dbg.run(task="t", reference="r", plan="p", code="c", failure="f", chain="-", context="-")
     assert "off by one" in res.data["diagnosis"]
+
+
+# ---- guarded edits: the planner's echo is the node's code plus anchors and advice -----------------
+
+def test_echo_with_anchors_and_advice_passes():
+    from kernelskill.agents.parsing import check_echo
+    from scenario import anchor
+    check_echo(REF, ANCHORED)
+    check_echo(GOOD, anchor(GOOD))
+    check_echo(REF, ANCHORED.replace("\n\n", "\n").replace("2.0\n", "2.0   \n"))   # blank lines, trailing spaces
+
+
+def test_abbreviated_echo_is_caught():
+    from kernelskill.agents.parsing import check_echo
+    from scenario import anchor
+    lines = anchor(GOOD).splitlines(keepends=True)
+    cut = next(i for i, ln in enumerate(lines) if "load_inline" in ln)
+    abbreviated = "".join(lines[:cut] + ["# ... the extension is unchanged ...\n"] + lines[cut + 3:])
+    with pytest.raises(AnchorError, match=r"line \d+ of the current code, `.*load_inline.*`.* is missing from your copy"):
+        check_echo(GOOD, abbreviated)
+    dropped = "".join(lines[:cut] + lines[cut + 1:])                      # a line silently left out
+    with pytest.raises(AnchorError, match="is missing from your copy"):
+        check_echo(GOOD, dropped)
+
+
+def test_an_edit_outside_the_spans_is_caught():
+    from kernelskill.agents.parsing import check_echo
+    sneaky = ANCHORED.replace("import torch\n", "import torch\nimport numpy  # planner's own change\n", 1)
+    with pytest.raises(AnchorError, match="`import numpy.*`, is not in the current code and lies outside every IMPROVE span"):
+        check_echo(REF, sneaky)
+
+
+def test_planner_rejects_an_abbreviated_echo_with_a_corrective_message():
+    from scenario import fenced
+    good = planner_reply("cpu-fused-single-pass", "m")
+    lazy = good.replace(fenced(ANCHORED), fenced("# <<<IMPROVE BEGIN>>>\n# fuse it\n# <<<IMPROVE END>>>\n"
+                                                 "# ... rest of the module unchanged ...\n"))
+    llm = ScriptedLLM([lazy, good])
+    planner = Planner(llm, PROMPTS["planner"]["cpp"], allowed=["cpu-fused-single-pass"], base=REF)
+    res = planner.run(task="t", node="n", code=REF, skills="s", context="-", tried="-")
+    assert res.ok and len(res.calls) == 2 and res.data["anchored_code"] == ANCHORED
+    assert "is missing from your copy" in llm.calls[1][1][-1]["content"]
+    llm = ScriptedLLM([lazy, lazy])
+    res = Planner(llm, PROMPTS["planner"]["cpp"], allowed=["cpu-fused-single-pass"], base=REF).run(
+        task="t", node="n", code=REF, skills="s", context="-", tried="-")
+    assert not res.ok and "is missing from your copy" in res.error
