@@ -25,7 +25,8 @@ ENV_VARS = {"KERNELSKILL_BASE_URL": "llm.base_url", "KERNELSKILL_MODEL": "llm.mo
 
 # None means "no value" (any of the listed types is accepted).
 DEFAULTS: dict[str, Any] = {
-    "llm": {"base_url": None, "model": None, "api_key_env": None, "timeout_s": 300.0, "max_retries": 4,
+    "llm": {"base_url": None, "model": None, "api_key_env": None, "timeout_s": 300.0,
+            "first_token_timeout_s": 120.0, "call_timeout_s": 900.0, "max_retries": 4,
             "retry_base_s": 1.0, "retry_max_s": 30.0, "stream": True, "stream_usage": True,
             "max_tokens": None, "roles": {}},
     "prices": {},

@@ -6,8 +6,10 @@ list or a function: tests and demos run the whole loop with it.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol, Sequence
@@ -100,6 +102,17 @@ class _Call:
     stream: bool
 
 
+PREFLIGHT_HEADER = "X-KernelSkill-Preflight"       # marks the one-token pre-flight request
+
+
+class _Silent(Exception):
+    """The model stopped answering: which setting ran out."""
+
+    def __init__(self, key: str, seconds: float, what: str):
+        super().__init__(key)
+        self.key, self.seconds, self.what = key, seconds, what
+
+
 class OpenAIChat:
     """Any OpenAI-compatible chat-completions endpoint; per-role model and temperature."""
 
@@ -130,13 +143,48 @@ class OpenAIChat:
                                      timeout=llm["timeout_s"], max_retries=0)
 
     def check(self) -> None:
-        """Fail fast, before anything runs, when the endpoint's host does not accept connections."""
+        """Fail fast, before anything runs: the endpoint's host must accept connections, and each role's
+        model must answer a one-token request within ``llm.first_token_timeout_s``."""
         url = urlparse(self.base_url)
         port = url.port or (443 if url.scheme == "https" else 80)
         try:
             socket.create_connection((url.hostname or "localhost", port), timeout=10).close()
         except OSError as e:
             raise UserError(self._unreachable(e)) from None
+        for model in sorted({self.config.role(r).model for r in ("planner", "coder", "debugger")}):
+            try:
+                self._client.with_options(timeout=self._timeout(stream=False, whole=self._first_token_s)) \
+                    .chat.completions.create(model=model, messages=[{"role": "user", "content": "Reply with OK."}],
+                                             max_tokens=1, extra_headers={PREFLIGHT_HEADER: "1"})
+            except self._openai.APITimeoutError:
+                raise UserError(self._silent(model, "first_token_timeout_s", self._first_token_s,
+                                             f"did not answer a one-token test request within "
+                                             f"{self._first_token_s:.0f} s")) from None
+            except self._openai.APIStatusError as e:
+                raise UserError(self._status_error(e.status_code, e, model)) from None
+            except self._openai.APIConnectionError as e:
+                raise UserError(self._unreachable(e)) from None
+
+    @property
+    def _first_token_s(self) -> float:
+        return float(self.config.data["llm"]["first_token_timeout_s"])
+
+    @property
+    def _call_s(self) -> float:
+        return float(self.config.data["llm"]["call_timeout_s"])
+
+    def _timeout(self, stream: bool, whole: float | None = None):
+        """The client's timeouts (openai.Timeout): streaming waits at most first_token_timeout_s for the headers and between
+        chunks (the watchdog in _request bounds the first token and the whole call); a plain request
+        waits for its whole body, at most call_timeout_s."""
+        read = self._first_token_s if stream else (whole or self._call_s)
+        return self._openai.Timeout(read, connect=min(10.0, read), write=60.0, pool=60.0)
+
+    def _silent(self, model: str, key: str, seconds: float, what: str = "") -> str:
+        what = what or f"sent nothing for {seconds:.0f} s"
+        return (f"LLM endpoint {self.base_url}: model {model!r} {what} (llm.{key} = {seconds:g}, from "
+                f"{self.config.where('llm.' + key)}); the server accepted the request but does not answer: check "
+                f"that it serves {model!r} and is not stuck, or raise llm.{key}")
 
     def _unreachable(self, e: Exception) -> str:
         return (f"LLM endpoint {self.base_url} is unreachable ({e}); check base_url (from "
@@ -164,7 +212,11 @@ class OpenAIChat:
                     raise UserError(f"LLM endpoint {self.base_url} kept failing (HTTP {code} after {retries + 1} "
                                     f"tries): {_brief(e)}") from None
                 delay = max(_retry_after(e), llm["retry_base_s"] * 2 ** retries)
-            except self._openai.APIConnectionError as e:   # includes timeouts
+            except _Silent as e:               # a stuck model is reported, not waited on again
+                raise UserError(self._silent(call.model, e.key, e.seconds, e.what)) from None
+            except self._openai.APITimeoutError:
+                raise UserError(self._silent(call.model, "first_token_timeout_s", self._first_token_s)) from None
+            except self._openai.APIConnectionError as e:
                 if retries >= llm["max_retries"]:
                     raise UserError(self._unreachable(e) + f" after {retries + 1} tries") from None
                 delay = llm["retry_base_s"] * 2 ** retries
@@ -186,23 +238,54 @@ class OpenAIChat:
         kw: dict[str, Any] = {"model": call.model, "messages": messages, "temperature": call.temperature}
         if call.max_tokens:
             kw["max_tokens"] = call.max_tokens
+        client = self._client.with_options(timeout=self._timeout(call.stream))
         if not call.stream:
-            resp = self._client.chat.completions.create(**kw)
+            resp = client.chat.completions.create(**kw)
             text = (resp.choices[0].message.content or "") if resp.choices else ""
             return text, _usage(resp.usage)
         if self._stream_usage:
             kw["stream_options"] = {"include_usage": True}
         parts: list[str] = []
         usage: dict = {}
-        for chunk in self._client.chat.completions.create(stream=True, **kw):
-            if getattr(chunk, "usage", None):
-                usage = _usage(chunk.usage)
-            for choice in chunk.choices or ():
-                piece = getattr(choice.delta, "content", None) if choice.delta else None
-                if piece:
-                    parts.append(piece)
-                    if stream_cb:
-                        stream_cb(piece)
+        stream = client.chat.completions.create(stream=True, **kw)
+        # The watchdog closes the stream when no content came within first_token_timeout_s (a server
+        # that sends its headers, then nothing) or the call outlives call_timeout_s.
+        started, why = time.monotonic(), []
+        done = threading.Event()
+
+        def watch() -> None:
+            while not done.wait(0.2):
+                waited = time.monotonic() - started
+                if not parts and waited > self._first_token_s:
+                    why.append(_Silent("first_token_timeout_s", self._first_token_s,
+                                       f"sent no content in the first {self._first_token_s:.0f} s"))
+                elif waited > self._call_s:
+                    why.append(_Silent("call_timeout_s", self._call_s,
+                                       f"did not finish its reply within {self._call_s:.0f} s"))
+                else:
+                    continue
+                with contextlib.suppress(Exception):
+                    stream.close()
+                return
+        threading.Thread(target=watch, daemon=True, name="llm-watchdog").start()
+        try:
+            for chunk in stream:
+                if getattr(chunk, "usage", None):
+                    usage = _usage(chunk.usage)
+                for choice in chunk.choices or ():
+                    piece = getattr(choice.delta, "content", None) if choice.delta else None
+                    if piece:
+                        parts.append(piece)
+                        if stream_cb:
+                            stream_cb(piece)
+        except Exception:
+            if why:
+                raise why[0] from None
+            raise
+        finally:
+            done.set()
+        if why:
+            raise why[0]
         return "".join(parts), usage
 
     def _status_error(self, code: int, e: Exception, model: str) -> str:

@@ -7,6 +7,12 @@ Replies come from a list (in order) or from a function of the request body; ``fa
 HTTP status codes answered, one per request, before any reply (to test retries). Both
 ``stream=true`` (server-sent events, with a usage chunk when ``stream_options.include_usage``)
 and plain JSON responses are served. ``requests`` keeps every request body received.
+
+The client's one-token pre-flight (header ``X-KernelSkill-Preflight``) is answered "OK" by the
+server itself (counted in ``preflights``), so scripted replies are not spent on it. A server that
+hangs: ``stall="headers"`` accepts a request and never answers it, ``stall="content"`` sends the
+stream's headers and its first (empty) chunk, then nothing; ``pace_s`` sleeps between chunks.
+A stalled handler is released when the server stops.
 """
 from __future__ import annotations
 
@@ -23,10 +29,12 @@ def _tokens(text: str) -> int:
 
 class ChatServer:
     def __init__(self, replies: list[str] | Callable[[dict], str], failures: list[int] | None = None,
-                 chunk: int = 40):
+                 chunk: int = 40, stall: str | None = None, pace_s: float = 0.0):
         self.replies = replies
         self.failures = list(failures or [])
-        self.chunk = chunk
+        self.chunk, self.stall, self.pace_s = chunk, stall, pace_s
+        self.preflights = 0
+        self._stop = threading.Event()
         self.requests: list[dict] = []
         self.statuses: list[int] = []
         self._lock = threading.Lock()
@@ -44,6 +52,7 @@ class ChatServer:
         return self
 
     def __exit__(self, *exc) -> None:
+        self._stop.set()
         self._httpd.shutdown()
         self._httpd.server_close()
 
@@ -67,7 +76,7 @@ class ChatServer:
             def log_message(self, *args: Any) -> None:       # keep test output quiet
                 pass
 
-            def _json(self, code: int, payload: dict, headers: dict | None = None) -> None:
+            def _json(self, code: int, payload: dict, headers: dict | None = None, count: bool = True) -> None:
                 data = json.dumps(payload).encode()
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
@@ -76,7 +85,8 @@ class ChatServer:
                     self.send_header(k, v)
                 self.end_headers()
                 self.wfile.write(data)
-                server.statuses.append(code)
+                if count:                       # pre-flights are counted apart (server.preflights)
+                    server.statuses.append(code)
 
             def do_GET(self) -> None:
                 if self.path.rstrip("/").endswith("/models"):
@@ -89,6 +99,20 @@ class ChatServer:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+                    return
+                if server.stall == "headers":
+                    with server._lock:
+                        server.requests.append(body)
+                    server._stop.wait()
+                    return
+                if self.headers.get("X-KernelSkill-Preflight") and server.stall is None:
+                    with server._lock:
+                        server.preflights += 1
+                    self._json(200, {"id": "chatcmpl-preflight", "object": "chat.completion", "created": 0,
+                                     "model": body.get("model", ""),
+                                     "choices": [{"index": 0, "finish_reason": "length",
+                                                  "message": {"role": "assistant", "content": "OK"}}]},
+                               count=False)
                     return
                 failure, text = server._next(body)
                 if failure:
@@ -123,7 +147,12 @@ class ChatServer:
 
                 send({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
                                            "finish_reason": None}]})
+                if server.stall == "content":
+                    server._stop.wait()
+                    return
                 for i in range(0, len(text), server.chunk):
+                    if server.pace_s and server._stop.wait(server.pace_s):
+                        return
                     send({**base, "choices": [{"index": 0, "delta": {"content": text[i:i + server.chunk]},
                                                "finish_reason": None}]})
                 send({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})

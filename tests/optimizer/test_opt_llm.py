@@ -110,3 +110,47 @@ def test_import_kernelskill_does_not_import_openai():
     code = ("import sys, kernelskill, kernelskill.optimizer, kernelskill.llm, kernelskill.cli_optimize; "
             "assert 'openai' not in sys.modules, 'openai imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ---- endpoint health: a model that says nothing is reported, not waited on for 25 minutes ---------
+
+BOUND_S = 60          # generous upper bounds on the reports below (the settings are 1-2 s)
+
+
+def test_preflight_makes_a_real_request_per_model(tmp_path):
+    with ChatServer(["unused"]) as server:
+        llm = client(server, tmp_path)
+        llm.check()
+        assert server.preflights == 2 and server.requests == []         # m and coder-m; no reply spent
+
+
+def test_preflight_reports_a_server_that_accepts_and_never_answers(tmp_path):
+    import time
+    with ChatServer(["unused"], stall="headers") as server:
+        llm = client(server, tmp_path, **{"llm.first_token_timeout_s": 1.0})
+        t = time.monotonic()
+        with pytest.raises(UserError, match=r"did not answer a one-token test request within 1 s "
+                                            r"\(llm.first_token_timeout_s = 1, from flags\)"):
+            llm.check()
+        assert time.monotonic() - t < BOUND_S
+
+
+@pytest.mark.parametrize("stall", ["headers", "content"])
+def test_a_silent_model_is_reported_after_first_token_timeout_without_retries(tmp_path, stall):
+    import time
+    with ChatServer(["never sent"], stall=stall) as server:
+        llm = client(server, tmp_path, **{"llm.first_token_timeout_s": 1.0, "llm.max_retries": 4})
+        t = time.monotonic()
+        with pytest.raises(UserError, match=r"model 'm' sent no.*(llm.first_token_timeout_s = 1, from flags)"):
+            llm.complete(MSGS, role="planner")
+        assert time.monotonic() - t < BOUND_S
+        assert len(server.requests) == 1                                 # not retried
+
+
+def test_a_reply_that_outlives_the_call_timeout_is_cut(tmp_path):
+    with ChatServer(["x" * 4000], chunk=10, pace_s=0.05) as server:      # 400 chunks, 20 s
+        llm = client(server, tmp_path, **{"llm.call_timeout_s": 1.0})
+        streamed = []
+        with pytest.raises(UserError, match=r"did not finish its reply within 1 s \(llm.call_timeout_s = 1"):
+            llm.complete(MSGS, role="planner", stream_cb=streamed.append)
+        assert streamed and len("".join(streamed)) < 4000
