@@ -42,8 +42,10 @@ def _sp(speedup: float | None, ci: list | None, quality: str | None) -> str:
     return text + (f" ({quality})" if quality and quality != "good" else "")
 
 class Progress:
-    """The live display on stderr: one line per attempt, then a status line — attempts (of the
-    budget), best speedup, tokens, cost, seconds."""
+    """The live display on stderr: one line per attempt, a line when the best changes (it comes after
+    the attempt's line, so that line shows no best that could be stale), then a status line —
+    attempts (of the budget), best speedup, tokens, cost, seconds. The outcome itself is printed once,
+    on stdout, by the command."""
 
     def __init__(self, out=None):
         self.out, self.limit, self.best = out, None, None        # None: sys.stderr at the time of writing
@@ -60,6 +62,7 @@ class Progress:
             self._line("baseline: reference measured" + (f", {ms:.3f} ms" if ms else "") + f" ({ev.seconds:.1f} s)")
         elif name == "BestImproved":
             self.best = (ev.node_id, ev.speedup)
+            self._line(f"      new best {ev.node_id}: {ev.speedup:.2f}×" + (f" ({ev.why})" if ev.why else ""))
         elif name == "CandidateEvaluated":
             self._attempt(ev.node, ev.evaluated)
         elif name == "BudgetUpdate":
@@ -67,10 +70,6 @@ class Progress:
                                               ev.seconds))
         elif name == "FinalistsRetimed":
             self._line(f"finalists {', '.join(ev.node_ids)} re-timed head to head: {ev.race.get('message', '')}")
-        elif name == "RunFinished":
-            best = (f"best {ev.best_node} at {_sp(ev.best_speedup, ev.best_speedup_ci, ev.best_quality)}"
-                    if ev.best_node else "no correct candidate")
-            self._line(f"finished ({ev.reason}) after {ev.attempts} attempts: {best}")
         elif name == "RunError":
             self._line(f"stopped by an error: {ev.message}")
 
@@ -81,11 +80,10 @@ class Progress:
         sp = (" " + _sp(node["speedup"], prof.get("speedup_ci"), (prof.get("quality") or {}).get("verdict"))
               if node.get("speedup") is not None else "")
         what = node["status"] + sp
-        best = f" · best {self.best[1]:.2f}× ({self.best[0]})" if self.best else ""
         msg = node.get("message") or ""
         detail = f" — {msg[:70]}" if msg and (node["status"] != "ok" or not evaluated) else ""
         self._line(f"[{n}{total}] {node['id']} ← {node['parent']} {node['kind']:<6} "
-                   f"{node.get('skill_id') or '-'}: {what}{best}{detail}")
+                   f"{node.get('skill_id') or '-'}: {what}{detail}")
 
     def _line(self, text: str) -> None:
         print(text, file=self.out or sys.stderr, flush=True)

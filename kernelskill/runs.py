@@ -105,20 +105,32 @@ def render_report(path: Path, tree: Trajectory, last: Event) -> str:
         lines.append("- best: no correct candidate")
     tokens, cost = sum(n.tokens for n in tree), sum(n.cost for n in tree)
     evals = sum(n.eval_seconds for n in tree)
-    lines += [f"- spent: {tokens} tokens · ${cost:.4f} · {evals:.1f} s of evaluation", "",
-              "| node | parent | kind | skill | status | speedup | tokens | cost | note |",
-              "|---|---|---|---|---|---|---|---|---|"]
+    llm_s = sum(c.seconds for n in tree for c in n.calls)
+    lines += [f"- spent: {tokens} tokens · ${cost:.4f} · {llm_s:.1f} s waiting for the model · {evals:.1f} s of "
+              f"evaluation", "",
+              "| node | parent | kind | skill | status | speedup | LLM s | eval s | tokens | cost | note |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for n in tree:
         sp = f"{n.speedup:.2f}×" if n.speedup is not None else "-"
         note = (f"same code as {n.duplicate_of}" if n.duplicate_of else n.message).replace("|", "/")
+        llm = sum(c.seconds for c in n.calls)
         lines.append(f"| {n.id} | {n.parent or '-'} | {n.kind} | {n.skill_id or '-'} | {n.status} | {sp} | "
-                     f"{n.tokens} | ${n.cost:.4f} | {note[:80]} |")
-    plans = [n for n in tree if n.plan]
+                     f"{llm:.1f} | {n.eval_seconds:.1f} | {n.tokens} | ${n.cost:.4f} | {note[:80]} |")
+    plans = [n for n in tree if n.plan or (n.kind == "repair" and n.diagnosis)]
     if plans:
         lines += ["", "## Plans", ""]
-        lines += [f"- **{n.id}** ({n.skill_id or 'no skill'}): " + (
-                  f"repair of {n.parent}: {n.diagnosis[:200]}" if n.kind == "repair" and n.diagnosis
-                  else n.plan.strip().splitlines()[0][:200]) for n in plans]
+        for n in plans:
+            head = f"**{n.id}** ({n.skill_id or 'no skill'})" + (f": {n.mechanism}" if n.mechanism else "")
+            lines += [f"- {head}"]
+            if n.kind == "repair" and n.diagnosis:
+                lines += [f"  - repair of {n.parent}: {n.diagnosis.strip()}"]
+            lines += ["  > " + line for line in n.plan.strip().splitlines()] if n.plan.strip() else []
+    unusable = [(n, c) for n in tree for c in n.calls if c.error]
+    if unusable:
+        lines += ["", "## Replies that could not be used", "",
+                  "Each got one corrective message; the whole reply is kept on the node (`kernelskill runs show "
+                  "RUN --json`, `calls[].reply`).", ""]
+        lines += [f"- {n.id}, {c.role} ({c.model or '?'}): {c.error}" for n, c in unusable]
     return "\n".join(lines) + "\n"
 
 

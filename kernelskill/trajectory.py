@@ -30,6 +30,8 @@ class LLMCall:
     cost: float = 0.0
     seconds: float = 0.0
     estimated: bool = False
+    reply: str = ""                  # the model's whole reply, kept for audit (unusable ones too)
+    error: str = ""                  # why the reply could not be used; empty when it was
 
     @property
     def tokens(self) -> int:

@@ -32,7 +32,7 @@ class AgentResult:
 def call_of(role: str, resp: LLMResponse) -> LLMCall:
     return LLMCall(role=role, model=resp.model, prompt_tokens=resp.prompt_tokens,
                    completion_tokens=resp.completion_tokens, cost=resp.cost, seconds=resp.seconds,
-                   estimated=resp.estimated)
+                   estimated=resp.estimated, reply=resp.text)
 
 
 class Agent:
@@ -69,7 +69,7 @@ class Agent:
                 result.ok, result.error = True, ""
                 return result
             except OutputError as e:
-                result.error = str(e)
+                result.error = call.error = str(e)      # kept on the node's call for audit
                 if round_trip == 0:
                     messages = messages + [{"role": "assistant", "content": resp.text},
                                            {"role": "user", "content": self.prompt.render(

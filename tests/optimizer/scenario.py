@@ -66,7 +66,9 @@ def debugger_reply(code: str, diagnosis: str = "relu2_tail_bug overwrites the la
 
 def allowed_skills(messages: list[dict]) -> list[str]:
     """The skill ids the planner was offered (each skill's prompt starts with ``[id]``)."""
-    text = messages[-1]["content"].split("## Allowed skills", 1)[-1].split("## What the search knows", 1)[0]
+    prompt = next((m["content"] for m in messages if m["role"] == "user" and "## Allowed skills" in m["content"]),
+                  messages[-1]["content"])                         # the prompt, also under a corrective turn
+    text = prompt.split("## Allowed skills", 1)[-1].split("## What the search knows", 1)[0]
     return re.findall(r"^\[([a-z0-9-]+)\]", text, re.M)
 
 

@@ -67,7 +67,7 @@ def test_store_writes_events_nodes_best_and_report_and_rebuilds(tmp_path):
     assert "AgentDelta" not in names and names[0] == "RunStarted" and names[-1] == "RunFinished"
     assert (run / "nodes" / "n1.py").read_text() == "new" and (run / "best.py").read_text() == "new"
     report = (run / "report.md").read_text()
-    assert "**n1** at **1.70×**" in report and "| n1 | n0 | plan | s | ok | 1.70× | 30 | $0.5000 |" in report
+    assert "**n1** at **1.70×**" in report and "| n1 | n0 | plan | s | ok | 1.70× | 0.0 | 0.0 | 30 | $0.5000 |" in report
     state = load_run(run)
     assert [n.id for n in state.tree] == ["n0", "n1"] and state.attempts == 1 and state.tokens == 30
     assert state.finished.reason == "attempts"

@@ -88,3 +88,41 @@ def test_resume_after_a_kill_loses_at_most_the_attempt_in_flight(run_copy):
     assert all(json.loads(line) for line in lines)                # the torn line was cut before appending
     started = [e for e in read_events(run_copy) if e.name == "RunStarted"]
     assert [e.resumed for e in started] == [False, True, True]
+
+
+def test_a_run_you_can_audit(tmp_path, capsys):
+    """Every reply (an unusable one too) and its parse error stay on the node; report.md has per-node
+    model and evaluation seconds and the whole plan; the progress shows no stale best and the outcome
+    is printed once."""
+    from kernelskill.cli_optimize import Progress
+    script = Scenario()
+    calls = {"planner": 0}
+
+    def llm(role, messages):
+        if role == "planner":
+            calls["planner"] += 1
+            if calls["planner"] == 1:
+                return "I think we should fuse the loops."              # no JSON, no code: unusable
+        return script(role, messages)
+    config = load_config({**EVAL_FLAGS, "budget.attempts": 2, "search.epsilon": 0.0, "search.seed": 0,
+                          "runs_dir": str(tmp_path / "runs")})
+    opt = Optimizer(Task.load(RELU_TASK), llm=ScriptedLLM(llm), config=config)
+    progress = Progress(out=__import__("io").StringIO())
+    opt.bus.subscribe(progress)
+    out = opt.run()
+
+    n1 = load_run(out.path).tree.get("n1")                        # as stored, not as held in memory
+    first, second = n1.calls[0], n1.calls[1]
+    assert (first.role, first.reply) == ("planner", "I think we should fuse the loops.")
+    assert "no JSON object" in first.error and second.error == "" and "IMPROVE" in second.reply
+    report = (out.path / "report.md").read_text()
+    assert "| node | parent | kind | skill | status | speedup | LLM s | eval s |" in report
+    row = next(line for line in report.splitlines() if line.startswith("| n1 |"))
+    cells = [c.strip() for c in row.split("|")]
+    assert float(cells[7]) >= 0 and float(cells[8]) == pytest.approx(round(n1.eval_seconds, 1), abs=0.05)
+    assert "## Replies that could not be used" in report and "n1, planner" in report
+    assert "> write relu2 in C++" in report                      # the whole plan, quoted
+    shown = progress.out.getvalue()
+    attempt_lines = [line for line in shown.splitlines() if line.startswith("[")]
+    assert attempt_lines and not any("best" in line for line in attempt_lines)
+    assert "new best n" in shown and "finished (" not in shown    # the command prints the outcome, once
