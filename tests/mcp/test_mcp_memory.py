@@ -54,7 +54,7 @@ async def test_task_and_skill_tools(server):
                                                            "bottleneck": "memory-bound", "limit": 3}))
         assert not skills.is_error and 0 < len(skills.structured_content["skills"]) <= 3
         first = skills.structured_content["skills"][0]
-        assert first["guidance"] and first["stats"]["success_rate"] > 0 and first["uri"] == f"skill://{first['id']}"
+        assert first["guidance"] and first["stats"]["success_rate"] is None and first["stats"]["tried"] == 0 and first["uri"] == f"skill://{first['id']}"
 
 
 async def test_get_task_lists_buffers_apart_from_parameters(server):
@@ -198,7 +198,7 @@ async def test_resources(server):
         uris = {str(r.uri) for r in (await client.list_resources()).resources}
         assert "task://softmax_rows" in uris and "skill://warp-shuffle-reduction" in uris
         skill = (await client.read_resource("skill://warp-shuffle-reduction")).contents[0]
-        assert "Steps:" in skill.text and "Recorded: tried" in skill.text
+        assert "Steps:" in skill.text and "Recorded: never tried." in skill.text
         task = (await client.read_resource("task://softmax_rows")).contents[0].text
         assert "## reference.py" in task and "[presets.small]" in task
         with pytest.raises(Exception, match="Unknown resource"):
