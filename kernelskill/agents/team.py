@@ -23,6 +23,21 @@ from .views import (render_chain, render_context, render_failure, render_node, r
                     render_tried)
 
 
+def reference_for(reference: str, code: str) -> str:
+    """The reference for a prompt that also shows ``code``: in full, unless the code is the reference."""
+    if code.strip() == reference.strip():
+        return "(the node to improve below is the reference itself)"
+    return "```python\n" + reference.rstrip("\n") + "\n```"
+
+
+def _base_code(tree: Trajectory, failed: Node, reference: str) -> str:
+    """The correct code the failed node was derived from (its nearest correct ancestor)."""
+    base = tree.base_of(failed.id)
+    if base.parent is None or base.code.strip() == reference.strip():
+        return "(the reference above)"
+    return f"{base.id}, correct at {base.speedup or 0:.2f}×:\n```python\n" + base.code.rstrip("\n") + "\n```"
+
+
 class Team:
     def __init__(self, llm, prompts: dict[str, dict[str, Prompt]], backend: str, task, summary: dict[str, Any],
                  book, *, emit: Callable[[Event], Any], arch: str | None = None, skills_limit: int = 6,
@@ -76,6 +91,7 @@ class Team:
         planner = self._agent(Planner, node, allowed=[s.id for s in skills], blocked=blocked, base=parent.code)
         plan = self._run(planner, parent.id, attempt, {
             "task": self.task_text, "node": render_node(tree, parent), "code": parent.code,
+            "reference": reference_for(self.task.source, parent.code),
             "skills": render_skills(skills), "context": self._window(tree, parent.id, "planner"),
             "tried": render_tried(tree, parent.id)})
         if not plan.ok:
@@ -103,6 +119,7 @@ class Team:
         debugger = self._agent(Debugger, node)
         fix = self._run(debugger, failed.id, attempt, {
             "task": self.task_text, "reference": self.task.source, "plan": failed.plan or failed.mechanism or "-",
+            "base": _base_code(tree, failed, self.task.source),
             "code": failed.code, "failure": render_failure(failed.result, failed.message),
             "chain": render_chain(tree.repair_chain(failed.id)), "context": self._window(tree, failed.id, "debugger")})
         if not fix.ok:

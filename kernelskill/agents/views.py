@@ -57,13 +57,44 @@ def render_context(tree: Trajectory, nodes: Iterable[Node], skip: str | None = N
     return "\n".join(blocks) or "(nothing else yet)"
 
 
-def render_tried(tree: Trajectory, node_id: str) -> str:
-    """Skills and mechanisms already tried from a node (what repeat blocking refuses)."""
+def render_tried(tree: Trajectory, node_id: str, elsewhere: int = 8) -> str:
+    """Skills and mechanisms already tried from a node (what repeat blocking refuses), then the
+    mechanisms that failed anywhere else in the tree and why (the newest ``elsewhere`` of them),
+    so a move that failed from a sibling is not planned again blind."""
     kids = [c for c in tree.children(node_id) if c.kind == "plan"]
-    if not kids:
-        return "(nothing yet)"
-    return "\n".join(f"- skill {c.skill_id or 'none'} / {c.mechanism or '?'} → {c.status}"
-                     + (f" {c.speedup:.2f}×" if c.speedup else "") for c in kids)
+    lines = [f"- skill {c.skill_id or 'none'} / {c.mechanism or '?'} → {c.status}"
+             + (f" {c.speedup:.2f}×" if c.speedup else "") for c in kids] or ["(nothing yet)"]
+    failed = [n for n in tree if n.kind == "plan" and n.parent != node_id and _failed_for_good(tree, n)]
+    if failed:
+        lines += ["", "Failed elsewhere in the tree (each after its repairs):"]
+        for n in failed[-elsewhere:]:
+            last = _last_repair(tree, n)
+            why = (last.diagnosis.strip().splitlines() or [""])[0] if last is not n and last.diagnosis else ""
+            lines.append(f"- from {n.parent}: skill {n.skill_id or 'none'} / {n.mechanism or '?'} → {last.status}: "
+                         f"{(last.message or '').strip()[:120]}" + (f" (debugger: {why[:120]})" if why else ""))
+    return "\n".join(lines)
+
+
+def _last_repair(tree: Trajectory, n):
+    """The newest node of ``n``'s repair chain (``n`` itself when it was never repaired)."""
+    while True:
+        repairs = [c for c in tree.children(n.id) if c.kind == "repair"]
+        if not repairs:
+            return n
+        n = repairs[-1]
+
+
+def _failed_for_good(tree: Trajectory, n) -> bool:
+    """A plan node that failed and whose repairs never produced a correct candidate."""
+    if not n.failed:
+        return False
+    stack = [n]
+    while stack:
+        cur = stack.pop()
+        if cur.ok:
+            return False
+        stack += [c for c in tree.children(cur.id) if c.kind == "repair"]
+    return True
 
 
 def render_skills(skills) -> str:

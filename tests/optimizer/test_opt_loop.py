@@ -126,3 +126,69 @@ def test_a_run_you_can_audit(tmp_path, capsys):
     attempt_lines = [line for line in shown.splitlines() if line.startswith("[")]
     assert attempt_lines and not any("best" in line for line in attempt_lines)
     assert "new best n" in shown and "finished (" not in shown    # the command prints the outcome, once
+
+
+def test_the_planner_sees_the_reference_when_it_expands_a_candidate():
+    """Issue 21: the planner saw the reference only when expanding the root."""
+    from kernelskill.agents.team import Team
+    from kernelskill.agents.templates import load_prompts
+    from kernelskill.trajectory import Node, Trajectory
+    from scenario import REF
+    script = Scenario()
+    task = Task.load(RELU_TASK)
+    team = Team(ScriptedLLM(script), load_prompts(None), "cpp", task, task.summary(), SkillBook.load(),
+                emit=lambda ev: None)
+    tree = Trajectory()
+    root = tree.add(Node(id="n0", parent=None, kind="root", code=REF, status="ok", speedup=1.0))
+    child = tree.add(Node(id="n1", parent="n0", kind="plan", code=GOOD, status="ok", speedup=1.5,
+                          skill_id="cpu-fused-single-pass", mechanism="fused pass"))
+    for parent in (root, child):
+        assert team.expand(tree, parent, Node(id=tree.new_id(), parent=parent.id, kind="plan", code=""), 1)
+    at_root, at_child = script.prompts("planner")
+    assert "(the node to improve below is the reference itself)" in at_root
+    ref_section = at_child.split("## Reference", 1)[1].split("## The node to improve", 1)[0]
+    assert "return torch.relu(x) * 2.0" in ref_section and "class Model" in ref_section
+    assert "ext.relu2" in at_child.split("## The node to improve", 1)[1]          # the node's own code
+
+
+def test_the_debugger_sees_the_working_code_the_failed_one_came_from():
+    """Issue 21: the debugger never saw the parent's working code."""
+    from kernelskill.agents.team import Team
+    from kernelskill.agents.templates import load_prompts
+    from kernelskill.trajectory import Node, Trajectory
+    from scenario import BUGGY, REF
+    script = Scenario()
+    task = Task.load(RELU_TASK)
+    team = Team(ScriptedLLM(script), load_prompts(None), "cpp", task, task.summary(), SkillBook.load(),
+                emit=lambda ev: None)
+    tree = Trajectory()
+    tree.add(Node(id="n0", parent=None, kind="root", code=REF, status="ok", speedup=1.0))
+    tree.add(Node(id="n1", parent="n0", kind="plan", code=GOOD, status="ok", speedup=1.5))
+    broken = tree.add(Node(id="n2", parent="n1", kind="plan", code=BUGGY, status="incorrect",
+                           result={"status": "incorrect"}, message="1 element outside tolerance"))
+    assert team.repair(tree, broken, Node(id=tree.new_id(), parent="n2", kind="repair", code=""), 1)
+    prompt = script.prompts("debugger")[0]
+    base = prompt.split("## The working code it started from", 1)[1].split("## The failed candidate", 1)[0]
+    assert "n1, correct at 1.50×" in base and "return ext.relu2(x)" in base and "return ext.relu2_tail_bug" not in base
+
+
+def test_a_mechanism_that_failed_anywhere_is_shown_with_why():
+    """Issue 21: a failed mechanism was not remembered across siblings or the tree."""
+    from kernelskill.agents.views import render_tried
+    from kernelskill.trajectory import Node, Trajectory
+    from scenario import BUGGY, REF
+    tree = Trajectory()
+    tree.add(Node(id="n0", parent=None, kind="root", code=REF, status="ok", speedup=1.0))
+    tree.add(Node(id="n1", parent="n0", kind="plan", code=GOOD, status="ok", speedup=1.5, mechanism="fused pass"))
+    tree.add(Node(id="n2", parent="n0", kind="plan", code=BUGGY, status="compile_error", skill_id="simd-vectorization",
+                  mechanism="AVX-512 intrinsics", message="build failed: _mm512_loadu_ps was not declared"))
+    tree.add(Node(id="n3", parent="n2", kind="repair", code=BUGGY, status="compile_error",
+                  diagnosis="immintrin.h is missing\nand more", message="build failed again"))
+    tree.add(Node(id="n4", parent="n0", kind="plan", code=BUGGY, status="incorrect", mechanism="tail loop"))
+    tree.add(Node(id="n5", parent="n4", kind="repair", code=GOOD, status="ok", speedup=1.2))    # fixed: not listed
+    text = render_tried(tree, "n1")
+    assert text.startswith("(nothing yet)")
+    assert ("- from n0: skill simd-vectorization / AVX-512 intrinsics → compile_error: build failed again "
+            "(debugger: immintrin.h is missing)") in text
+    assert "tail loop" not in text
+    assert "Failed elsewhere" not in render_tried(tree, "n0")          # its own children are listed above

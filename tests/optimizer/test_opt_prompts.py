@@ -18,7 +18,7 @@ def test_shipped_prompts_cover_every_role_and_backend():
         for backend, p in tables.items():
             system = p.render("system")
             assert backend in system and "{{" not in system
-    text = prompts["planner"]["cpp"].render("user", task="T", node="N", code="void f() { }", skills="S",
+    text = prompts["planner"]["cpp"].render("user", task="T", reference="R", node="N", code="void f() { }", skills="S",
                                             context="C", tried="-")
     assert "void f() { }" in text and "{{" not in text
     assert "<<<IMPROVE BEGIN>>>" in prompts["planner"]["cuda"].render("system")
