@@ -15,7 +15,7 @@ from .errors import UserError
 from .skills import (CATEGORIES, SkillBook, check_dir, load_skill_file, shipped_dir,
                      user_home)
 from .skills.book import arch_key
-from .skills.predicates import profile_facts, task_facts
+from .skills.predicates import gate_features, profile_facts, task_facts
 from .vocab import BACKENDS, BOTTLENECKS, OP_CLASSES
 
 
@@ -97,12 +97,10 @@ def _result_profile(path: str) -> dict:
 def cmd_gate(args: argparse.Namespace) -> int:
     """Print the skills the gate allows for a task (or op classes) and a node's profile; with
     --explain, every skill in or out with the reason for each condition."""
-    if (args.ops is None) == (args.task is None):
-        raise UserError("skills gate: give either --task T or --ops CLASSES (e.g. --task softmax_rows)")
     facts: dict = {}
     if args.task is not None:
         info = _task_summary(args.task)
-        ops = list(info["op_classes"]) + list(info.get("features", []))
+        ops = gate_features(info)
         facts = task_facts(info)
     else:
         ops = [o.strip() for o in args.ops.split(",") if o.strip()]
@@ -165,7 +163,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         raise UserError("skills search: give at least one of --task, --bottleneck, --query, "
                         "--backend (e.g. --task softmax_rows --bottleneck memory-bound)")
     info = _task_summary(args.task) if args.task is not None else None
-    ops = list(info["op_classes"]) + list(info.get("features", [])) if info is not None else None
+    ops = gate_features(info) if info is not None else None
     book = SkillBook.load()
     skills = book.find(ops, args.bottleneck, query=query, backend=args.backend, arch=args.arch,
                        limit=args.limit, facts=task_facts(info))
@@ -258,18 +256,11 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_distill(args: argparse.Namespace) -> int:
     """Turn a verified node that beat its parent with confidence into a draft skill file."""
     from .runs import find_run, load_run
-    from .skills.distill import draft
+    from .skills.distill import draft, save
     state = load_run(find_run(args.run, args.runs_dir))
     book = SkillBook.load()
     d = draft(state, args.node, args.id, book=book)
-    target = Path(args.out) if args.out else user_home() / "skills"
-    path = target / f"{d.skill.id}.toml"
-    if path.exists() and not args.force:
-        raise UserError(f"{path}: a skill with id {d.skill.id!r} exists; --force replaces it, --id names the draft")
-    if d.skill.id in book.skills and book.skills[d.skill.id].origin == "shipped" and not args.force:
-        raise UserError(f"{d.skill.id!r} is a shipped skill's id: a draft with it would override that skill; "
-                        f"--id names the draft, --force overrides on purpose")
-    d.path = book.save_user_skill(d.skill, target)
+    save(book, d, args.out, force=args.force)
     if args.json:
         _dump({"path": str(d.path), "node": d.node_id, "base": d.base_id, "gain": round(d.gain, 4),
                "gain_low": round(d.gain_low, 4), "skill": d.skill.to_dict()})

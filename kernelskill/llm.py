@@ -153,7 +153,7 @@ class OpenAIChat:
             raise UserError(self._unreachable(e)) from None
         for model in sorted({self.config.role(r).model for r in ("planner", "coder", "debugger")}):
             try:
-                self._client.with_options(timeout=self._timeout(stream=False, whole=self._first_token_s)) \
+                self._client.with_options(timeout=self._timeout(self._first_token_s)) \
                     .chat.completions.create(model=model, messages=[{"role": "user", "content": "Reply with OK."}],
                                              max_tokens=1, extra_headers={PREFLIGHT_HEADER: "1"})
             except self._openai.APITimeoutError:
@@ -173,11 +173,10 @@ class OpenAIChat:
     def _call_s(self) -> float:
         return float(self.config.data["llm"]["call_timeout_s"])
 
-    def _timeout(self, stream: bool, whole: float | None = None):
-        """The client's timeouts (openai.Timeout): streaming waits at most first_token_timeout_s for the headers and between
-        chunks (the watchdog in _request bounds the first token and the whole call); a plain request
-        waits for its whole body, at most call_timeout_s."""
-        read = self._first_token_s if stream else (whole or self._call_s)
+    def _timeout(self, read: float):
+        """The client's timeouts (openai.Timeout) for a request that may wait ``read`` seconds for data:
+        streaming, first_token_timeout_s for the headers and between chunks (the watchdog in _request
+        bounds the first content and the whole call); a plain request, call_timeout_s for its body."""
         return self._openai.Timeout(read, connect=min(10.0, read), write=60.0, pool=60.0)
 
     def _silent(self, model: str, key: str, seconds: float, what: str = "") -> str:
@@ -214,8 +213,11 @@ class OpenAIChat:
                 delay = max(_retry_after(e), llm["retry_base_s"] * 2 ** retries)
             except _Silent as e:               # a stuck model is reported, not waited on again
                 raise UserError(self._silent(call.model, e.key, e.seconds, e.what)) from None
-            except self._openai.APITimeoutError:
-                raise UserError(self._silent(call.model, "first_token_timeout_s", self._first_token_s)) from None
+            except self._openai.APITimeoutError:    # streaming: a silent gap; plain: the whole call
+                key, limit = ("first_token_timeout_s", self._first_token_s) if call.stream else \
+                    ("call_timeout_s", self._call_s)
+                what = "" if call.stream else f"did not finish its reply within {limit:.0f} s"
+                raise UserError(self._silent(call.model, key, limit, what)) from None
             except self._openai.APIConnectionError as e:
                 if retries >= llm["max_retries"]:
                     raise UserError(self._unreachable(e) + f" after {retries + 1} tries") from None
@@ -238,7 +240,7 @@ class OpenAIChat:
         kw: dict[str, Any] = {"model": call.model, "messages": messages, "temperature": call.temperature}
         if call.max_tokens:
             kw["max_tokens"] = call.max_tokens
-        client = self._client.with_options(timeout=self._timeout(call.stream))
+        client = self._client.with_options(timeout=self._timeout(self._first_token_s if call.stream else self._call_s))
         if not call.stream:
             resp = client.chat.completions.create(**kw)
             text = (resp.choices[0].message.content or "") if resp.choices else ""

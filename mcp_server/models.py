@@ -11,8 +11,10 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from kernelskill.results import CompileResult, EvalResult, TimingStats
+from kernelskill.skills.book import arch_key
 from kernelskill.skills.stats import SkillStats
 from kernelskill.skills import Skill
+from kernelskill.vocab import OP_CLASSES
 
 
 class Compilation(BaseModel):
@@ -114,8 +116,6 @@ class SkillStatsInfo(BaseModel):
     @classmethod
     def of(cls, st: SkillStats, features: list[str] = (), backend: str | None = None,
            arch: str | None = None) -> "SkillStatsInfo":
-        from kernelskill.skills.book import arch_key
-        from kernelskill.vocab import OP_CLASSES
         ops = [f for f in features if f in OP_CLASSES] or None
         c = st.counts(ops, backend, arch_key(arch))
         return cls(tried=c.tried, succeeded=c.succeeded, failed=c.failed, no_gain=c.no_gain,

@@ -27,7 +27,7 @@ from kernelskill.evaluate.build import cache_root
 from kernelskill.results import CompileResult, EvalResult, TimingStats
 from kernelskill.skills import SkillBook
 from kernelskill.vocab import BACKENDS
-from kernelskill.skills.predicates import task_facts
+from kernelskill.skills.predicates import gate_features, task_facts
 from kernelskill.task import TASK_FILE_NAMES
 
 from . import advice, catalog
@@ -319,7 +319,7 @@ class Toolbox:
                       backend: str | None = None, limit: int = 5, preset: str | None = None) -> SkillList:
         """Skills gated by the task's op classes, the bottleneck and the backend, best first."""
         info = self.summary(self.resolve(task, preset)) if task else None
-        features = list(info["op_classes"]) + list(info.get("features", [])) if info else None
+        features = gate_features(info) if info else None
         return catalog.lookup_skills(self.book, features=features, backend=backend or self.default_backend,
                                      bottleneck=bottleneck, query=query, limit=limit, arch=self.arch,
                                      facts=task_facts(info))
@@ -327,14 +327,10 @@ class Toolbox:
     def distill_skill(self, run: str, node: str | None = None, skill_id: str | None = None) -> DistilledSkill:
         """A run's node that beat its parent with confidence, as a draft skill in the user's directory."""
         from kernelskill.runs import load_run
-        from kernelskill.skills.distill import draft
-        from kernelskill.skills.schema import user_home
+        from kernelskill.skills.distill import draft, save
         path = self.roots.check(run)
         d = draft(load_run(path), node, skill_id, book=self.book)
-        target = user_home() / "skills"
-        if (target / f"{d.skill.id}.toml").exists() or d.skill.id in self.book.skills:
-            raise UserError(f"a skill with id {d.skill.id!r} exists; pass skill_id to name the draft")
-        saved = self.book.save_user_skill(d.skill, target)
+        saved = save(self.book, d, rename="pass skill_id to name the draft")
         return DistilledSkill(path=str(saved), node=d.node_id, base=d.base_id, gain=round(d.gain, 4),
                               gain_low=round(d.gain_low, 4), skill=SkillInfo.of(d.skill, self.book.stats.get(d.skill.id)))
 

@@ -8,13 +8,13 @@ RELU_TASK = DATA / "relu_task.py"
 DROPOUT_TASK = DATA / "dropout_task.py"       # dropout in training mode: the reference draws random numbers
 TOOLKIT = (DATA / "toolkit.py").read_text()
 # A minimal valid skill file (tests of the skill schema, the gate, distillation).
-VALID_SKILL = '''
-id = "my-skill"
+_SKILL_TOML = '''
+id = "SID"
 title = "A test skill"
 category = "memory"
 backends = ["cuda"]
-applies_to = ["softmax"]
-bottlenecks = ["memory-bound"]
+applies_to = APPLIES_TO
+bottlenecks = BOTTLENECKS
 when = "always"
 summary = "one line"
 guidance = "what, why, cost"
@@ -24,6 +24,15 @@ expected_gain = "2x"
 example = "__global__ void k() {}"
 example_lang = "cuda"
 '''
+
+
+def skill_toml(sid: str = "my-skill", applies_to: str = '["softmax"]', bottlenecks: str = '["memory-bound"]') -> str:
+    """A minimal valid skill file; the three values are TOML."""
+    return (_SKILL_TOML.replace("SID", sid).replace("APPLIES_TO", applies_to)
+            .replace("BOTTLENECKS", bottlenecks))
+
+
+VALID_SKILL = skill_toml()
 
 
 def toolkit_candidate(forward: str, extra: str = "") -> str:

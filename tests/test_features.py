@@ -10,6 +10,8 @@ from kernelskill.skills import SkillBook, parse_skill
 from kernelskill.task import Task
 from kernelskill.errors import UserError
 
+from helpers import skill_toml
+
 HEAD = "import math\nimport torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
 
 
@@ -180,22 +182,7 @@ def test_welford_for_groupnorm_and_scan_for_masked_cumsum(tmp_path):
     assert "warp-scan-prefix-sum" in top
 
 
-SKILL = """
-id = "x"
-title = "t"
-category = "memory"
-backends = ["cuda"]
-applies_to = ["matmul"]
-bottlenecks = ["*"]
-when = "w"
-summary = "s"
-guidance = "g"
-steps = ["a"]
-pitfalls = ["b"]
-expected_gain = "e"
-example = "x"
-example_lang = "cuda"
-"""
+SKILL = skill_toml("x", '["matmul"]', '"*"')
 
 
 def test_requires_and_features_are_validated():

@@ -15,12 +15,11 @@ from kernelskill.skills import SkillBook, parse_skill
 from kernelskill.skills.predicates import FACTS, parse, profile_facts, task_facts
 from kernelskill.task import Task
 
-from helpers import VALID_SKILL
+from helpers import skill_toml
 
 REPO = Path(__file__).resolve().parent.parent
 
-BASE = (VALID_SKILL.replace('"my-skill"', '"gemv-thing"').replace('["softmax"]', '["matmul"]')
-        .replace('bottlenecks = ["memory-bound"]', 'bottlenecks = "*"'))
+BASE = skill_toml("gemv-thing", '["matmul"]', '"*"')
 
 
 @pytest.fixture(autouse=True)
@@ -123,8 +122,9 @@ def test_forbidden_feature_keeps_a_skill_out_whatever_else_fits():
     assert not out.allowed and "- forbidden has diagonal: holds" in out.reasons
 
 
-def test_every_shipped_predicate_names_a_known_fact():
+def test_every_shipped_skill_states_its_expected_effect_and_known_facts():
     for s in SkillBook.load():
+        assert s.expect, f"{s.id}: no expect (the metric change it should cause)"
         for text in s.preconditions + s.forbidden:
             p = parse(text, s.id)
             assert p.name == "has" or p.name in FACTS

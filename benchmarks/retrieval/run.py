@@ -71,10 +71,10 @@ def load_labels(path: Path = LABELS) -> dict[str, dict]:
 def task_info(task_path: Path) -> tuple[list[str], dict]:
     """The task's op classes and task features, and its facts (what skills' preconditions read), as
     ``skills search --task`` reads them."""
-    from kernelskill.skills.predicates import task_facts
+    from kernelskill.skills.predicates import gate_features, task_facts
     from kernelskill.task import Task
     info = Task.load(task_path).summary()
-    return list(info["op_classes"]) + list(info.get("features", [])), task_facts(info)
+    return gate_features(info), task_facts(info)
 
 
 def op_classes(task_path: Path) -> list[str]:

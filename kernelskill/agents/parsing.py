@@ -7,6 +7,7 @@ sends back).
 from __future__ import annotations
 
 import ast
+import difflib
 import json
 import re
 from dataclasses import dataclass
@@ -135,7 +136,6 @@ def check_echo(base: str, anchored: str) -> None:
     else: a model that abbreviates ("# ... unchanged") or edits outside a span would silently corrupt
     the base the coder builds on. Blank lines and trailing spaces do not count. AnchorError says
     which line of the current code is missing or which added line lies outside every span."""
-    import difflib
     spans = [(a.begin, a.end) for a in parse_anchors(anchored)]
     mine = [(i, line.rstrip()) for i, line in enumerate(anchored.splitlines(), 1) if line.strip()]
     theirs = [(i, line.rstrip()) for i, line in enumerate(base.splitlines(), 1) if line.strip()]

@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 from ..events import AgentDelta, AgentFinished, AgentStarted, Event
 from ..search import context
-from ..skills.predicates import task_facts
+from ..skills.predicates import gate_features, task_facts
 from ..trajectory import INVALID, Node, Trajectory
 from ..vocab import BOTTLENECKS
 from .base import Agent, AgentResult
@@ -46,7 +46,7 @@ class Team:
         self.prompts = {role: table[backend] for role, table in prompts.items()}
         self.op_classes = list(summary.get("op_classes", []))
         # what the gate ranks by: the op classes and the task features (structure, kinds) traced with them
-        self.features = self.op_classes + list(summary.get("features", []))
+        self.features = gate_features(summary)
         self.facts = task_facts(summary)           # what the skills' preconditions read (shapes, sizes)
         self.task_text = render_task(task, summary)
         self.emit, self.arch = emit, arch

@@ -18,7 +18,7 @@ from typing import Any
 from ..errors import UserError
 from ..vocab import OP_CLASSES, TASK_FEATURES
 from . import predicates
-from .schema import Skill, _validate
+from .schema import Skill, _validate, user_home
 
 SIZE_FACTS = ("gemm_m", "gemm_n", "gemm_k", "reduce_size", "output_numel")
 
@@ -144,3 +144,19 @@ def _category(parent_skill: str, book) -> str:
     """The category of the skill the node applied, else 'algorithm'."""
     skill = book.skills.get(parent_skill) if book is not None and parent_skill else None
     return skill.category if skill is not None else "algorithm"
+
+
+def save(book, d: Distilled, directory: Path | str | None = None, *, force: bool = False,
+         rename: str = "--force replaces it, --id names the draft") -> Path:
+    """Write the draft to ``directory`` (default: the user's skill directory) through the book; a
+    skill of the same id there, or a shipped one (the draft would override it), is replaced only
+    with ``force``. ``rename`` tells the caller's way out (a flag, an argument)."""
+    target = Path(directory) if directory else user_home() / "skills"
+    sid = d.skill.id
+    shipped = book.skills.get(sid) is not None and book.skills[sid].origin == "shipped"
+    if not force and (target / f"{sid}.toml").exists():
+        raise UserError(f"{target / f'{sid}.toml'}: a skill with id {sid!r} exists; {rename}")
+    if not force and shipped:
+        raise UserError(f"{sid!r} is a shipped skill's id: a draft with it would override that skill; {rename}")
+    d.path = book.save_user_skill(d.skill, target)
+    return d.path

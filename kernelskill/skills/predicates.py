@@ -137,6 +137,11 @@ def parse_expect(value: Any, where: str) -> dict[str, str]:
     return dict(value)
 
 
+def gate_features(summary: Mapping[str, Any]) -> list[str]:
+    """What the gate reads of a ``Task.summary()``: its op classes, then its task features."""
+    return list(summary.get("op_classes", [])) + list(summary.get("features", []))
+
+
 def task_facts(summary: Mapping[str, Any] | None) -> dict[str, Any]:
     """The task facts of a ``Task.summary()`` (what ``kernelskill task show --json`` prints)."""
     if not summary:

@@ -154,3 +154,14 @@ def test_a_reply_that_outlives_the_call_timeout_is_cut(tmp_path):
         with pytest.raises(UserError, match=r"did not finish its reply within 1 s \(llm.call_timeout_s = 1"):
             llm.complete(MSGS, role="planner", stream_cb=streamed.append)
         assert streamed and len("".join(streamed)) < 4000
+
+
+def test_without_streaming_the_whole_call_is_bounded_by_call_timeout(tmp_path):
+    import time
+    with ChatServer(["never sent"], stall="headers") as server:
+        llm = client(server, tmp_path, **{"llm.stream": False, "llm.call_timeout_s": 1.0,
+                                          "llm.first_token_timeout_s": 300.0})
+        t = time.monotonic()
+        with pytest.raises(UserError, match=r"did not finish its reply within 1 s \(llm.call_timeout_s = 1"):
+            llm.complete(MSGS, role="planner")
+        assert time.monotonic() - t < BOUND_S and len(server.requests) == 1

@@ -128,16 +128,21 @@ def test_a_run_you_can_audit(tmp_path, capsys):
     assert "new best n" in shown and "finished (" not in shown    # the command prints the outcome, once
 
 
-def test_the_planner_sees_the_reference_when_it_expands_a_candidate():
-    """Issue 21: the planner saw the reference only when expanding the root."""
+def _team():
+    """A cpp Team on the relu task answered by the Scenario: (team, script)."""
     from kernelskill.agents.team import Team
     from kernelskill.agents.templates import load_prompts
-    from kernelskill.trajectory import Node, Trajectory
-    from scenario import REF
     script = Scenario()
     task = Task.load(RELU_TASK)
-    team = Team(ScriptedLLM(script), load_prompts(None), "cpp", task, task.summary(), SkillBook.load(),
-                emit=lambda ev: None)
+    return Team(ScriptedLLM(script), load_prompts(None), "cpp", task, task.summary(), SkillBook.load(),
+                emit=lambda ev: None), script
+
+
+def test_the_planner_sees_the_reference_when_it_expands_a_candidate():
+    """Issue 21: the planner saw the reference only when expanding the root."""
+    from kernelskill.trajectory import Node, Trajectory
+    from scenario import REF
+    team, script = _team()
     tree = Trajectory()
     root = tree.add(Node(id="n0", parent=None, kind="root", code=REF, status="ok", speedup=1.0))
     child = tree.add(Node(id="n1", parent="n0", kind="plan", code=GOOD, status="ok", speedup=1.5,
@@ -153,14 +158,9 @@ def test_the_planner_sees_the_reference_when_it_expands_a_candidate():
 
 def test_the_debugger_sees_the_working_code_the_failed_one_came_from():
     """Issue 21: the debugger never saw the parent's working code."""
-    from kernelskill.agents.team import Team
-    from kernelskill.agents.templates import load_prompts
     from kernelskill.trajectory import Node, Trajectory
     from scenario import BUGGY, REF
-    script = Scenario()
-    task = Task.load(RELU_TASK)
-    team = Team(ScriptedLLM(script), load_prompts(None), "cpp", task, task.summary(), SkillBook.load(),
-                emit=lambda ev: None)
+    team, script = _team()
     tree = Trajectory()
     tree.add(Node(id="n0", parent=None, kind="root", code=REF, status="ok", speedup=1.0))
     tree.add(Node(id="n1", parent="n0", kind="plan", code=GOOD, status="ok", speedup=1.5))
