@@ -1,6 +1,6 @@
 """Prompt size per agent role as the search tree deepens: it stays bounded.
 
-    python benchmarks/prompt_size.py [--depths 1 10 30] [--json OUT]
+    python benchmarks/prompt_size.py [--depths 1 10 30] [--budget TOKENS] [--json OUT] [--transcript DIR]
 
 A tree is grown to the given depth: every level has a correct node (the line goes on from it) and
 a sibling that failed to compile (with a long build log and a dozen diagnostics), and at the
@@ -15,7 +15,11 @@ mechanism and a capped diagnosis); only the focal node's code is shown; build lo
 reports are cut to their last 2000 characters; the repair chain is at most ``max_repairs`` long.
 What still grows is the planner's "already tried from this node" list (one line per plan child of
 the focal node) — bounded in practice by ``root_children`` for the root and by ``close_after``
-for nodes whose children all fail. Prints a markdown table; docs/optimizer.md quotes it.
+for nodes whose children all fail; ``--budget`` caps every role's prompt at that many tokens (the
+``agents.prompt_tokens`` setting) and shows what the cap cut. The agents are told this machine's
+profile (``evaluate.machine``), as in a run. ``--transcript DIR`` writes the planner's and the
+coder's first prompt at the deepest depth there. Prints a markdown table; docs/optimizer.md
+quotes it.
 """
 from __future__ import annotations
 
@@ -69,8 +73,10 @@ def grow(depth: int, root_result: dict, max_repairs: int = 3):
     return tree, parent, failed
 
 
-def prompt_sizes(depth: int, root_result: dict, task=None) -> dict[str, dict[str, int]]:
-    """{role: {"chars": …, "tokens": …, "messages": …}} for a tree of ``depth`` levels."""
+def prompt_sizes(depth: int, root_result: dict, task=None, budget: int | None = None,
+                 machine: str = "(not measured)") -> dict[str, dict]:
+    """{role: {"chars": …, "tokens": …, "messages": …, "trimmed": …, "prompt": …}} for a tree of
+    ``depth`` levels; ``budget``: every role's prompt-token cap."""
     from kernelskill.agents.team import Team
     from kernelskill.agents.templates import load_prompts
     from kernelskill.llm import ScriptedLLM, estimate_tokens
@@ -86,16 +92,20 @@ def prompt_sizes(depth: int, root_result: dict, task=None) -> dict[str, dict[str
                                  code=current_code(messages))
         return coder_reply(GOOD) if role == "coder" else debugger_reply(GOOD)
     llm = ScriptedLLM(reply)
-    team = Team(llm, load_prompts(None), "cpp", task, task.summary(), SkillBook.load(), emit=lambda ev: None)
+    team = Team(llm, load_prompts(None), "cpp", task, task.summary(), SkillBook.load(), emit=lambda ev: None,
+                machine=machine, budgets={role: budget for role in ROLES})
     tree, deepest, failed = grow(depth, root_result)
-    assert team.expand(tree, deepest, Node(id=tree.new_id(), parent=deepest.id, kind="plan", code=""), 1)
-    assert team.repair(tree, failed, Node(id=tree.new_id(), parent=failed.id, kind="repair", code=""), 1)
+    planned = Node(id=tree.new_id(), parent=deepest.id, kind="plan", code="")
+    assert team.expand(tree, deepest, planned, 1)
+    repaired = Node(id=tree.new_id(), parent=failed.id, kind="repair", code="")
+    assert team.repair(tree, failed, repaired, 1)
     out = {}
     for role in ROLES:
         messages = next(m for r, m in llm.calls if r == role)
         text = [m["content"] for m in messages]
+        call = next(c for c in (planned.calls + repaired.calls) if c.role == role)
         out[role] = {"chars": sum(map(len, text)), "tokens": sum(map(estimate_tokens, text)),
-                     "messages": len(messages)}
+                     "messages": len(messages), "trimmed": call.trimmed, "prompt": text[-1]}
     out["_nodes"] = len(tree)
     return out
 
@@ -103,7 +113,9 @@ def prompt_sizes(depth: int, root_result: dict, task=None) -> dict[str, dict[str
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--depths", type=int, nargs="*", default=[1, 10, 30])
+    ap.add_argument("--budget", type=int, help="cap every role's prompt at this many tokens")
     ap.add_argument("--json")
+    ap.add_argument("--transcript", help="write the planner's and coder's prompts at the deepest depth here")
     args = ap.parse_args()
     os.environ.setdefault("KERNELSKILL_CACHE", str(ROOT / ".kernelskill-cache"))
     os.environ["KERNELSKILL_HOME"] = tempfile.mkdtemp(prefix="ks-bench-home-")       # never touch the user's stats
@@ -115,14 +127,31 @@ def main() -> None:
     # the root's result is a real measurement of the reference (the Analyzer's summary reads it)
     root = evaluate(RELU_TASK, Candidate.from_source(REF + "\n\nModelNew = Model\n"),
                     opts=eval_options(load_config(EVAL_FLAGS), "cpu")).to_dict()
-    rows = {d: prompt_sizes(d, root) for d in args.depths}
-    print("prompt size per role (first request; chars / estimated tokens at 4 chars per token)\n")
+    from kernelskill.evaluate.api import machine
+    from kernelskill.evaluate.machine import render
+    profile = render(machine("cpu", eval_options(load_config(EVAL_FLAGS), "cpu")), "cpp")
+    rows = {d: prompt_sizes(d, root, budget=args.budget, machine=profile) for d in args.depths}
+    cap = f"; budget {args.budget} tokens per role" if args.budget else ""
+    print(f"prompt size per role (first request; chars / estimated tokens at 4 chars per token{cap})\n")
     print("| depth | nodes | " + " | ".join(f"{r} chars | {r} tokens" for r in ROLES) + " |")
     print("|---|---|" + "---|---|" * len(ROLES))
     for d, r in rows.items():
         print(f"| {d} | {r['_nodes']} | " + " | ".join(f"{r[x]['chars']} | {r[x]['tokens']}" for x in ROLES) + " |")
+    cuts = [(d, role, r[role]["trimmed"]) for d, r in rows.items() for role in ROLES if r[role]["trimmed"]]
+    for d, role, what in cuts:
+        print(f"\ndepth {d}, {role}: the budget cut {what}", end="")
+    if cuts:
+        print()
+    if args.transcript:
+        out = Path(args.transcript)
+        out.mkdir(parents=True, exist_ok=True)
+        deepest = rows[max(rows)]
+        for role in ("planner", "coder"):
+            (out / f"{role}.txt").write_text(deepest[role]["prompt"])
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2))
+        Path(args.json).write_text(json.dumps({d: {k: ({kk: vv for kk, vv in v.items() if kk != "prompt"}
+                                                       if isinstance(v, dict) else v) for k, v in r.items()}
+                                                for d, r in rows.items()}, indent=2))
 
 
 if __name__ == "__main__":

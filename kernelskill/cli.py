@@ -301,6 +301,18 @@ def cmd_compile(args) -> int:
     return 0 if res.ok else 1
 
 
+def cmd_machine(args) -> int:
+    from .evaluate.api import Options, machine, resolve_device
+    from .evaluate.machine import render
+    device = resolve_device(args.device)
+    profile = machine(device, Options(device=device), refresh=args.refresh)
+    if args.json:
+        print(json.dumps(profile, indent=2))
+    else:
+        print(render(profile, "cpp" if device == "cpu" else "cuda"))
+    return 0
+
+
 def cmd_task_show(args) -> int:
     from .report import print_task
     info = _load_task(args).summary()
@@ -375,6 +387,17 @@ def build_parser() -> argparse.ArgumentParser:
     _timeout_args(p, run=False)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_compile)
+
+    p = sub.add_parser("machine", help="what the agents are told about this machine's CPU, GPU and ceilings",
+                       description="Print the machine profile every agent prompt carries: the CPU (cores, SIMD "
+                       "instruction sets, caches, the C++ compiler, torch's parallel backend) and, for a GPU device, "
+                       "the GPU (architecture, SMs, shared memory and registers per block and per SM, L2, memory), "
+                       "with the measured bandwidth, matmul and launch ceilings. Read once per machine and cached "
+                       "under $KERNELSKILL_CACHE/machine; --refresh reads it again.")
+    p.add_argument("--device", default="auto", help="cpu, cuda or cuda:N (default: cuda when a GPU is present)")
+    p.add_argument("--refresh", action="store_true", help="read the facts again and replace the cached ones")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_machine)
 
     p = sub.add_parser("task", help="inspect tasks", description="Inspect tasks.")
     tsub = p.add_subparsers(dest="task_command", metavar="SUBCOMMAND")

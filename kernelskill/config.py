@@ -36,7 +36,7 @@ DEFAULTS: dict[str, Any] = {
                "stop_at_roof": None},
     "eval": {"device": "auto", "trials": 5, "time_cap_s": 10.0, "warmup": 3, "min_reps": 30,
              "max_reps": 200, "build_timeout_s": 900.0, "run_timeout_s": 300.0, "retimes": 2, "backoff_s": 1.0},
-    "agents": {"backend": "auto", "skills_limit": 6, "prompts_dir": None},
+    "agents": {"backend": "auto", "skills_limit": 6, "prompts_dir": None, "prompt_tokens": 12000},
     "runs_dir": "runs",
 }
 _TYPES: dict[str, tuple] = {
@@ -44,7 +44,7 @@ _TYPES: dict[str, tuple] = {
     "budget.tokens": (int,), "budget.usd": (int, float), "budget.minutes": (int, float),
     "search.seed": (int,), "agents.prompts_dir": (str,), "search.stop_at_roof": (int, float),
 }
-_ROLE_KEYS = {"model": (str,), "temperature": (int, float), "max_tokens": (int,)}
+_ROLE_KEYS = {"model": (str,), "temperature": (int, float), "max_tokens": (int,), "prompt_tokens": (int,)}
 _CHOICES = {"search.policy": ("stark", "line"), "agents.backend": ("auto", "cuda", "triton", "cpp")}
 
 
@@ -53,6 +53,7 @@ class RoleConfig:
     model: str
     temperature: float
     max_tokens: int | None = None
+    prompt_tokens: int | None = None     # the prompt's budget (agents.prompt_tokens unless set per role)
 
 
 @dataclass
@@ -75,7 +76,8 @@ class Config:
         table = self.data["llm"]["roles"].get(role, {})
         return RoleConfig(model=table.get("model") or self.data["llm"]["model"] or "",
                           temperature=float(table.get("temperature", ROLE_DEFAULTS.get(role, 0.2))),
-                          max_tokens=table.get("max_tokens", self.data["llm"]["max_tokens"]))
+                          max_tokens=table.get("max_tokens", self.data["llm"]["max_tokens"]),
+                          prompt_tokens=table.get("prompt_tokens", self.data["agents"]["prompt_tokens"]) or None)
 
     def price(self, model: str) -> tuple[float, float]:
         """(input, output) USD per 1M tokens for ``model``; (0, 0) when not in the table."""

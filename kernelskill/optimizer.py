@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .candidate import Candidate
-from .config import Config, load_config
+from .config import ROLES, Config, load_config
 from .errors import StochasticTask, TaskError, UserError
 from .events import (BaselineMeasured, BestImproved, BudgetUpdate, CandidateEvaluated, Event, EventBus,
                      FinalistsRetimed, NodeSelected, RunError, RunFinished, RunStarted)
@@ -224,7 +224,8 @@ class Optimizer:
             agents = self.config.data["agents"]
             self.team = Team(self.llm, self.prompts, self.backend, self.task, summary, self.book, emit=self.emit,
                              arch=arch, skills_limit=agents["skills_limit"],
-                             context_nodes=self.config.data["search"]["context_nodes"])
+                             context_nodes=self.config.data["search"]["context_nodes"], machine=self._machine(),
+                             budgets={role: self.config.role(role).prompt_tokens for role in ROLES})
             reason = self._loop()
             final = self._finalists() if reason != "stopped" else None
             best = self.tree.best()
@@ -241,6 +242,16 @@ class Optimizer:
             store.close()
         return RunOutcome(self.run_id, self.path, reason, best.id if best else None, sp, self.spend.attempts,
                           self.spend, best_speedup_ci=list(ci or []), best_quality=q)
+
+    def _machine(self) -> str:
+        """The machine profile the agents read (``evaluate.machine``): measured once per machine and
+        cached, so a resumed run's prompts say the same."""
+        from .evaluate.api import machine
+        from .evaluate.machine import render
+        try:
+            return render(machine(self.device, self.eval_opts), self.backend)
+        except (UserError, OSError) as e:
+            return f"(not measured: {e})"
 
     def _arch(self) -> str | None:
         """The GPU's compute capability from the baseline's environment (None on the CPU or when unknown)."""

@@ -131,6 +131,12 @@ def render_report(path: Path, tree: Trajectory, last: Event) -> str:
                   "Each got one corrective message; the whole reply is kept on the node (`kernelskill runs show "
                   "RUN --json`, `calls[].reply`).", ""]
         lines += [f"- {n.id}, {c.role} ({c.model or '?'}): {c.error}" for n, c in unusable]
+    cut = [(n, c) for n in tree for c in n.calls if c.trimmed]
+    if cut:
+        lines += ["", "## Prompts cut to fit their budget", "",
+                  "`agents.prompt_tokens` (or `llm.roles.<role>.prompt_tokens`) capped these prompts; the parts named "
+                  "lost their later lines.", ""]
+        lines += [f"- {n.id}, {c.role}: {c.trimmed}" for n, c in cut]
     return "\n".join(lines) + "\n"
 
 

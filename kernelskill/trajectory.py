@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from .agents.parsing import normalize_mechanism
+from .mechanisms import similar, spans_overlap
 
 # The candidate's failures, which the debugger repairs. "stochastic" is not one: it is the task's
 # problem, and the optimizer stops on it (StochasticTask) before any node is made.
@@ -32,6 +32,7 @@ class LLMCall:
     estimated: bool = False
     reply: str = ""                  # the model's whole reply, kept for audit (unusable ones too)
     error: str = ""                  # why the reply could not be used; empty when it was
+    trimmed: str = ""                # what the prompt budget cut from the prompt ("context 9→4 lines; …")
 
     @property
     def tokens(self) -> int:
@@ -51,6 +52,7 @@ class Node:
     differs: str = ""                    # what the plan says differs from an earlier try
     anchors: list[dict] = field(default_factory=list)
     anchored_code: str = ""              # the planner's code with IMPROVE anchors
+    changed: list[int] = field(default_factory=list)   # lines of the parent's code inside the spans
     diagnosis: str = ""                  # the debugger's, for repairs
     result: dict | None = None           # EvalResult.to_dict()
     status: str = "pending"              # an EvalResult status, or "invalid"
@@ -175,16 +177,45 @@ class Trajectory:
                 return n
         return None
 
-    def blocked_by(self, parent_id: str, skill_id: str | None, mechanism: str, differs: str = "") -> Node | None:
-        """An earlier child of ``parent_id`` with the same skill and mechanism, unless ``differs`` says
-        what is new this time."""
-        if differs.strip():
-            return None
-        key = normalize_mechanism(mechanism)
-        for child in self.children(parent_id):
-            if child.kind == "plan" and child.skill_id == skill_id and normalize_mechanism(child.mechanism) == key:
-                return child
-        return None
+    def repeats(self, parent_id: str, skill_id: str | None, mechanism: str,
+                changed: list[int] = ()) -> list[Node]:
+        """The earlier attempts a plan repeats, by meaning (``mechanisms``): plans from the same
+        parent with the same skill, a similar mechanism and overlapping spans, whatever their outcome;
+        then plans anywhere else in the tree with the same skill and a similar mechanism that failed
+        for good (no repair made them correct). Nearest first."""
+        here = [c for c in self.children(parent_id) if c.kind == "plan" and c.skill_id == skill_id
+                and similar(c.mechanism, mechanism) and spans_overlap(c.changed, changed)]
+        elsewhere = [n for n in self.nodes.values() if n.kind == "plan" and n.parent != parent_id
+                     and n.skill_id == skill_id and similar(n.mechanism, mechanism) and self.failed_for_good(n)]
+        return here[::-1] + elsewhere[::-1]
+
+    def failed_for_good(self, n: Node) -> bool:
+        """A plan node that failed and whose repairs never produced a correct candidate."""
+        if not n.failed:
+            return False
+        stack = [n]
+        while stack:
+            cur = stack.pop()
+            if cur.ok:
+                return False
+            stack += [c for c in self.children(cur.id) if c.kind == "repair"]
+        return True
+
+    def last_repair(self, n: Node) -> Node:
+        """The newest node of ``n``'s repair chain (``n`` itself when it was never repaired)."""
+        while True:
+            repairs = [c for c in self.children(n.id) if c.kind == "repair"]
+            if not repairs:
+                return n
+            n = repairs[-1]
+
+    def distance(self, a: str, b: str) -> int:
+        """Edges between two nodes in the tree."""
+        up = {n.id: i for i, n in enumerate(self.lineage(a))}
+        for j, n in enumerate(self.lineage(b)):
+            if n.id in up:
+                return up[n.id] + j
+        return len(up) + j + 1
 
     def repair_chain(self, node_id: str) -> list[Node]:
         """The failed attempts of this lineage the debugger already saw, oldest first: the node and its

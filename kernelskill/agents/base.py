@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..llm import LLM, LLMResponse
+from ..llm import LLM, LLMResponse, estimate_tokens
 from ..trajectory import LLMCall
 from .parsing import strip_think
 from .templates import Prompt
@@ -34,23 +34,57 @@ def call_of(role: str, resp: LLMResponse) -> LLMCall:
                    completion_tokens=resp.completion_tokens, cost=resp.cost, seconds=resp.seconds,
                    estimated=resp.estimated, reply=resp.text)
 
+BUDGET_NOTE = "left out to fit this role's prompt budget (llm.roles.{role}.prompt_tokens)"
+
 
 class Agent:
-    """Base of Planner, Coder and Debugger: ``run(**values)`` → AgentResult."""
+    """Base of Planner, Coder and Debugger: ``run(**values)`` → AgentResult.
+
+    ``budget_tokens`` caps the prompt (system + user, estimated at 4 characters per token): over it,
+    the values named in ``trims`` are shortened in that order — each loses its later lines, halving
+    until the prompt fits or only its given least number is left (the planner keeps its best-ranked
+    skill), with a line that says how many were left out — and what was cut is kept on
+    the call (``LLMCall.trimmed``). The task, the reference and the code are never cut: a prompt that
+    still does not fit goes as it is, and the call says so."""
     role = ""
+    trims: tuple[tuple[str, int], ...] = ()       # (value, the fewest lines it keeps), first cut first
 
     def __init__(self, llm: LLM, prompt: Prompt, on_delta: Callable[[str, str], None] | None = None,
-                 on_call: Callable[[LLMCall], None] | None = None):
+                 on_call: Callable[[LLMCall], None] | None = None, budget_tokens: int | None = None):
         self.llm, self.prompt = llm, prompt
         self.on_delta = on_delta
         self.on_call = on_call
+        self.budget_tokens = budget_tokens
+        self.trimmed = ""
 
     def parse(self, text: str) -> dict[str, Any]:  # pragma: no cover - every agent overrides it
         raise NotImplementedError
 
     def messages(self, values: dict[str, str]) -> list[dict[str, str]]:
-        return [{"role": "system", "content": self.prompt.render("system").strip()},
-                {"role": "user", "content": self.prompt.render("user", **values).strip()}]
+        system = self.prompt.render("system").strip()
+        user = self.prompt.render("user", **values).strip()
+        self.trimmed = ""
+        budget = self.budget_tokens
+        size = lambda: estimate_tokens(system) + estimate_tokens(user)  # noqa: E731
+        if budget and size() > budget:
+            values, cuts = dict(values), []
+            note = BUDGET_NOTE.format(role=self.role)
+            for key, least in self.trims:
+                lines = str(values.get(key, "")).splitlines()
+                keep = len(lines)
+                while keep > least and size() > budget:
+                    keep = max(keep // 2, least)
+                    values[key] = "\n".join(lines[:keep] + [f"(… {len(lines) - keep} more lines {note})"]) \
+                        if keep else f"({note})"
+                    user = self.prompt.render("user", **values).strip()
+                if keep < len(lines):
+                    cuts.append(f"{key} {len(lines)}→{keep} lines")
+                if size() <= budget:
+                    break
+            over = size() - budget
+            self.trimmed = "; ".join(cuts) + (f"{'; ' if cuts else ''}still {over} tokens over the budget of {budget}"
+                                               if over > 0 else "")
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
     def converse(self, values: dict[str, str]) -> AgentResult:
         """Ask, parse, and on an unusable reply ask once more with what was wrong."""
@@ -60,6 +94,7 @@ class Agent:
         for round_trip in range(2):
             resp = self.llm.complete(messages, role=self.role, stream_cb=stream)
             call = call_of(self.role, resp)
+            call.trimmed = self.trimmed
             result.calls.append(call)
             if self.on_call:
                 self.on_call(call)

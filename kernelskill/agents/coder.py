@@ -21,6 +21,7 @@ def candidate_code(text: str) -> str:
 class Coder(Agent):
     """Returns data: code."""
     role = "coder"
+    trims = (("context", 0), ("relatives", 0), ("skill", 0), ("machine", 0))
 
     def parse(self, text: str) -> dict[str, Any]:
         return {"code": candidate_code(text)}

@@ -11,6 +11,7 @@ from .parsing import extract_json, fenced_blocks
 class Debugger(Agent):
     """Returns data: code, diagnosis, fix."""
     role = "debugger"
+    trims = (("context", 0), ("chain", 0), ("base", 0), ("failure", 1))
 
     def parse(self, text: str) -> dict[str, Any]:
         code = candidate_code(text)

@@ -12,6 +12,8 @@ import json
 import re
 from dataclasses import dataclass
 
+from ..mechanisms import normalize_mechanism  # noqa: F401 — re-exported for callers of this module
+
 BEGIN, END = "<<<IMPROVE BEGIN>>>", "<<<IMPROVE END>>>"
 _BEGIN_RE = re.compile(r"<<<\s*IMPROVE\s+BEGIN\s*>>>")
 _END_RE = re.compile(r"<<<\s*IMPROVE\s+END\s*>>>")
@@ -131,15 +133,20 @@ def parse_anchors(code: str) -> list[Anchor]:
     return anchors
 
 
-def check_echo(base: str, anchored: str) -> None:
+def check_echo(base: str, anchored: str) -> list[int]:
     """The planner's copy of the code must be the node's code with anchors and advice added, nothing
     else: a model that abbreviates ("# ... unchanged") or edits outside a span would silently corrupt
     the base the coder builds on. Blank lines and trailing spaces do not count. AnchorError says
-    which line of the current code is missing or which added line lies outside every span."""
+    which line of the current code is missing or which added line lies outside every span.
+
+    Returns the lines of ``base`` (1-based) that lie inside the spans: the code the plan changes,
+    what ``mechanisms.spans_overlap`` compares between plans."""
     spans = [(a.begin, a.end) for a in parse_anchors(anchored)]
+    inside = lambda line: any(b <= line <= e for b, e in spans)  # noqa: E731
     mine = [(i, line.rstrip()) for i, line in enumerate(anchored.splitlines(), 1) if line.strip()]
     theirs = [(i, line.rstrip()) for i, line in enumerate(base.splitlines(), 1) if line.strip()]
     sm = difflib.SequenceMatcher(a=[t for _, t in theirs], b=[t for _, t in mine], autojunk=False)
+    changed = []
     for op, a0, a1, b0, b1 in sm.get_opcodes():
         if op in ("delete", "replace"):
             line, text = theirs[a0]
@@ -150,18 +157,16 @@ def check_echo(base: str, anchored: str) -> None:
         if op == "insert":
             for j in range(b0, b1):
                 line, text = mine[j]
-                if not any(b <= line <= e for b, e in spans):
+                if not inside(line):
                     raise AnchorError(f"line {line} of your copy, `{text.strip()[:80]}`, is not in the current code "
                                       f"and lies outside every IMPROVE span: change nothing outside the spans "
                                       f"(the coder writes the new code)")
+        if op == "equal":
+            changed += [theirs[a0 + k][0] for k in range(a1 - a0) if inside(mine[b0 + k][0])]
+    return changed
 
 
 def strip_anchors(code: str) -> str:
     """The code without the marker lines (the coder's output must run as it is)."""
     return "".join(line for line in code.splitlines(keepends=True)
                    if not (_BEGIN_RE.search(line) or _END_RE.search(line)))
-
-
-def normalize_mechanism(text: str) -> str:
-    """Lower-case words only: two phrasings of the same mechanism compare equal."""
-    return " ".join(re.findall(r"[a-z0-9]+", (text or "").lower()))

@@ -12,8 +12,9 @@ NO_SKILL = ("", "none", "null", "no", "n/a")
 class Planner(Agent):
     """Returns data: skill_id, mechanism, differs, plan, anchored_code, anchors."""
     role = "planner"
+    trims = (("context", 0), ("tried", 0), ("skills", 1), ("node", 1))
 
-    def __init__(self, *args, allowed: list[str] = (), blocked: Callable[[str | None, str, str], str | None]
+    def __init__(self, *args, allowed: list[str] = (), blocked: Callable[[dict[str, Any]], str | None]
                  | None = None, base: str | None = None, **kw):
         super().__init__(*args, **kw)
         self.allowed = list(allowed)
@@ -41,17 +42,17 @@ class Planner(Agent):
             raise OutputError("no ```python block with the current code")
         try:
             anchors = parse_anchors(code)
-            if self.base is not None:
-                check_echo(self.base, code)
+            changed = check_echo(self.base, code) if self.base is not None else []
         except AnchorError as e:
             raise OutputError(str(e)) from None
+        data = {"skill_id": skill_id, "mechanism": mechanism, "differs": differs, "plan": plan,
+                "why_no_skill": str(head.get("why_no_skill") or ""), "anchored_code": code,
+                "anchors": [a.to_dict() for a in anchors], "changed": changed}
         if self.blocked is not None:
-            why = self.blocked(skill_id, mechanism, differs)
+            why = self.blocked(data)
             if why:
                 raise OutputError(why)
-        return {"skill_id": skill_id, "mechanism": mechanism, "differs": differs, "plan": plan,
-                "why_no_skill": str(head.get("why_no_skill") or ""), "anchored_code": code,
-                "anchors": [a.to_dict() for a in anchors]}
+        return data
 
     def run(self, **values: str) -> AgentResult:
         return self.converse(values)

@@ -10,7 +10,9 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ..events import AgentDelta, AgentFinished, AgentStarted, Event
+from ..mechanisms import concrete_change
 from ..search import context
+from ..skills.book import arch_key
 from ..skills.predicates import gate_features, task_facts
 from ..trajectory import INVALID, Node, Trajectory
 from ..vocab import BOTTLENECKS
@@ -19,8 +21,8 @@ from .coder import Coder
 from .debugger import Debugger
 from .planner import Planner
 from .templates import Prompt
-from .views import (render_chain, render_context, render_failure, render_node, render_skills, render_task,
-                    render_tried)
+from .views import (render_catalogue, render_chain, render_context, render_failure, render_node, render_relatives,
+                    render_task, render_tried)
 
 
 def reference_for(reference: str, code: str) -> str:
@@ -41,8 +43,11 @@ def _base_code(tree: Trajectory, failed: Node, reference: str) -> str:
 class Team:
     def __init__(self, llm, prompts: dict[str, dict[str, Prompt]], backend: str, task, summary: dict[str, Any],
                  book, *, emit: Callable[[Event], Any], arch: str | None = None, skills_limit: int = 6,
-                 context_nodes: int = 5, stream: bool = True):
+                 context_nodes: int = 5, stream: bool = True, machine: str = "(not measured)",
+                 budgets: dict[str, int | None] | None = None):
         self.llm, self.backend, self.task, self.book = llm, backend, task, book
+        self.machine = machine                     # evaluate.machine.render: the hardware, in every prompt
+        self.budgets = dict(budgets or {})         # prompt tokens per role (None: no cap)
         self.prompts = {role: table[backend] for role, table in prompts.items()}
         self.op_classes = list(summary.get("op_classes", []))
         # what the gate ranks by: the op classes and the task features (structure, kinds) traced with them
@@ -63,7 +68,8 @@ class Team:
 
     def _agent(self, cls, node: Node, **kw) -> Agent:
         on_delta = (lambda role, text: self.emit(AgentDelta(role=role, text=text))) if self.stream else None
-        return cls(self.llm, self.prompts[cls.role], on_delta=on_delta, on_call=node.calls.append, **kw)
+        return cls(self.llm, self.prompts[cls.role], on_delta=on_delta, on_call=node.calls.append,
+                   budget_tokens=self.budgets.get(cls.role), **kw)
 
     def _run(self, agent: Agent, from_id: str, attempt: int, values: dict[str, str]) -> AgentResult:
         self.emit(AgentStarted(role=agent.role, node_id=from_id, attempt=attempt))
@@ -79,46 +85,67 @@ class Team:
     def expand(self, tree: Trajectory, parent: Node, node: Node, attempt: int) -> bool:
         """Planner then Coder from ``parent``; fills ``node`` (code, plan, skill, anchors)."""
         skills = self.allowed_skills(parent)
-
-        def blocked(skill_id, mechanism, differs):
-            prior = tree.blocked_by(parent.id, skill_id, mechanism, differs)
-            if prior is None:
-                return None
-            return (f"skill {skill_id or 'none'} with mechanism {mechanism!r} was already tried from {parent.id} "
-                    f"(as {prior.id}: {prior.status}); choose another skill or mechanism, or say in \"differs\" "
-                    f"what is different this time")
-
-        planner = self._agent(Planner, node, allowed=[s.id for s in skills], blocked=blocked, base=parent.code)
+        planner = self._agent(Planner, node, allowed=[s.id for s in skills],
+                              blocked=lambda data: self.repeat(tree, parent, data), base=parent.code)
         plan = self._run(planner, parent.id, attempt, {
-            "task": self.task_text, "node": render_node(tree, parent), "code": parent.code,
+            "task": self.task_text, "machine": self.machine, "node": render_node(tree, parent), "code": parent.code,
             "reference": reference_for(self.task.source, parent.code),
-            "skills": render_skills(skills), "context": self._window(tree, parent.id, "planner"),
-            "tried": render_tried(tree, parent.id)})
+            "skills": render_catalogue(skills, self.book.stats, self.op_classes, self.backend, arch_key(self.arch)),
+            "context": self._window(tree, parent.id, "planner"), "tried": render_tried(tree, parent.id)})
         if not plan.ok:
             node.status, node.message = INVALID, f"planner output unusable: {plan.error}"
             return False
         d = plan.data
         node.skill_id, node.mechanism, node.differs = d["skill_id"], d["mechanism"], d["differs"]
         node.plan = d["plan"] + (f"\n(no skill: {d['why_no_skill']})" if d["why_no_skill"] else "")
-        node.anchored_code, node.anchors = d["anchored_code"], d["anchors"]
+        node.anchored_code, node.anchors, node.changed = d["anchored_code"], d["anchors"], d["changed"]
         skill = next((s for s in skills if s.id == node.skill_id), None)
         coder = self._agent(Coder, node)
         code = self._run(coder, parent.id, attempt, {
-            "task": self.task_text, "reference": self.task.source, "plan": node.plan,
+            "task": self.task_text, "machine": self.machine, "reference": self.task.source, "plan": node.plan,
             "skill": skill.as_prompt(full=True) if skill else "(none)", "anchored_code": node.anchored_code,
-            "context": self._window(tree, parent.id, "coder")})
+            "relatives": render_relatives(tree, parent.id), "context": self._window(tree, parent.id, "coder")})
         if not code.ok:
             node.status, node.message = INVALID, f"coder output unusable: {code.error}"
             return False
         node.code = code.data["code"]
         return True
 
+    @staticmethod
+    def repeat(tree: Trajectory, parent: Node, data: dict[str, Any]) -> str | None:
+        """Why a plan is refused as a repeat, or None. A plan that repeats an earlier attempt by
+        meaning (``Trajectory.repeats``) passes only when its ``differs`` names a concrete change that
+        its own plan or advice carries and none of the attempts it repeats did (``mechanisms.concrete_change``)."""
+        prior = tree.repeats(parent.id, data["skill_id"], data["mechanism"], data["changed"])
+        if not prior:
+            return None
+        p = prior[0]
+        last = tree.last_repair(p)
+        where = f"from {parent.id}" if p.parent == parent.id else f"from {p.parent} and failed for good"
+        outcome = f"{last.status}" + (f" {last.speedup:.2f}×" if last.speedup else "") + \
+            (f": {last.message.strip()[:160]}" if last.message and not last.ok else "") + \
+            (f" (debugger: {last.diagnosis.strip().splitlines()[0][:160]})" if last is not p and last.diagnosis else "")
+        said = f"skill {data['skill_id'] or 'none'} with mechanism {data['mechanism']!r} repeats {p.id} ({where}: " \
+               f"skill {p.skill_id or 'none'} / {p.mechanism!r} → {outcome})"
+        if not data["differs"]:
+            return (f"{said}; choose another skill or mechanism, mark other code, or say in \"differs\" the concrete "
+                    f"change (a block size, a loop order, an instruction) and put it in your plan")
+        own = "\n".join([data["plan"], data["mechanism"], data["anchored_code"]])
+        earlier = "\n".join(t for n in prior for t in (n.plan, n.mechanism, n.anchored_code))
+        if not concrete_change(data["differs"], own, earlier):
+            ids = ", ".join(n.id for n in prior)
+            return (f"{said}; \"differs\" ({data['differs'][:160]!r}) names nothing that your plan or advice has and "
+                    f"the earlier attempts ({ids}) did not: name the concrete change in \"differs\" and write it "
+                    f"into the plan")
+        return None
+
     def repair(self, tree: Trajectory, failed: Node, node: Node, attempt: int) -> bool:
         """Debugger on ``failed``; the new node keeps the failed one's skill and mechanism."""
         node.skill_id, node.mechanism, node.plan = failed.skill_id, failed.mechanism, failed.plan
         debugger = self._agent(Debugger, node)
         fix = self._run(debugger, failed.id, attempt, {
-            "task": self.task_text, "reference": self.task.source, "plan": failed.plan or failed.mechanism or "-",
+            "task": self.task_text, "machine": self.machine, "reference": self.task.source,
+            "plan": failed.plan or failed.mechanism or "-",
             "base": _base_code(tree, failed, self.task.source),
             "code": failed.code, "failure": render_failure(failed.result, failed.message),
             "chain": render_chain(tree.repair_chain(failed.id)), "context": self._window(tree, failed.id, "debugger")})

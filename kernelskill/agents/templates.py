@@ -20,12 +20,14 @@ _COMMON_FIELDS = {"backend", "backend_notes"}
 
 # Per role: the keys each table must end up with, and the placeholders each key may use.
 SCHEMA: dict[str, dict[str, set[str]]] = {
-    "planner": {"system": set(), "user": {"task", "reference", "node", "code", "skills", "context", "tried"},
+    "planner": {"system": set(), "user": {"task", "reference", "node", "code", "skills", "context", "tried",
+                                                 "machine"},
                 "corrective": {"problem"}, "backend_notes": set()},
-    "coder": {"system": set(), "user": {"task", "reference", "plan", "skill", "anchored_code", "context"},
+    "coder": {"system": set(), "user": {"task", "reference", "plan", "skill", "anchored_code", "context",
+                                        "relatives", "machine"},
               "corrective": {"problem"}, "backend_notes": set()},
     "debugger": {"system": set(), "user": {"task", "reference", "plan", "base", "code", "failure", "chain",
-                                           "context"},
+                                           "context", "machine"},
                  "corrective": {"problem"}, "backend_notes": set()},
 }
 

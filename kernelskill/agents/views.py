@@ -64,43 +64,57 @@ def render_tried(tree: Trajectory, node_id: str, elsewhere: int = 8) -> str:
     kids = [c for c in tree.children(node_id) if c.kind == "plan"]
     lines = [f"- skill {c.skill_id or 'none'} / {c.mechanism or '?'} → {c.status}"
              + (f" {c.speedup:.2f}×" if c.speedup else "") for c in kids] or ["(nothing yet)"]
-    failed = [n for n in tree if n.kind == "plan" and n.parent != node_id and _failed_for_good(tree, n)]
+    failed = [n for n in tree if n.kind == "plan" and n.parent != node_id and tree.failed_for_good(n)]
     if failed:
         lines += ["", "Failed elsewhere in the tree (each after its repairs):"]
         for n in failed[-elsewhere:]:
-            last = _last_repair(tree, n)
+            last = tree.last_repair(n)
             why = (last.diagnosis.strip().splitlines() or [""])[0] if last is not n and last.diagnosis else ""
             lines.append(f"- from {n.parent}: skill {n.skill_id or 'none'} / {n.mechanism or '?'} → {last.status}: "
                          f"{(last.message or '').strip()[:120]}" + (f" (debugger: {why[:120]})" if why else ""))
     return "\n".join(lines)
 
 
-def _last_repair(tree: Trajectory, n):
-    """The newest node of ``n``'s repair chain (``n`` itself when it was never repaired)."""
-    while True:
-        repairs = [c for c in tree.children(n.id) if c.kind == "repair"]
-        if not repairs:
-            return n
-        n = repairs[-1]
+def _one_line(text: str, limit: int = 220) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"
 
 
-def _failed_for_good(tree: Trajectory, n) -> bool:
-    """A plan node that failed and whose repairs never produced a correct candidate."""
-    if not n.failed:
-        return False
-    stack = [n]
-    while stack:
-        cur = stack.pop()
-        if cur.ok:
-            return False
-        stack += [c for c in tree.children(cur.id) if c.kind == "repair"]
-    return True
-
-
-def render_skills(skills) -> str:
+def render_catalogue(skills, stats=None, ops=(), backend: str | None = None, arch: str | None = None) -> str:
+    """The offered skills as a catalogue, best first, one line each: id, title, when it applies,
+    expected gain, and its record on this task's op classes, backend and arch (``stats``: the
+    SkillBook's StatsStore; a skill never tried there says so, with no rate). The chosen skill's
+    full text goes to the coder."""
     if not skills:
         return "(no skill applies; say skill \"none\" and why, then plan a general improvement)"
-    return "\n\n".join(s.as_prompt(full=True) for s in skills)
+    out = []
+    for s in skills:
+        record = "untried here"
+        if stats is not None:
+            c = stats.get(s.id).counts(ops, backend, arch)
+            if c.tried:
+                mean = c.mean_speedup()
+                record = (f"{c.succeeded} of {c.tried} faster here" + (f", mean {mean:.2f}×" if mean else ""))
+        out.append(f"[{s.id}] {s.title} — when: {_one_line(s.when)} — expected: {_one_line(s.expected_gain, 160)}"
+                   f" — record: {record}")
+    return "\n".join(out)
+
+
+def render_relatives(tree: Trajectory, node_id: str, k: int = 3) -> str:
+    """The nearest correct candidates to ``node_id`` (itself first when it is one), with their plans
+    and outcomes: what worked nearby, for the coder to build on rather than rediscover."""
+    ok = [n for n in tree.candidates()]
+    ok.sort(key=lambda n: (tree.distance(node_id, n.id), -(n.speedup or 0), tree.index(n.id)))
+    if not ok:
+        return "(no correct candidate yet: only the reference has run)"
+    blocks = []
+    for n in ok[:k]:
+        steps = tree.distance(node_id, n.id)
+        where = "the node you start from" if n.id == node_id else f"{steps} step{'s' if steps > 1 else ''} away"
+        plan = "\n".join("    " + ln for ln in _one_line(n.plan or "-", 600).splitlines())
+        blocks.append(f"- {n.id} ({where}; skill {n.skill_id or 'none'}): correct, {n.speedup:.2f}×"
+                      f" — {n.mechanism or 'repair'}\n{plan}")
+    return "\n".join(blocks)
 
 
 def render_failure(result: dict[str, Any] | None, message: str = "") -> str:

@@ -513,6 +513,44 @@ def store_raised_ceiling(result: EvalResult, device: str, worker_env: dict, meas
     raised["stored"] = True
 
 
+def machine(device: str, opts: Options | None = None, refresh: bool = False) -> dict:
+    """What the agents are told about this machine (``evaluate.machine``): the CPU and, for a GPU
+    device, the GPU's facts, read once and cached per machine; the measured ceilings from their own
+    cache (measured now when there are none), so a raised ceiling shows at once."""
+    from . import machine as mach
+    opts = opts or Options(device=device)
+    path = cache_root() / "machine" / f"{mach.cache_key(device)}.json"
+    profile = None
+    if not refresh:
+        try:
+            profile = json.loads(path.read_text())
+        except (OSError, ValueError):
+            profile = None
+        if not isinstance(profile, dict) or profile.get("version") != mach.MACHINE_VERSION:
+            profile = None
+    if profile is None:
+        profile = {"version": mach.MACHINE_VERSION, "device": device,
+                   "measured_at": time.strftime("%Y-%m-%d %H:%M:%S"), "cpu": mach.cpu_facts()}
+        if device.startswith("cuda"):
+            base = _workdir(opts)
+            out = run_worker(_request("machine", None, None, device, opts, base), build_timeout=opts.build_timeout,
+                             run_timeout=opts.run_timeout, keep=base, cancel=opts.cancel)
+            shutil.rmtree(base, ignore_errors=True)
+            if not out.result or out.result.get("status") != "ok":
+                why = (out.result or {}).get("error") or out.died or "no result"
+                raise UserError(f"cannot read the GPU's properties on {device}: {why}")
+            profile["gpu"], profile["env"] = out.result["gpu"], out.result.get("env") or {}
+        else:
+            profile["env"] = {"threads": _request("machine", None, None, device, opts, Path("."))["threads"]}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump(profile, f, indent=2)
+        os.replace(tmp, path)
+    profile["ceilings"] = ceilings(device, profile.get("env") or {}, opts)
+    return profile
+
+
 def verify(task, candidate, **kw) -> EvalResult:
     """Correctness only: compile and the trials, no timing."""
     return evaluate(task, candidate, timing=None, profile=False, **kw)

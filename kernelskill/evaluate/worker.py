@@ -626,6 +626,12 @@ def mode_ceilings(req: dict, out: Path) -> dict:
     return {"status": "ok", "ceilings": roofline.measure(device)}
 
 
+def mode_machine(req: dict, out: Path) -> dict:
+    from kernelskill.evaluate import machine
+    device = _setup(req)
+    return {"status": "ok", "gpu": machine.gpu_facts(device)}
+
+
 def mode_ncu(req: dict, out: Path) -> dict:
     """Run the candidate once between cudaProfilerStart/Stop, under ``ncu --profile-from-start off``."""
     device = _setup(req)
@@ -669,7 +675,7 @@ def _await_decision(out: Path, req: dict) -> bool:
 
 
 MODES = {"reference": mode_reference, "compile": mode_compile, "run": mode_run, "ceilings": mode_ceilings,
-         "ncu": mode_ncu, "profile": mode_profile, "race": mode_race, "refserve": mode_refserve}
+         "machine": mode_machine, "ncu": mode_ncu, "profile": mode_profile, "race": mode_race, "refserve": mode_refserve}
 
 SPARE_IDLE_S = 1800.0
 

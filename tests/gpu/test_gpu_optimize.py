@@ -46,7 +46,9 @@ def test_optimize_on_cuda_through_the_http_chat_server(tmp_path, monkeypatch, ca
         calls.append(role)
         n = calls.count(role)
         if role == "planner":
+            threads = f"{64 << n} threads per block"           # what later tries change (the repeat check)
             return planner_reply(allowed_skills(body["messages"])[0], f"one CUDA kernel, variant {n}",
+                                 differs=threads if n > 1 else "", plan=f"write relu2 in CUDA, {threads}",
                                  code=current_code(body["messages"]))
         if role == "coder":
             return coder_reply(BROKEN if n == 1 else FAST)

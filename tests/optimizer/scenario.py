@@ -83,8 +83,12 @@ class Scenario:
         self.seen.append((role, messages))
         n = sum(r == role for r, _ in self.seen)
         if role == "planner":
+            # Every try is the same idea on the same span; from the second on, the plan names what is
+            # new (an unroll factor) in "differs" and in the plan, so the loop's repeat check lets it through.
             skills = allowed_skills(messages)
             return planner_reply(skills[0] if skills else "none", f"fused single pass, try {n}",
+                                 differs=f"unroll by {n}" if n > 1 else "",
+                                 plan="write relu2 in C++" + (f", unroll by {n}" if n > 1 else ""),
                                  code=current_code(messages))
         if role == "coder":
             return coder_reply(self.coder_codes.pop(0) if self.coder_codes else GOOD)

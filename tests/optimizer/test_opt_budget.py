@@ -93,3 +93,18 @@ def test_llm_failure_is_stored_and_the_run_resumes(run_copy):
     opt, _ = resume(run_copy, lambda role, messages: BAD, **{"budget.attempts": 2})
     out = opt.run()
     assert out.attempts == 2 and [n.id for n in opt.tree] == ["n0", "n1", "n2"]
+
+
+def test_a_prompt_budget_is_kept_and_reported(run_copy):
+    """Issue 21: no prompt budget; the planner's prompt held every offered skill in full."""
+    opt, llm = resume(run_copy, lambda role, messages: BAD, **{"budget.attempts": 1, "agents.prompt_tokens": 900,
+                                                               "llm.roles.coder.prompt_tokens": 5000})
+    opt.run()
+    assert opt.team.budgets == {"planner": 900, "coder": 5000, "debugger": 900}
+    first = llm.calls[0][1]
+    assert sum(len(m["content"]) for m in first) // 4 <= 900 or "still" in opt.tree.get("n1").calls[0].trimmed
+    call = opt.tree.get("n1").calls[0]
+    assert call.role == "planner" and call.trimmed and "prompt budget" in first[-1]["content"]
+    report = (run_copy / "report.md").read_text()
+    assert "## Prompts cut to fit their budget" in report and f"- n1, planner: {call.trimmed}" in report
+    assert load_run(run_copy).tree.get("n1").calls[0].trimmed == call.trimmed      # stored with the node

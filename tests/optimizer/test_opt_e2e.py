@@ -117,7 +117,8 @@ def test_compile_error_repair_slow_then_fast_budget_report_resume(project, tmp_p
         # repeat blocking: the second plan from n0 repeated n1's skill and mechanism; it was refused
         # with a corrective message, and the corrected plan is what n3 carries
         planner = script.prompts("planner")
-        assert len(planner) == 3 and "already tried from n0 (as n1: compile_error)" in planner[2]
+        assert len(planner) == 3 and "repeats n1 (from n0: skill" in planner[2]
+        assert "→ ok" in planner[2].split("repeats n1", 1)[1]         # how n1's line ended: its repair worked
         assert (n1.skill_id, n1.mechanism) == (n3.skill_id, "single fused C++ pass")
         assert n3.mechanism == "fused pass without redundant work"
         assert [c.role for c in n3.calls] == ["planner", "planner", "coder"]

@@ -40,6 +40,11 @@ def test_scripted_run_plans_fails_repairs_and_dedups(tmp_path):
     assert "incorrect" in debug_prompt and "outside tolerance" in debug_prompt and "relu2_tail_bug" in debug_prompt
     plan_prompt = script.prompts("planner")[0]
     assert f"[{n1.skill_id}]" in plan_prompt and "time:" in plan_prompt and "elementwise" in plan_prompt
+    # every role is told the machine: cores, SIMD, compiler, torch's parallel backend, the measured ceilings
+    for role in ("planner", "coder", "debugger"):
+        machine = script.prompts(role)[0].split("## Machine", 1)[1].split("## Reference", 1)[0]
+        assert "cores usable" in machine and "compiler:" in machine and "parallel backend" in machine, machine
+        assert "copy bandwidth" in machine and "GB/s" in machine
     # every call is attributed to the node it made
     assert [c.role for c in n1.calls] == ["planner", "coder"] and [c.role for c in n2.calls] == ["debugger"]
     assert out.spend.tokens == sum(n.tokens for n in opt.tree)
@@ -192,3 +197,88 @@ def test_a_mechanism_that_failed_anywhere_is_shown_with_why():
             "(debugger: immintrin.h is missing)") in text
     assert "tail loop" not in text
     assert "Failed elsewhere" not in render_tried(tree, "n0")          # its own children are listed above
+
+
+def _data(mechanism, differs="", plan="write relu2 in C++", changed=(14,)):
+    from scenario import ANCHORED
+    return {"skill_id": "simd-vectorization", "mechanism": mechanism, "differs": differs, "plan": plan,
+            "anchored_code": ANCHORED, "changed": list(changed)}
+
+
+def test_a_repeat_by_meaning_needs_a_differs_the_loop_can_check():
+    """Issue 21: an exact-string repeat check per parent, and any non-empty differs passed it."""
+    from kernelskill.agents.parsing import check_echo
+    from kernelskill.agents.team import Team
+    from kernelskill.trajectory import Node, Trajectory
+    from scenario import ANCHORED, BUGGY, REF
+    tree = Trajectory()
+    root = tree.add(Node(id="n0", parent=None, kind="root", code=REF, status="ok", speedup=1.0))
+    tree.add(Node(id="n1", parent="n0", kind="plan", code=GOOD, status="ok", speedup=1.4, skill_id="simd-vectorization",
+                  mechanism="Vectorize the inner loop with AVX2", plan="AVX2 loads of 8 floats",
+                  changed=check_echo(REF, ANCHORED), anchored_code=ANCHORED))
+    assert tree.get("n1").changed == [14]                # the forward's `return torch.relu(x) * 2.0`
+    # the same idea in other words, on the same line: refused, naming n1 and how it ended
+    why = Team.repeat(tree, root, _data("AVX2 SIMD over the inner loops"))
+    assert why and "repeats n1 (from n0: skill simd-vectorization" in why and "→ ok 1.40×" in why
+    # a differs that names nothing new: refused
+    why = Team.repeat(tree, root, _data("AVX2 SIMD over the inner loops", differs="this time it will be faster"))
+    assert why and "names nothing that your plan or advice has" in why
+    # a differs whose change is not in the plan: refused; in the plan: accepted
+    assert Team.repeat(tree, root, _data("vectorized inner loop", differs="unroll by 4"))
+    assert Team.repeat(tree, root, _data("vectorized inner loop", differs="unroll by 4",
+                                         plan="AVX2 loads of 8 floats, unroll by 4")) is None
+    # another idea, or the same idea on other code: no repeat
+    assert Team.repeat(tree, root, _data("OpenMP over the rows")) is None
+    assert Team.repeat(tree, root, _data("vectorize the inner loop with AVX2", changed=(3, 4))) is None
+    # a move that failed for good on a sibling's line is refused from anywhere else too
+    tree.add(Node(id="n2", parent="n1", kind="plan", code=BUGGY, status="compile_error", skill_id="simd-vectorization",
+                  mechanism="AVX-512 intrinsics", message="build failed: _mm512_loadu_ps was not declared"))
+    why = Team.repeat(tree, root, _data("avx512 intrinsic loads"))
+    assert why and "repeats n2 (from n1 and failed for good" in why and "_mm512_loadu_ps" in why
+
+
+def test_a_refused_repeat_costs_one_corrective_turn_and_the_node_records_its_spans():
+    from kernelskill.trajectory import Node, Trajectory
+    from scenario import REF, coder_reply, current_code, planner_reply
+    team, _ = _team()
+    replies = []
+
+    def planner(role, messages):
+        if role != "planner":
+            return coder_reply(GOOD)
+        replies.append(messages[-1]["content"])
+        if len(replies) == 1:
+            return planner_reply("simd-vectorization", "AVX2 SIMD over the inner loops", code=current_code(messages))
+        return planner_reply("simd-vectorization", "AVX2 SIMD over the inner loops", differs="unroll by 4",
+                             plan="AVX2 loads of 8 floats, unroll by 4", code=current_code(messages))
+    team.llm = ScriptedLLM(planner)
+    team.allowed_skills = lambda node: [team.book.get("simd-vectorization")]
+    tree = Trajectory()
+    root = tree.add(Node(id="n0", parent=None, kind="root", code=REF, status="ok", speedup=1.0))
+    tree.add(Node(id="n1", parent="n0", kind="plan", code=GOOD, status="ok", speedup=1.4, skill_id="simd-vectorization",
+                  mechanism="Vectorize the inner loop with AVX2", plan="AVX2 loads of 8 floats", changed=[22]))
+    node = Node(id="n2", parent="n0", kind="plan", code="")
+    assert team.expand(tree, root, node, 1)
+    assert len(replies) == 2 and "repeats n1" in replies[1] and node.differs == "unroll by 4"
+    assert node.changed == [22] and REF.splitlines()[21].strip() == "return []"   # the line the scripted span marks
+
+
+def test_the_coder_sees_the_nearest_successful_relatives():
+    """Issue 21: the coder's "related attempts" was almost always just the reference."""
+    from kernelskill.trajectory import Node, Trajectory
+    from scenario import BUGGY, REF
+    team, script = _team()
+    tree = Trajectory()
+    tree.add(Node(id="n0", parent=None, kind="root", code=REF, status="ok", speedup=1.0))
+    tree.add(Node(id="n1", parent="n0", kind="plan", code=GOOD, status="ok", speedup=1.5, skill_id="cpu-fused-single-pass",
+                  mechanism="fused pass", plan="one loop: relu and scale in registers"))
+    tree.add(Node(id="n2", parent="n0", kind="plan", code=GOOD + "\n", status="ok", speedup=2.5,
+                  skill_id="openmp-parallel-for", mechanism="OpenMP over rows", plan="#pragma omp parallel for, -fopenmp"))
+    tree.add(Node(id="n3", parent="n0", kind="plan", code=BUGGY, status="incorrect", mechanism="broken tail"))
+    parent = tree.get("n1")
+    assert team.expand(tree, parent, tree.add(Node(id="n4", parent="n1", kind="plan", code="")), 1)
+    nearby = script.prompts("coder")[0].split("## What worked nearby", 1)[1].split("## Related attempts", 1)[0]
+    assert "n1 (the node you start from; skill cpu-fused-single-pass): correct, 1.50× — fused pass" in nearby
+    assert "one loop: relu and scale in registers" in nearby
+    assert "n2 (2 steps away; skill openmp-parallel-for): correct, 2.50× — OpenMP over rows" in nearby
+    assert "#pragma omp parallel for" in nearby and "broken tail" not in nearby

@@ -81,7 +81,7 @@ def _coder(replies):
 
 def test_malformed_output_gets_one_corrective_round_trip():
     coder, llm = _coder(["I would write a kernel.", coder_reply(GOOD)])
-    res = coder.run(task="t", reference="r", plan="p", skill="s", anchored_code="c", context="-")
+    res = coder.run(task="t", reference="r", plan="p", skill="s", anchored_code="c", context="-", relatives="-", machine="-")
     assert res.ok and res.data["code"] == GOOD and len(res.calls) == 2
     corrective = llm.calls[1][1]
     assert corrective[-2]["role"] == "assistant" and "could not be used" in corrective[-1]["content"]
@@ -90,21 +90,21 @@ def test_malformed_output_gets_one_corrective_round_trip():
 
 def test_second_malformed_output_fails_the_attempt():
     coder, _ = _coder([coder_reply("class Model:\n    pass\n"), "still nothing"])
-    res = coder.run(task="t", reference="r", plan="p", skill="s", anchored_code="c", context="-")
+    res = coder.run(task="t", reference="r", plan="p", skill="s", anchored_code="c", context="-", relatives="-", machine="-")
     assert not res.ok and len(res.calls) == 2 and "no ```python block" in res.error
 
 
 def test_planner_checks_skill_anchors_and_blocking():
-    def blocked(skill, mechanism, differs):
-        return "already tried" if mechanism == "m" else None
+    def blocked(data):
+        return "already tried" if data["mechanism"] == "m" else None
     llm = ScriptedLLM([planner_reply("made-up-skill", "m"),
                        planner_reply("cpu-fused-single-pass", "m")])
     planner = Planner(llm, PROMPTS["planner"]["cpp"], allowed=["cpu-fused-single-pass"], blocked=blocked)
-    res = planner.run(task="t", reference="r", node="n", code="c", skills="s", context="-", tried="-")
+    res = planner.run(task="t", reference="r", node="n", code="c", skills="s", context="-", tried="-", machine="-")
     assert not res.ok and "not among the allowed skills" in llm.calls[1][1][-1]["content"]
     llm = ScriptedLLM([planner_reply("cpu-fused-single-pass", "m"), planner_reply("cpu-fused-single-pass", "m2")])
     planner = Planner(llm, PROMPTS["planner"]["cpp"], allowed=["cpu-fused-single-pass"], blocked=blocked)
-    res = planner.run(task="t", reference="r", node="n", code="c", skills="s", context="-", tried="-")
+    res = planner.run(task="t", reference="r", node="n", code="c", skills="s", context="-", tried="-", machine="-")
     assert res.ok and res.data["mechanism"] == "m2" and len(res.data["anchors"]) == 1
     assert "already tried" in llm.calls[1][1][-1]["content"]
 
@@ -112,16 +112,16 @@ def test_planner_checks_skill_anchors_and_blocking():
 def test_planner_may_decline_every_skill_with_a_reason():
     reply = planner_reply("none", "plain loop").replace('"differs"', '"why_no_skill": "too small", "differs"')
     planner = Planner(ScriptedLLM([reply]), PROMPTS["planner"]["cpp"], allowed=["a"])
-    res = planner.run(task="t", reference="r", node="n", code="c", skills="s", context="-", tried="-")
+    res = planner.run(task="t", reference="r", node="n", code="c", skills="s", context="-", tried="-", machine="-")
     assert res.ok and res.data["skill_id"] is None and res.data["why_no_skill"] == "too small"
 
 
 def test_debugger_diagnosis_from_json_or_prose():
     dbg = Debugger(ScriptedLLM([debugger_reply(GOOD, "tail overwritten")]), PROMPTS["debugger"]["cpp"])
-    res = dbg.run(task="t", reference="r", plan="p", base="b", code="c", failure="f", chain="-", context="-")
+    res = dbg.run(task="t", reference="r", plan="p", base="b", code="c", failure="f", chain="-", context="-", machine="-")
     assert res.ok and res.data["diagnosis"] == "tail overwritten"
     dbg = Debugger(ScriptedLLM(["The loop bound is off by one.\n" + coder_reply(GOOD)]), PROMPTS["debugger"]["cpp"])
-    res = dbg.run(task="t", reference="r", plan="p", base="b", code="c", failure="f", chain="-", context="-")
+    res = dbg.run(task="t", reference="r", plan="p", base="b", code="c", failure="f", chain="-", context="-", machine="-")
     assert "off by one" in res.data["diagnosis"]
 
 
@@ -162,10 +162,10 @@ def test_planner_rejects_an_abbreviated_echo_with_a_corrective_message():
                                                  "# ... rest of the module unchanged ...\n"))
     llm = ScriptedLLM([lazy, good])
     planner = Planner(llm, PROMPTS["planner"]["cpp"], allowed=["cpu-fused-single-pass"], base=REF)
-    res = planner.run(task="t", reference="r", node="n", code=REF, skills="s", context="-", tried="-")
+    res = planner.run(task="t", reference="r", node="n", code=REF, skills="s", context="-", tried="-", machine="-")
     assert res.ok and len(res.calls) == 2 and res.data["anchored_code"] == ANCHORED
     assert "is missing from your copy" in llm.calls[1][1][-1]["content"]
     llm = ScriptedLLM([lazy, lazy])
     res = Planner(llm, PROMPTS["planner"]["cpp"], allowed=["cpu-fused-single-pass"], base=REF).run(
-        task="t", reference="r", node="n", code=REF, skills="s", context="-", tried="-")
+        task="t", reference="r", node="n", code=REF, skills="s", context="-", tried="-", machine="-")
     assert not res.ok and "is missing from your copy" in res.error

@@ -19,7 +19,7 @@ def test_shipped_prompts_cover_every_role_and_backend():
             system = p.render("system")
             assert backend in system and "{{" not in system
     text = prompts["planner"]["cpp"].render("user", task="T", reference="R", node="N", code="void f() { }", skills="S",
-                                            context="C", tried="-")
+                                            context="C", tried="-", machine="M")
     assert "void f() { }" in text and "{{" not in text
     assert "<<<IMPROVE BEGIN>>>" in prompts["planner"]["cuda"].render("system")
 

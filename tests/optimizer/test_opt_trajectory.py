@@ -8,14 +8,28 @@ from kernelskill.trajectory import LLMCall, Node
 from test_opt_search import tree_of
 
 
-def test_repeat_blocking_per_parent_skill_and_mechanism():
+def test_repeats_are_found_by_meaning_skill_and_spans():
+    """Issue 21: repeat blocking was an exact string match on the mechanism, per parent only."""
     t = tree_of()
-    t.add(Node(id="n1", parent="n0", kind="plan", code="a", skill_id="s", mechanism="Fuse ReLU + scale", status="ok"))
-    assert t.blocked_by("n0", "s", "fuse relu scale").id == "n1"
-    assert t.blocked_by("n0", "s", "fuse relu scale", differs="now with OpenMP") is None
-    assert t.blocked_by("n0", "other", "fuse relu scale") is None
-    assert t.blocked_by("n0", "s", "vectorize the loop") is None
-    assert t.blocked_by("n1", "s", "fuse relu scale") is None          # another parent
+    t.add(Node(id="n1", parent="n0", kind="plan", code="a", skill_id="s", status="ok",
+               mechanism="Vectorize the inner loop with AVX2", changed=[14, 15]))
+    # another phrasing of the same idea, same skill, same code marked: a repeat
+    assert [n.id for n in t.repeats("n0", "s", "AVX2 SIMD over the inner loops", [15])] == ["n1"]
+    assert [n.id for n in t.repeats("n0", "s", "vectorized inner loop (avx2)")] == ["n1"]   # spans unknown
+    assert t.repeats("n0", "other", "vectorize the inner loop with AVX2") == []            # another skill
+    assert t.repeats("n0", "s", "OpenMP over the rows") == []                              # another idea
+    assert t.repeats("n0", "s", "vectorize the inner loop with AVX2", [30, 31]) == []      # other code
+    assert t.repeats("n1", "s", "vectorize the inner loop with AVX2") == []   # another parent, and n1 is ok
+
+
+def test_a_failure_for_good_is_a_repeat_anywhere_in_the_tree():
+    t = tree_of()
+    t.add(Node(id="n1", parent="n0", kind="plan", code="a", skill_id="s", status="ok", mechanism="fused pass"))
+    t.add(Node(id="n2", parent="n0", kind="plan", code="b", skill_id="v", status="compile_error",
+               mechanism="AVX-512 intrinsics"))
+    assert [n.id for n in t.repeats("n1", "v", "avx512 intrinsics")] == ["n2"]
+    t.add(Node(id="n3", parent="n2", kind="repair", code="c", skill_id="v", status="ok", mechanism="AVX-512 intrinsics"))
+    assert t.repeats("n1", "v", "avx512 intrinsics") == []          # its repair made it correct: not a failure
 
 
 def test_identical_code_is_found_once_evaluated():
