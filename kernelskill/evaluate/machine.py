@@ -186,8 +186,8 @@ def render(profile: dict, backend: str) -> str:
              f"{gpu.get('sms', '?')} SMs, {_bytes(gpu.get('memory_bytes'))} memory, L2 {_bytes(gpu.get('l2_bytes'))}",
              f"per block: shared memory {_bytes(gpu.get('smem_per_block'))}"
              + (f" ({_bytes(optin)} with cudaFuncAttributeMaxDynamicSharedMemorySize)" if optin else "")
-             + f", {gpu.get('regs_per_block') or '?'} registers; per SM: shared memory "
-             f"{_bytes(gpu.get('smem_per_sm'))}, {gpu.get('regs_per_sm') or '?'} registers, "
+             + (f", {gpu['regs_per_block']} registers" if gpu.get("regs_per_block") else "") + "; per SM: shared memory "
+             + f"{_bytes(gpu.get('smem_per_sm'))}, {gpu.get('regs_per_sm') or '?'} registers, "
              f"{gpu.get('max_threads_per_sm') or '?'} threads; warp {gpu.get('warp_size') or 32}; CUDA {gpu.get('cuda', '?')}",
              _ceilings_line(profile.get("ceilings") or {}),
              f"host: {cpu.get('model', '?')}, {cpu.get('usable_cores', '?')} cores; compiler {cpu.get('compiler', '?')}"]
