@@ -495,3 +495,21 @@ def test_noisy_timings_are_counted_apart_from_fast_p_and_the_geomean():
     assert s["correct_rate"] == pytest.approx(0.75)
     assert "counted apart: b" in summary_line(s)
     assert "54.60× [49.14–60.06] (noisy)" in tasks_markdown(rows)
+
+
+def test_one_absurd_task_neither_carries_nor_sinks_the_mean():
+    """Issue 26: a single outlier (an absurdly fast kernel, or one that underflows) moved the geomean."""
+    honest = [_row(t, "ok", 1.5) for t in "abcd"]
+    fast = summarize(honest + [_row("e", "ok", 1e9)])
+    slow = summarize(honest + [_row("e", "ok", 1e-9)])
+    assert fast["geomean_speedup"] > 50 and slow["geomean_speedup"] < 0.05            # the plain mean is hijacked
+    assert fast["geomean_speedup_clipped"] == pytest.approx((1.5 ** 4 * 100) ** 0.2)    # the outlier counts as 100×
+    assert slow["geomean_speedup_clipped"] == pytest.approx((1.5 ** 4 / 100) ** 0.2)
+    # beyond the task's roofline bound: flagged as impossible, and clipped to the bound
+    r = {**_row("f", "ok", 40.0), "eager_ms": 2.0, "floor_ms": 0.1}                    # bound 20×
+    s = summarize(honest + [r])
+    assert s["impossible_tasks"] == ["f"]
+    assert s["geomean_speedup_clipped"] == pytest.approx((1.5 ** 4 * 20) ** 0.2)
+    assert summarize(honest + [{**r, "speedup": 19.0}])["impossible_tasks"] == []
+    from kernelskill.bench.report import summary_line
+    assert "(physically impossible): f" in summary_line(s) and "(clipped 2.52×)" in summary_line(s)

@@ -35,6 +35,9 @@ BACKENDS = {"cpu": ("cpp",), "cuda": ("cuda", "triton")}
 # The suite's timing: examples_table's settings (a 3 s cap per model); `kernelskill eval` allows 10 s.
 DEFAULT_TIMING = {"warmup": 3, "min_reps": 30, "max_reps": 100, "time_cap_s": 3.0}
 FAST = (0.0, 1.0, 1.5, 2.0)
+# The clipped geometric mean bounds each speedup to [1/CLIP, CLIP] (and to the task's roofline bound
+# where it is known): one absurd task can no longer carry or sink a suite's mean (issue 26).
+CLIP = 100.0
 
 
 # ---- jobs ---------------------------------------------------------------------------------------
@@ -431,13 +434,19 @@ def task_rows(plans: list[TaskPlan], records: dict[str, dict]) -> list[dict]:
     return rows
 
 
+def _geomean(xs: list[float]) -> float | None:
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
+
+
 def summarize(rows: list[dict]) -> dict:
     """KernelBench's metrics over every task (a task with no solution counts in n, not as correct):
     correct_rate = correct / n; fast_p = (correct and speedup > p) / n; geomean over correct tasks.
 
     Only good measurements count for speed: a correct task whose timing stayed noisy or contended
     (after the evaluator's re-times) is counted apart (``timing_not_good``) and left out of fast_p's
-    numerator and denominator and of the geometric mean."""
+    numerator and denominator and of the geometric mean. Beside the plain geometric mean, one with
+    each speedup clipped to [1/CLIP, CLIP] and to the task's roofline bound (eager time over the
+    floor), and the tasks whose speedup is beyond that bound (``impossible_tasks``)."""
     n = len(rows)
     correct = [r for r in rows if r["status"] == "ok"]
     unsure = [r for r in correct if r.get("quality") not in ("good", None)]
@@ -449,7 +458,19 @@ def summarize(rows: list[dict]) -> dict:
     for p in FAST:
         name = f"fast_{p:g}".replace(".", "_")
         out[name] = sum(1 for s in speedups if s > p) / timed_n if timed_n else 0.0
-    out["geomean_speedup"] = math.exp(sum(map(math.log, speedups)) / len(speedups)) if speedups else None
+    out["geomean_speedup"] = _geomean(speedups)
+    # A speedup that puts the candidate below its roofline floor (eager time / floor) is physically
+    # impossible: the floor is the time the compulsory bytes and FLOPs take at the measured ceilings.
+    impossible, clipped = [], []
+    for r in measured:
+        if r["speedup"] is None or r["speedup"] <= 0:
+            continue
+        roof = r["eager_ms"] / r["floor_ms"] if r.get("eager_ms") and r.get("floor_ms") else None
+        if roof is not None and r["speedup"] > roof * 1.05:
+            impossible.append(r["task"])
+        clipped.append(min(max(r["speedup"], 1 / CLIP), CLIP, roof if roof else CLIP))
+    out["geomean_speedup_clipped"] = _geomean(clipped)
+    out["impossible_tasks"] = impossible
     vs_compile = [r["speedup_vs_compile"] for r in measured if r.get("speedup_vs_compile")]
     if vs_compile:
         out["geomean_speedup_vs_compile"] = math.exp(sum(map(math.log, vs_compile)) / len(vs_compile))

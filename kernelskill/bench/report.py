@@ -24,6 +24,10 @@ def summary_line(s: dict) -> str:
     return (f"n {s['n']} · correct {s['correct']} ({s['correct_rate']:.0%}) · fast_0 {s['fast_0']:.0%} · "
             f"fast_1 {s['fast_1']:.0%} · fast_1.5 {s['fast_1_5']:.0%} · fast_2 {s['fast_2']:.0%} · "
             f"geomean {_x(s['geomean_speedup'])}"
+            + (f" (clipped {_x(s['geomean_speedup_clipped'])})"
+               if s.get("geomean_speedup_clipped") and s["geomean_speedup_clipped"] != s["geomean_speedup"] else "")
+            + (f" · beyond the roofline floor (physically impossible): {', '.join(s['impossible_tasks'][:5])}"
+               if s.get("impossible_tasks") else "")
             + (f" · timing not good on {apart} task(s), counted apart: "
                f"{', '.join(s.get('timing_not_good_tasks', [])[:5])}" if apart else ""))
 

@@ -9,14 +9,15 @@ import ast
 import re
 
 CHEATS = {"stream", "thread", "process", "socket", "file-io", "env-write", "monkey-patch", "fallback",
-          "introspection", "reference-call", "data-ptr", "stateful-forward", "timer"}
-REVIEW = {"downcast"}
+          "introspection", "reference-call", "data-ptr", "stateful-forward", "timer", "l2-persist"}
+REVIEW = {"downcast", "stream-joined", "library-call"}
 
 _PY_MODULES = {
     "threading": "thread", "_thread": "thread", "concurrent": "thread", "asyncio": "thread",
     "multiprocessing": "process", "subprocess": "process", "socket": "socket", "http": "socket",
     "urllib": "socket", "requests": "socket", "httpx": "socket", "ctypes": "monkey-patch",
-    "gc": "introspection", "inspect": "introspection", "pickle": "file-io", "shutil": "file-io",
+    "gc": "introspection", "inspect": "introspection", "traceback": "introspection", "pickle": "file-io",
+    "shutil": "file-io",
 }
 _CALLS = {
     "os.system": "process", "os.popen": "process", "os.fork": "process", "os.spawnv": "process",
@@ -28,7 +29,8 @@ _CALLS = {
     "np.save": "file-io", "np.load": "file-io",
     "torch.cuda.Stream": "stream", "torch.cuda.stream": "stream", "torch.Stream": "stream",
     "torch.cuda.set_stream": "stream", "torch.cuda.ExternalStream": "stream",
-    "sys._getframe": "introspection", "torch.library.Library": "monkey-patch",
+    "sys._getframe": "introspection", "os.getenv": "introspection",
+    "torch.library.Library": "monkey-patch",
     "torch.library.impl": "monkey-patch", "torch.library.custom_op": "monkey-patch",
     "torch.backends.cudnn.flags": "monkey-patch",
     "torch.set_float32_matmul_precision": "monkey-patch", "torch.set_num_threads": "monkey-patch",
@@ -39,6 +41,16 @@ _NATIVE = [
     (re.compile(r"cudaStreamCreate|getStreamFromPool|cudaStreamNonBlocking|cudaStreamPerThread|"
                 r"cudaStreamLegacy|cudaLaunchHostFunc"), "stream", "native code creates or switches CUDA streams; "
                                                                  "work can escape the timed stream"),
+    (re.compile(r"accessPolicyWindow|cudaLimitPersistingL2CacheSize|cudaAccessPropertyPersisting|"
+                r"cudaStreamAttributeAccessPolicyWindow|cudaCtxResetPersistingL2Cache"), "l2-persist",
+     "native code marks memory persisting in L2 (an access-policy window): data stays cached between "
+     "timed calls, which the L2 flush before each call is there to prevent"),
+    (re.compile(r"\b(?:at|torch)::(?:mm|matmul|bmm|addmm|baddbmm|linear|conv[123]d|convolution|_scaled_mm|"
+                r"relu|gelu|silu|sigmoid|tanh|softmax|log_softmax|layer_norm|group_norm|batch_norm|"
+                r"exp|log|sum|mean|amax|amin|max|min|cumsum|sort|topk|clamp|add|sub|mul|div|pow|where)\s*\(|"
+                r"\bcublas\w*\s*\(|\bcudnn\w+\s*\("), "library-call",
+     "(a library kernel through ATen, cuBLAS or cuDNN): allowed and labelled; the custom share counts "
+     "only the candidate's own kernels"),
     (re.compile(r"std::thread|std::async|pthread_create|\.detach\(\)"), "thread",
      "native code starts threads outside the call (use OpenMP inside the call instead)"),
     (re.compile(r"\bfork\s*\(|\bsystem\s*\(|\bpopen\s*\(|\bexecv"), "process", "native code starts processes"),
@@ -50,6 +62,10 @@ _NATIVE = [
      "native code converts to half/bfloat16 precision"),
 ]
 _DOWNCAST_DTYPES = {"float16", "half", "bfloat16", "float8_e4m3fn", "float8_e5m2"}
+# A second stream joined back: an event recorded and waited on by a stream (or a full synchronize).
+_JOINED = re.compile(r"cudaEventRecord|\.record\s*\(|cudaStreamSynchronize|cudaDeviceSynchronize")
+_WAITS = re.compile(r"cudaStreamWaitEvent|\.wait_stream\s*\(|\.block\s*\(|cudaStreamSynchronize|"
+                    r"cudaDeviceSynchronize")
 
 
 def _dotted(node: ast.AST) -> str:
@@ -71,8 +87,9 @@ def check_source(source: str, task_dtype: str = "float32") -> list[str]:
         return []
     found: list[str] = []
 
-    def add(code: str, msg: str, node: ast.AST | None = None) -> None:
-        where = f" (line {node.lineno})" if node is not None and hasattr(node, "lineno") else ""
+    def add(code: str, msg: str, node: ast.AST | None = None, line: int | None = None) -> None:
+        line = line or (node.lineno if node is not None and hasattr(node, "lineno") else None)
+        where = f" (line {line})" if line else ""
         text = f"{code}: {msg}{where}"
         if text not in found:
             found.append(text)
@@ -91,6 +108,7 @@ def check_source(source: str, task_dtype: str = "float32") -> list[str]:
                 add(_PY_MODULES[root], f"imports from {node.module}", node)
             for a in node.names:
                 aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+    written = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store)}
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             name = _dotted(node.func)
@@ -131,12 +149,31 @@ def check_source(source: str, task_dtype: str = "float32") -> list[str]:
                     resolved = _resolve(d, aliases)
                     code = "timer" if resolved.split(".")[0] == "time" or "Event" in d else "monkey-patch"
                     add(code, f"assigns {d} (patching a library)", node)
+        elif isinstance(node, (ast.Attribute, ast.Name)) and isinstance(node.ctx, ast.Load) and id(node) not in written \
+                and _resolve(_dotted(node), aliases) in ("sys.modules", "os.environ"):
+            # Reading the environment or the loaded modules: how a candidate tells the harness (or
+            # the reference's module) apart and behaves differently there (issue 26).
+            what = "the loaded modules (sys.modules)" if _dotted(node).endswith("modules") else \
+                "the environment (os.environ)"
+            add("introspection", f"reads {what}: code that can tell the harness apart can behave "
+                                 f"differently under it", node)
         elif isinstance(node, ast.ClassDef) and node.name == "ModelNew":
             _check_model_class(node, add, _module_names(tree))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) > 40:
             for pattern, code, msg in _NATIVE:
-                if pattern.search(node.value) and (code != "downcast" or task_dtype not in _DOWNCAST_DTYPES):
-                    add(code, msg, node)
+                m = pattern.search(node.value)
+                if m and (code != "downcast" or task_dtype not in _DOWNCAST_DTYPES):
+                    # the line of the candidate's file where the native code does it
+                    line = node.lineno + node.value[:m.start()].count("\n")
+                    if code == "library-call":
+                        msg = f"native code calls {m.group(0).rstrip('( ')} {msg}"
+                    if code == "stream" and _JOINED.search(node.value) and _WAITS.search(node.value):
+                        # An honest overlap: the side stream's work is joined back into the current
+                        # stream before returning. Checked at run time too: work that still escapes the
+                        # timed stream shows as a timer mismatch (host clock vs CUDA events), a cheat.
+                        code, msg = "stream-joined", ("native code runs work on a second CUDA stream and joins it "
+                                                      "back with events; the host-vs-event clock check verifies it")
+                    add(code, msg, node, line)
         elif isinstance(node, ast.Global):
             add("stateful-forward", "uses `global` state (results can be cached across calls)", node)
     return found
