@@ -226,7 +226,7 @@ def _emit(result, args, printer) -> None:
         print(json.dumps(result.to_dict(), indent=2))
         return
     printer(result)
-    if result.status == "timeout":
+    if getattr(result, "status", None) == "timeout":      # a CompileResult has no status
         print("  the limits: --build-timeout S (default 900) and --run-timeout S (default 300)")
 
 

@@ -110,3 +110,10 @@ def test_task_show_level_from_folder_and_buffers_apart(tmp_path, capsys):
     assert "(level 2)" in out
     assert "parameters: 1\n    weight: float32[8]\n" in out
     assert "buffers: 1\n    scale: float32[8]\n" in out
+
+
+def test_compile_prints_a_readable_result(cand_file, capsys):
+    """`kernelskill compile` without --json crashed after printing (CompileResult has no status)."""
+    code = main(["compile", cand_file("return ext.relu2(x)"), "--device", "cpu"])
+    out = capsys.readouterr().out
+    assert code == 0 and out.startswith("compile ok: backend cpp"), out

@@ -63,3 +63,50 @@ def test_own_kernel_names_of_every_gpu_solution():
 def test_setattr_on_self_is_not_patching():
     src = "class ModelNew:\n    def __init__(self):\n        setattr(self, 'w', 1)\n"
     assert not check_source(src)
+
+
+# ---- issue 26: the field's catalogue ---------------------------------------------------------------
+JOINED_SRC = '''SRC = r"""
+void f(torch::Tensor x) {
+    static at::cuda::CUDAStream side = at::cuda::getStreamFromPool();
+    cudaEventRecord(ready, at::cuda::getCurrentCUDAStream().stream());
+    cudaStreamWaitEvent(side.stream(), ready, 0);
+    k<<<1, 1, 0, side.stream()>>>(x.data_ptr<float>());
+    cudaEventRecord(done, side.stream());
+    cudaStreamWaitEvent(at::cuda::getCurrentCUDAStream().stream(), done, 0);
+}
+"""
+'''
+
+
+@pytest.mark.parametrize("src, code, line", [
+    # reading the environment or the loaded modules: how a candidate tells the harness apart
+    ("import os\nif os.environ.get('CI'):\n    pass\n", "introspection", 2),
+    ("import os\nx = os.getenv('HOME')\n", "introspection", 2),
+    ("from os import environ\nx = environ['A']\n", "introspection", 2),
+    ("import sys\nmods = sys.modules\n", "introspection", 2),
+    ("import traceback\n", "introspection", 1),
+    # L2 persistence between timed calls: the line of the C++ that does it
+    ('SRC = """\nvoid f() {\n  cudaStreamAttrValue a = {};\n  a.accessPolicyWindow.num_bytes = 1 << 20;\n}\n"""\n',
+     "l2-persist", 4),
+    # a library kernel called from native code: labelled with the op and its line
+    ('SRC = """\ntorch::Tensor f(torch::Tensor x, torch::Tensor w) {\n  auto y = at::mm(x, w);\n  return y;\n}\n"""\n',
+     "library-call", 3),
+])
+def test_catalogue_findings_name_their_line(src, code, line):
+    found = [f for f in check_source(src) if f.startswith(code + ":")]
+    assert found and found[0].endswith(f"(line {line})"), check_source(src)
+    assert is_cheat(found[0]) == (code not in ("library-call",))
+
+
+def test_writing_the_environment_is_not_also_reading_it():
+    assert [f.split(":")[0] for f in check_source("import os\nos.environ['A'] = '1'\n")] == ["env-write"]
+
+
+def test_a_second_stream_joined_back_is_for_review_and_one_that_is_not_is_a_cheat():
+    joined = check_source(JOINED_SRC)
+    assert [f.split(":")[0] for f in joined] == ["stream-joined"] and not is_cheat(joined[0])
+    assert joined[0].endswith("(line 3)")                       # where the second stream is taken
+    escaped = JOINED_SRC.replace("cudaStreamWaitEvent", "noop").replace("cudaEventRecord", "noop")
+    assert [f.split(":")[0] for f in check_source(escaped)] == ["stream"]
+    assert "library-call" in check_source(JOINED_SRC.replace("k<<<1, 1", "at::relu(x); k<<<1, 1"))[-1]

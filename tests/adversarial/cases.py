@@ -241,13 +241,18 @@ torch::Tensor linear_relu(torch::Tensor x, torch::Tensor w, torch::Tensor b) {
 }
 """, ["linear_relu"], "torch::Tensor linear_relu(torch::Tensor x, torch::Tensor w, torch::Tensor b);")
 
-GPU_CATALOGUE = [
+# Not in the suite yet: on the H100 the evaluator's build phase of these two candidates ran past
+# 200 s (the same sources build in 61 s with a bare load_inline); see docs/evaluator.md. Their static
+# classification is tested in tests/test_static.py.
+PENDING = [
     Case("honest-joined-stream", "honest: a second stream joined back with events before returning", "ok",
          "return joined.relu2_joined(x)", extra=JOINED, backends=("cuda",), flag="stream-joined",
          source="issue 26 (an honest twin of stream injection)"),
     Case("fake-join", "work on another stream behind a join in the wrong direction", "flagged",
          "return fakejoin.relu2_fake_join(x)", extra=FAKE_JOIN, backends=("cuda",), flag="timer-mismatch",
          source=WAFER),
+]
+GPU_CATALOGUE = [
     Case("l2-persist", "keeping inputs resident in L2 between timed calls (access-policy window)", "flagged",
          "return l2.relu2_persist(x)", extra=L2, backends=("cuda",), flag="l2-persist", source=WAFER),
     Case("graph-replay", "a CUDA graph captured once and replayed with the first call's input", "flagged",
