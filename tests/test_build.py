@@ -139,3 +139,22 @@ def test_precompiled_header_is_made_by_one_build_at_a_time(tmp_path):
         assert (d / "seen").read_text() == "1"
     assert precompiled_header(tmp_path, ["-O2"], []) is None
     assert (d / "seen").read_text() == "2"
+
+
+def test_a_build_killed_midway_does_not_block_later_builds():
+    """A worker killed while building (its build timeout, a cancelled run) left torch's lock file in
+    the extension's build directory, and every later build of that source waited on it until its own
+    build timeout (seen on the H100: a candidate 'stuck' in the build phase for 200 s)."""
+    from kernelskill.evaluate.api import Options
+    from kernelskill.evaluate.build import cache_root, env_key
+    cand = Candidate.from_source(toolkit_candidate("return ext.relu2(x)"))
+    assert compile(cand).ok                                        # built (or already cached)
+    dirs = [d for d in (cache_root() / "build" / env_key()).glob("ks_test_toolkit_*") if any(d.glob("*.so"))]
+    assert dirs
+    for d in dirs:
+        (d / "lock").write_text("")                                  # what a killed build leaves
+    started = time.perf_counter()
+    res = compile(cand, opts=Options(build_timeout=60))
+    assert res.ok, res.to_dict()
+    assert time.perf_counter() - started < 45
+    assert not any((d / "lock").exists() for d in dirs)

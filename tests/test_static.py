@@ -110,3 +110,16 @@ def test_a_second_stream_joined_back_is_for_review_and_one_that_is_not_is_a_chea
     escaped = JOINED_SRC.replace("cudaStreamWaitEvent", "noop").replace("cudaEventRecord", "noop")
     assert [f.split(":")[0] for f in check_source(escaped)] == ["stream"]
     assert "library-call" in check_source(JOINED_SRC.replace("k<<<1, 1", "at::relu(x); k<<<1, 1"))[-1]
+
+
+def test_a_join_the_wrong_way_round_is_still_a_cheat():
+    """Seen on the H100: the side stream waiting for the current one (and never the reverse) passed as
+    joined, and the escaped work stayed under the run-time clock check's threshold."""
+    wrong = JOINED_SRC.replace("cudaStreamWaitEvent(at::cuda::getCurrentCUDAStream().stream(), done, 0);", "")
+    assert [f.split(":")[0] for f in check_source(wrong)] == ["stream"]
+    named = JOINED_SRC.replace("void f(torch::Tensor x) {", "void f(torch::Tensor x) {\n    auto cur = at::cuda::getCurrentCUDAStream();")
+    named = named.replace("cudaStreamWaitEvent(at::cuda::getCurrentCUDAStream().stream(), done, 0);",
+                          "cudaStreamWaitEvent(cur.stream(), done, 0);")
+    assert [f.split(":")[0] for f in check_source(named)] == ["stream-joined"]
+    host = wrong.replace("cudaEventRecord(done, side.stream());", "cudaStreamSynchronize(side.stream());")
+    assert [f.split(":")[0] for f in check_source(host)] == ["stream-joined"]

@@ -7,6 +7,7 @@ mapper without the candidate doing anything special.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import platform
@@ -119,8 +120,9 @@ def install(candidate_source: str, log: BuildLog, build_root: Path | None = None
             if pch and Path(pch).exists():
                 kwargs["extra_include_paths"] = [pch] + list(kwargs.get("extra_include_paths") or [])
             try:
-                # Copies: load_inline inserts its #includes into the lists it is given.
-                return traced(original(unique, list(cpp), list(cuda) or None, *args, **kwargs), name)
+                with _build_lock(build_dir):
+                    # Copies: load_inline inserts its #includes into the lists it is given.
+                    return traced(original(unique, list(cpp), list(cuda) or None, *args, **kwargs), name)
             except (RuntimeError, ImportError, OSError, subprocess.SubprocessError) as e:
                 text = str(e)
                 diags = parse_diagnostics(text, sources, candidate_source)
@@ -132,6 +134,26 @@ def install(candidate_source: str, log: BuildLog, build_root: Path | None = None
 
     load_inline._kernelskill_original = original
     ext.load_inline = load_inline
+
+
+@contextlib.contextmanager
+def _build_lock(build_dir: Path):
+    """Hold this extension's build directory for the build. torch's own lock is a file it creates and
+    deletes (``FileBaton``): a worker killed mid-build (its build timeout, a cancelled run) leaves the
+    file behind, and every later build of the same source waited on it forever — until its own build
+    timeout. An ``flock`` dies with its process: whoever holds it is the only builder, so a torch
+    lock file found then is stale, and is removed."""
+    import fcntl
+    with open(build_dir / "kernelskill.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        stale = build_dir / "lock"
+        if stale.exists():
+            stale.unlink(missing_ok=True)
+            print(f"kernelskill: removed a stale build lock left by a killed build: {stale}", file=sys.stderr)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 PROFILING = {"on": False}
