@@ -87,6 +87,18 @@ class TaskInfo(BaseModel):
     next_step: str = ""
 
 
+class MachineInfo(BaseModel):
+    """The hardware this server's evaluations run on, as the built-in agents are told it."""
+    device: str = Field(description="cpu or cuda[:N]: where evaluate, verify and profile run")
+    text: str = Field(description="the profile in a few lines, as the built-in agents' prompts carry it")
+    cpu: dict = Field(description="model, cores (usable, physical, logical), SIMD sets (isa), caches, compiler, "
+                                  "torch's parallel backend and threads")
+    gpu: dict | None = Field(default=None, description="name, arch (sm_90…), sms, smem_per_block(_optin), smem_per_sm, "
+                                                       "regs_per_sm, max_threads_per_sm, l2_bytes, memory_bytes")
+    ceilings: dict = Field(description="measured: bandwidth (bytes/s, read + write), peak_flops per dtype "
+                                       "(FLOP/s), launch_us per eager op; the roofline's roofs")
+
+
 class TaskEntry(BaseModel):
     task: str = Field(description="pass this as `task` to the other tools")
     name: str

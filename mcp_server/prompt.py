@@ -4,8 +4,8 @@ from __future__ import annotations
 from .roots import ResolvedTask
 
 INSTRUCTIONS = """KernelSkill turns PyTorch modules into faster custom kernels that are proven equivalent.
-Tools: list_tasks/get_task (what to optimize), lookup_skills (expert strategies that fit the task),
-compile/verify/evaluate/profile (the trusted evaluator: isolated workers, seeded correctness trials,
+Tools: list_tasks/get_task (what to optimize), describe_machine (the CPU/GPU it runs on: SMs, shared
+memory, SIMD, measured ceilings), lookup_skills (expert strategies that fit the task), compile/verify/evaluate/profile (the trusted evaluator: isolated workers, seeded correctness trials,
 careful timing), record_attempt (teach the skill library what worked). A `task` is an example name,
 a path inside the server's roots, or KernelBench source. Get the prompt optimize_kernel for the loop."""
 
@@ -22,16 +22,18 @@ CONTRACT = """\
   - Triton: `@triton.jit` kernels launched from `forward`;
   - CPU C++ (servers without a GPU): `load_inline(cpp_sources=..., functions=[...],
     extra_cflags=["-O3", "-fopenmp"], extra_ldflags=["-fopenmp"])` on CPU tensors.
-- The hot computation must run in your kernels. Calling the reference's PyTorch ops for it, caching
-  outputs between calls, extra streams or threads, timers, file or network access, and patching torch
-  are flagged and never count.
+- The hot computation must run in your kernels. Calling the reference's PyTorch ops for it is labelled
+  (library-call); caching outputs between calls, threads, a second stream not joined back into the
+  current one, L2 persistence windows, timers, reading the environment or sys.modules, file or network
+  access, and patching torch are flagged and never count.
 - Inputs must stay unchanged, outputs must be fresh tensors, and results must match within the task's
   tolerance on every trial (several seeds and a second input distribution)."""
 
 LOOP = """\
 ## The loop
 1. `get_task(task)`: read the reference, shapes, dtypes, op classes, FLOPs/bytes and presets. On a
-   server without a GPU, pass `preset="small"` (when the task has one) to every tool.
+   server without a GPU, pass `preset="small"` (when the task has one) to every tool. Call
+   `describe_machine()` once: SMs, shared memory and L2 (GPU) or cores and SIMD (CPU) size your tiles.
 2. `lookup_skills(task=...)`: the skills allowed for this task's op classes and this server's
    backend, best first. Pick one and say why (or say why none fits). Read `skill://<id>` for details.
 3. Write the full `ModelNew` module applying that skill. Start simple and correct.

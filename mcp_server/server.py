@@ -29,8 +29,8 @@ from kernelskill.evaluate.isolation import Cancelled
 from kernelskill.skills import SkillBook
 
 from .jobs import JobInfo, JobKind
-from .models import (Compilation, DistilledSkill, Evaluation, Profile, RecordedAttempt, SkillList, TaskInfo,
-                     TaskList)
+from .models import (Compilation, DistilledSkill, Evaluation, MachineInfo, Profile, RecordedAttempt, SkillList,
+                     TaskInfo, TaskList)
 from .prompt import INSTRUCTIONS, optimize_kernel
 from .roots import example_dir, example_names
 from .toolbox import Progress, ServerConfig, Toolbox, cancellable
@@ -287,6 +287,15 @@ def _add_tools(server: MCPServer) -> None:  # noqa: C901 - one short function pe
         eager baseline time once this server has measured it. For a task sent as source, the returned `task`
         is a short handle to use in later calls."""
         return await _call(ctx, lambda tb, _: tb.get_task(task, preset))
+
+    @tool(annotations=READ_ONLY)
+    async def describe_machine(ctx: Context) -> MachineInfo:
+        """The hardware your kernel will run on: the CPU (cores, SIMD instruction sets such as AVX2/AVX-512,
+        cache sizes, the C++ compiler and torch's parallel backend) and, on a GPU server, the GPU (architecture,
+        SM count, shared memory per block with the opt-in maximum, registers and threads per SM, L2 size),
+        with the measured ceilings the roofline uses (copy bandwidth, matmul FLOP rate per dtype, launch
+        overhead). Call it once before choosing tile sizes, vector widths or thread counts."""
+        return await _call(ctx, lambda tb, _: tb.describe_machine())
 
     @tool(annotations=RECORDS)
     async def distill_skill(

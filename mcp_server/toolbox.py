@@ -51,8 +51,8 @@ def cancellable(event: threading.Event) -> Iterator[None]:
 
 def current_cancel() -> threading.Event | None:
     return getattr(_CALL, "cancel", None)
-from .models import (Compilation, DistilledSkill, Evaluation, Profile, RecordedAttempt, SkillInfo, SkillList,
-                     TaskInfo, TaskList, ValueSpec)
+from .models import (Compilation, DistilledSkill, Evaluation, MachineInfo, Profile, RecordedAttempt, SkillInfo,
+                     SkillList, TaskInfo, TaskList, ValueSpec)
 from .roots import ResolvedTask, Roots
 
 Progress = Callable[[float, float, str], None]
@@ -296,6 +296,14 @@ class Toolbox:
                         op_classes=info["op_classes"], aten_ops=info.get("aten_ops", []), flops=info["flops"],
                         bytes=info["bytes"], tolerance=info["tolerance"], baseline=base[0] if base else None,
                         baseline_device=base[1] if base else None, next_step=hint)
+
+    def describe_machine(self) -> MachineInfo:
+        """This server's CPU, GPU and measured ceilings (read once per machine, cached)."""
+        from kernelskill.evaluate.machine import render
+        device = api.resolve_device(self.config.options.device, self.default_backend)
+        profile = api.machine(device, dataclasses.replace(self.config.options, device=device))
+        return MachineInfo(device=device, text=render(profile, self.default_backend), cpu=profile.get("cpu") or {},
+                           gpu=profile.get("gpu"), ceilings=profile.get("ceilings") or {})
 
     def list_tasks(self, path: str | None = None) -> TaskList:
         """Shipped examples, or the tasks under a directory in the roots."""

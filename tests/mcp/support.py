@@ -48,7 +48,7 @@ def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 90.0) -> N
 
 
 TOOLS = {"compile", "verify", "profile", "evaluate", "lookup_skills", "list_tasks", "get_task", "record_attempt",
-         "distill_skill", "start_evaluation", "get_job", "cancel_job"}
+         "distill_skill", "start_evaluation", "get_job", "cancel_job", "describe_machine"}
 
 
 async def exercise_all_tools(client, task: str) -> None:
@@ -63,6 +63,7 @@ async def exercise_all_tools(client, task: str) -> None:
         "lookup_skills": {"task": task, "backend": "cpp", "limit": 3},
         "list_tasks": {},
         "get_task": {"task": task},
+        "describe_machine": {},
         "record_attempt": {"task": task, "source": SOURCE, "skill_id": "openmp-parallel-for", "outcome": "success"},
     }
     out = {}
@@ -71,6 +72,8 @@ async def exercise_all_tools(client, task: str) -> None:
         assert not res.is_error, (name, res.content)
         out[name] = res.structured_content
     assert out["compile"]["ok"]
+    machine = out["describe_machine"]
+    assert machine["cpu"]["logical_cores"] >= 1 and "cores usable" in machine["text"] and machine["ceilings"]
     assert out["verify"]["status"] == "ok" and out["verify"]["correct"]
     assert out["evaluate"]["status"] == "ok" and out["evaluate"]["speedup"] > 0
     assert out["profile"]["status"] == "ok" and out["profile"]["result"]["profile"]["kernels"]

@@ -31,7 +31,7 @@ async def test_tools_that_build_and_run_code_are_not_read_only(server):
     for name in RUNS_CODE:
         assert tools[name].read_only_hint is False and tools[name].destructive_hint is False, name
         assert tools[name].open_world_hint is False, name
-    for name in ("list_tasks", "get_task", "lookup_skills"):
+    for name in ("list_tasks", "get_task", "lookup_skills", "describe_machine"):
         assert tools[name].read_only_hint is True, name
     assert tools["record_attempt"].read_only_hint is False
 

@@ -212,6 +212,7 @@ async def test_optimize_kernel_prompt(server):
         got = await client.get_prompt("optimize_kernel", {"task": "softmax_rows"})
         body = got.messages[0].content.text
         for needle in ("class ModelNew", "load_inline", "@triton.jit", "lookup_skills", "evaluate", "record_attempt",
+                       "describe_machine()",
                        "preset=\"small\"", "def get_inputs"):
             assert needle in body, needle
         with pytest.raises(Exception, match="outside the allowed roots"):
