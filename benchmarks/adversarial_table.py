@@ -35,7 +35,7 @@ def main() -> None:
         ok = r.status == case.expect or (case.name == "illegal-address" and r.status in ("runtime_error", "crashed"))
         held, rows = held + ok, rows + 1
         flags = ", ".join(sorted({f.split(":")[0] for f in r.flags})) or "-"
-        print(f"| {case.name} | {case.trick} | {case.source} | {case.expect} | {r.status} | {'✓' if ok else '✗'} | "
+        print(f"| {case.name} | {case.trick} | {case.documented} | {case.expect} | {r.status} | {'✓' if ok else '✗'} | "
               f"{flags} | {time.perf_counter() - t:.1f} |", flush=True)
     print(f"\n{held}/{rows} verdicts as expected ({args.backend})")
 

@@ -125,19 +125,21 @@ def render_report(path: Path, tree: Trajectory, last: Event) -> str:
             if n.kind == "repair" and n.diagnosis:
                 lines += [f"  - repair of {n.parent}: {n.diagnosis.strip()}"]
             lines += ["  > " + line for line in n.plan.strip().splitlines()] if n.plan.strip() else []
-    unusable = [(n, c) for n in tree for c in n.calls if c.error]
-    if unusable:
-        lines += ["", "## Replies that could not be used", "",
-                  "Each got one corrective message; the whole reply is kept on the node (`kernelskill runs show "
-                  "RUN --json`, `calls[].reply`).", ""]
-        lines += [f"- {n.id}, {c.role} ({c.model or '?'}): {c.error}" for n, c in unusable]
-    cut = [(n, c) for n in tree for c in n.calls if c.trimmed]
-    if cut:
-        lines += ["", "## Prompts cut to fit their budget", "",
-                  "`agents.prompt_tokens` (or `llm.roles.<role>.prompt_tokens`) capped these prompts; the parts named "
-                  "lost their later lines.", ""]
-        lines += [f"- {n.id}, {c.role}: {c.trimmed}" for n, c in cut]
+    calls = [(n, c) for n in tree for c in n.calls]
+    lines += _call_section("Replies that could not be used",
+                           "Each got one corrective message; the whole reply is kept on the node (`kernelskill runs "
+                           "show RUN --json`, `calls[].reply`).",
+                           [f"- {n.id}, {c.role} ({c.model or '?'}): {c.error}" for n, c in calls if c.error])
+    lines += _call_section("Prompts cut to fit their budget",
+                           "`agents.prompt_tokens` (or `llm.roles.<role>.prompt_tokens`) capped these prompts; the "
+                           "parts named lost their later lines.",
+                           [f"- {n.id}, {c.role}: {c.trimmed}" for n, c in calls if c.trimmed])
     return "\n".join(lines) + "\n"
+
+
+def _call_section(title: str, intro: str, items: list[str]) -> list[str]:
+    """A report section listing LLM calls, or nothing when there are none."""
+    return ["", f"## {title}", "", intro, "", *items] if items else []
 
 
 def _drop_partial_line(path: Path) -> None:

@@ -21,8 +21,8 @@ from .coder import Coder
 from .debugger import Debugger
 from .planner import Planner
 from .templates import Prompt
-from .views import (render_catalogue, render_chain, render_context, render_failure, render_node, render_relatives,
-                    render_task, render_tried)
+from .views import (ending, render_catalogue, render_chain, render_context, render_failure, render_node,
+                    render_relatives, render_task, render_tried)
 
 
 def reference_for(reference: str, code: str) -> str:
@@ -120,13 +120,9 @@ class Team:
         if not prior:
             return None
         p = prior[0]
-        last = tree.last_repair(p)
         where = f"from {parent.id}" if p.parent == parent.id else f"from {p.parent} and failed for good"
-        outcome = f"{last.status}" + (f" {last.speedup:.2f}×" if last.speedup else "") + \
-            (f": {last.message.strip()[:160]}" if last.message and not last.ok else "") + \
-            (f" (debugger: {last.diagnosis.strip().splitlines()[0][:160]})" if last is not p and last.diagnosis else "")
         said = f"skill {data['skill_id'] or 'none'} with mechanism {data['mechanism']!r} repeats {p.id} ({where}: " \
-               f"skill {p.skill_id or 'none'} / {p.mechanism!r} → {outcome})"
+               f"skill {p.skill_id or 'none'} / {p.mechanism!r} → {ending(tree, p, 160)})"
         if not data["differs"]:
             return (f"{said}; choose another skill or mechanism, mark other code, or say in \"differs\" the concrete "
                     f"change (a block size, a loop order, an instruction) and put it in your plan")

@@ -67,12 +67,21 @@ def render_tried(tree: Trajectory, node_id: str, elsewhere: int = 8) -> str:
     failed = [n for n in tree if n.kind == "plan" and n.parent != node_id and tree.failed_for_good(n)]
     if failed:
         lines += ["", "Failed elsewhere in the tree (each after its repairs):"]
-        for n in failed[-elsewhere:]:
-            last = tree.last_repair(n)
-            why = (last.diagnosis.strip().splitlines() or [""])[0] if last is not n and last.diagnosis else ""
-            lines.append(f"- from {n.parent}: skill {n.skill_id or 'none'} / {n.mechanism or '?'} → {last.status}: "
-                         f"{(last.message or '').strip()[:120]}" + (f" (debugger: {why[:120]})" if why else ""))
+        lines += [f"- from {n.parent}: skill {n.skill_id or 'none'} / {n.mechanism or '?'} → {ending(tree, n)}"
+                  for n in failed[-elsewhere:]]
     return "\n".join(lines)
+
+
+def ending(tree: Trajectory, n: Node, limit: int = 120) -> str:
+    """How a plan's line ended (its newest repair, or itself): the status and speedup, and when it
+    failed, the evaluator's message and the debugger's diagnosis."""
+    last = tree.last_repair(n)
+    text = last.status + (f" {last.speedup:.2f}×" if last.speedup else "")
+    if not last.ok and (last.message or "").strip():
+        text += f": {last.message.strip()[:limit]}"
+    if last is not n and last.diagnosis.strip():
+        text += f" (debugger: {last.diagnosis.strip().splitlines()[0][:limit]})"
+    return text
 
 
 def _one_line(text: str, limit: int = 220) -> str:
@@ -103,17 +112,14 @@ def render_catalogue(skills, stats=None, ops=(), backend: str | None = None, arc
 def render_relatives(tree: Trajectory, node_id: str, k: int = 3) -> str:
     """The nearest correct candidates to ``node_id`` (itself first when it is one), with their plans
     and outcomes: what worked nearby, for the coder to build on rather than rediscover."""
-    ok = [n for n in tree.candidates()]
-    ok.sort(key=lambda n: (tree.distance(node_id, n.id), -(n.speedup or 0), tree.index(n.id)))
-    if not ok:
+    near = sorted((tree.distance(node_id, n.id), -(n.speedup or 0), tree.index(n.id), n) for n in tree.candidates())
+    if not near:
         return "(no correct candidate yet: only the reference has run)"
     blocks = []
-    for n in ok[:k]:
-        steps = tree.distance(node_id, n.id)
+    for steps, _, _, n in near[:k]:
         where = "the node you start from" if n.id == node_id else f"{steps} step{'s' if steps > 1 else ''} away"
-        plan = "\n".join("    " + ln for ln in _one_line(n.plan or "-", 600).splitlines())
         blocks.append(f"- {n.id} ({where}; skill {n.skill_id or 'none'}): correct, {n.speedup:.2f}×"
-                      f" — {n.mechanism or 'repair'}\n{plan}")
+                      f" — {n.mechanism or 'repair'}\n    {_one_line(n.plan or '-', 600)}")
     return "\n".join(blocks)
 
 

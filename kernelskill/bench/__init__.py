@@ -434,7 +434,8 @@ def task_rows(plans: list[TaskPlan], records: dict[str, dict]) -> list[dict]:
     return rows
 
 
-def _geomean(xs: list[float]) -> float | None:
+def geomean(xs: list[float]) -> float | None:
+    """The geometric mean; None for no values."""
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
 
 
@@ -458,7 +459,7 @@ def summarize(rows: list[dict]) -> dict:
     for p in FAST:
         name = f"fast_{p:g}".replace(".", "_")
         out[name] = sum(1 for s in speedups if s > p) / timed_n if timed_n else 0.0
-    out["geomean_speedup"] = _geomean(speedups)
+    out["geomean_speedup"] = geomean(speedups)
     # A speedup that puts the candidate below its roofline floor (eager time / floor) is physically
     # impossible: the floor is the time the compulsory bytes and FLOPs take at the measured ceilings.
     impossible, clipped = [], []
@@ -469,18 +470,18 @@ def summarize(rows: list[dict]) -> dict:
         if roof is not None and r["speedup"] > roof * 1.05:
             impossible.append(r["task"])
         clipped.append(min(max(r["speedup"], 1 / CLIP), CLIP, roof if roof else CLIP))
-    out["geomean_speedup_clipped"] = _geomean(clipped)
+    out["geomean_speedup_clipped"] = geomean(clipped)
     out["impossible_tasks"] = impossible
     vs_compile = [r["speedup_vs_compile"] for r in measured if r.get("speedup_vs_compile")]
     if vs_compile:
-        out["geomean_speedup_vs_compile"] = math.exp(sum(map(math.log, vs_compile)) / len(vs_compile))
+        out["geomean_speedup_vs_compile"] = geomean(vs_compile)
     out["statuses"] = {s: sum(r["status"] == s for r in rows) for s in sorted({r["status"] for r in rows})}
     # What the suite's tasks are, whatever solved them: torch.compile against eager where both were
     # timed, the bottleneck classes, and the evaluation time the jobs took (summed, every executor slot).
     both = [r["eager_ms"] / r["compile_ms"] for r in rows if r["status"] == "ok" and r.get("eager_ms")
             and r.get("compile_ms") and r.get("quality") in ("good", None)]
     if both:
-        out["compile_over_eager"] = {"n": len(both), "geomean": math.exp(sum(map(math.log, both)) / len(both)),
+        out["compile_over_eager"] = {"n": len(both), "geomean": geomean(both),
                                      "faster": sum(x > 1 for x in both)}
     out["bottlenecks"] = {b: sum(r.get("bottleneck") == b for r in rows)
                           for b in sorted({r["bottleneck"] for r in rows if r.get("bottleneck")})}

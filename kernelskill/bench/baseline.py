@@ -13,10 +13,10 @@ a baseline from another GPU is refused unless ``--compare-any-machine`` says oth
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 from ..errors import UserError
+from . import geomean
 
 KIND = "kernelskill-baseline"
 VERSION = 1
@@ -99,11 +99,10 @@ def compare(rows: list[dict], doc: dict, base: dict, any_machine: bool = False) 
             changed.append({"task": r["task"], "was": b.get("status"), "now": r["status"]})
         per_task.append({"task": r["task"], "status": r["status"], "baseline_status": b.get("status"), "ms": ms,
                          "vs_baseline_eager": e, "vs_baseline_compile": c})
-    geo = lambda xs: math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None  # noqa: E731
     out = {"baseline": {"suite": base.get("suite"), "device": base.get("device"), "machine": there,
                         "finished": base.get("finished")},
            "n": n, "missing_from_baseline": sum(r["task"] not in tasks for r in rows),
-           "geomean_vs_eager": geo(vs_eager), "geomean_vs_compile": geo(vs_compile),
+           "geomean_vs_eager": geomean(vs_eager), "geomean_vs_compile": geomean(vs_compile),
            "changed": changed, "tasks": per_task}
     for p in FAST:
         key = f"{p:g}".replace(".", "_")

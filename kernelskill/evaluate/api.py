@@ -27,7 +27,7 @@ from ..task import Task, _Expr
 from . import static
 from .verdict import (TrialJudge, judge_outputs, reference_outputs, replay_flags, stochastic_message,
                       verify_run)
-from .build import cache_root
+from .build import cache_root, store_json
 from .isolation import Cancelled, WorkerOutcome, run_worker
 from .quality import RoundJudge
 from .timing import TimingConfig
@@ -91,9 +91,13 @@ def resolve_device(device: str, backend: str | None = None) -> str:
     return device
 
 
+def _threads(opts: Options) -> int:
+    """The threads a worker pins torch and OpenMP to: the option, else every core this process may use."""
+    return opts.threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
+
+
 def _request(mode: str, task: Task | None, cand: Candidate | None, device: str, opts: Options, base: Path) -> dict:
-    req = {"mode": mode, "device": device, "seed": opts.seed, "trials": opts.trials,
-           "threads": opts.threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()),
+    req = {"mode": mode, "device": device, "seed": opts.seed, "trials": opts.trials, "threads": _threads(opts),
            "cache_root": str(cache_root())}
     # OpenMP in C++ candidates gets the same pinned thread count as torch; torch.compile's
     # artifacts persist per environment (Inductor keys them by graph, torch and hardware).
@@ -541,12 +545,8 @@ def machine(device: str, opts: Options | None = None, refresh: bool = False) -> 
                 raise UserError(f"cannot read the GPU's properties on {device}: {why}")
             profile["gpu"], profile["env"] = out.result["gpu"], out.result.get("env") or {}
         else:
-            profile["env"] = {"threads": _request("machine", None, None, device, opts, Path("."))["threads"]}
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            json.dump(profile, f, indent=2)
-        os.replace(tmp, path)
+            profile["env"] = {"threads": _threads(opts)}
+        store_json(path, profile)
     profile["ceilings"] = ceilings(device, profile.get("env") or {}, opts)
     return profile
 

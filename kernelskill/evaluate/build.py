@@ -35,6 +35,18 @@ def cache_root() -> Path:
     return Path(root)
 
 
+def store_json(path: Path, data) -> Path:
+    """Write a cache file whole or not at all (concurrent evaluations read and write the cache)."""
+    import json
+    import tempfile
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f, indent=2)
+    os.replace(tmp, path)
+    return path
+
+
 def env_key() -> str:
     """What makes a build reusable: torch, CUDA, Python, machine and the GPU's architecture."""
     import torch

@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 import time
 from pathlib import Path
 
@@ -199,13 +198,8 @@ def cached(root: Path, key: str) -> dict | None:
 
 
 def store(root: Path, key: str, data: dict) -> Path:
-    d = root / "ceilings"
-    d.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=d, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=2)
-    os.replace(tmp, d / f"{key}.json")
-    return d / f"{key}.json"
+    from .build import store_json
+    return store_json(root / "ceilings" / f"{key}.json", data)
 
 
 # ---- the model -------------------------------------------------------------------------------
