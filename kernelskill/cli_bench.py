@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from .errors import UserError
+from .executors import _clock
 
 EPILOG = """examples:
   kernelskill bench examples                          # the shipped solutions on this machine's device
@@ -95,11 +96,6 @@ class Progress:
             self.stream.write("\n")
             self.stream.flush()
             self._open = False
-
-
-def _clock(seconds: float) -> str:
-    s = int(seconds)
-    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
 
 
 def _levels(text: str | None) -> set[int] | None:

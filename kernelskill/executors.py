@@ -19,7 +19,7 @@ import os
 import queue
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Protocol, Sequence
 
@@ -35,7 +35,7 @@ class Job(Protocol):
 
     def run(self, device: str, threads: int | None) -> dict: ...
 
-    def build(self, device: str) -> None: ...
+    def build(self, device: str) -> str | None: ...   # how it went, for the progress line
 
     def shipped(self): ...
 
@@ -141,12 +141,50 @@ class PoolExecutor:
         n = self.jobs or cpu_cores()
         started = time.perf_counter()
         pool = ThreadPoolExecutor(n, thread_name_prefix="kernelskill-build")
+        eta = BuildEta(len(jobs), n)
+
+        def build(job: Job):
+            t = time.perf_counter()
+            how = job.build(self.device)
+            return job, how, time.perf_counter() - t
+        note(f"building {len(jobs)} candidates, {n} at a time")
         try:
-            for future in [pool.submit(job.build, self.device) for job in jobs]:
-                future.result()
+            for future in as_completed([pool.submit(build, job) for job in jobs]):
+                job, how, seconds = future.result()
+                eta.done(seconds)
+                note(f"  build {eta.finished}/{len(jobs)} · {_clock(time.perf_counter() - started)} · "
+                     f"{eta.text()} · {job.task} {getattr(job, 'solution', '')}: {how or 'done'}")
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
         note(f"built {len(jobs)} candidates on {n} CPU workers in {time.perf_counter() - started:.0f} s")
+
+
+class BuildEta:
+    """What remains of a build phase, learned from the builds it has seen: their mean duration times
+    the builds left, over the builds that run at once. Cached builds take a fraction of a second and
+    cold ones tens of seconds: the estimate follows what this run's sources actually cost."""
+
+    def __init__(self, total: int, parallel: int):
+        self.total, self.parallel, self.finished, self.seconds = total, max(1, parallel), 0, 0.0
+
+    def done(self, seconds: float) -> None:
+        self.finished += 1
+        self.seconds += seconds
+
+    def remaining(self) -> float | None:
+        if not self.finished:
+            return None
+        left = self.total - self.finished
+        return self.seconds / self.finished * left / min(self.parallel, max(left, 1))
+
+    def text(self) -> str:
+        r = self.remaining()
+        return "ETA ?" if r is None else f"ETA {_clock(r)}"
+
+
+def _clock(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
 
 
 def _get(q: queue.SimpleQueue):

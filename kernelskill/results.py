@@ -89,6 +89,12 @@ class CompileResult(JsonMixin):
     diagnostics: list[Diagnostic] = field(default_factory=list)
     log_tail: str = ""
     extensions: list[str] = field(default_factory=list)
+    # How it was built: "direct" (split units, cached objects, precompiled light header:
+    # evaluate/toolchain.py) or "torch" (load_inline's own build; `fallback` says why), and the
+    # seconds each translation unit took to compile (none: every object came from the cache).
+    path: str = ""
+    fallback: str = ""
+    units: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass

@@ -184,7 +184,7 @@ def _add_tools(server: MCPServer) -> None:  # noqa: C901 - one short function pe
         the detected backend, and compiler diagnostics mapped to lines of your source
         (result.diagnostics). Builds are cached by content, so an unchanged kernel rebuilds instantly. On a
         server without a GPU, CUDA sources get a compile-only check with nvcc."""
-        return await _call(ctx, lambda tb, _: tb.compile(source, backend))
+        return await _call(ctx, lambda tb, progress: tb.compile(source, backend, progress))
 
     @tool(annotations=RUNS_CODE)
     async def verify(task: TaskArg, source: SourceArg, ctx: Context,

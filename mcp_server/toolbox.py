@@ -13,6 +13,7 @@ import dataclasses
 import shutil
 import tempfile
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,6 +84,15 @@ def _phases(progress: Progress, opts: api.Options | None = None) -> Callable[[st
             text += f" (stopped as a timeout after {limit:.0f} s)"
         progress(step, STEPS, text)
     return on_phase
+
+
+def _steps(progress: Progress) -> Callable[[str], None]:
+    """A build's steps (a unit compiled, the link) as progress messages within the build phase."""
+    started = time.monotonic()
+
+    def on_step(text: str) -> None:
+        progress(PHASES["build"][0], STEPS, f"build, {time.monotonic() - started:.1f} s: {text}")
+    return on_step
 
 
 @dataclass
@@ -170,7 +180,8 @@ class Toolbox:
                          cancel=opts.cancel):
             progress(1, STEPS, f"evaluating {cand.backend} candidate on {device} (reference outputs first, "
                                f"cached after one run)")
-            result = api.evaluate(rt.task, cand, opts=dataclasses.replace(opts, device=device),
+            result = api.evaluate(rt.task, cand, opts=dataclasses.replace(opts, device=device,
+                                                                          on_step=_steps(progress)),
                                   on_phase=_phases(progress, opts))
         with self._lock:
             key = (rt.task.hash, cand.hash)
@@ -205,14 +216,16 @@ class Toolbox:
                             f"most recent are kept)")
         return text
 
-    def compile(self, source: str, backend: str | None = None) -> Compilation:
-        """Build the candidate's extensions only."""
+    def compile(self, source: str, backend: str | None = None, progress: Progress = _quiet) -> Compilation:
+        """Build the candidate's extensions only; each build step comes back as progress."""
         cand = self.candidate(source)
         if backend and backend != cand.backend:
             raise UserError(f"backend={backend!r} but the source is a {cand.backend!r} candidate (cuda: "
                             f"load_inline with cuda_sources; triton: @triton.jit kernels; cpp: load_inline with "
                             f"cpp_sources only). Fix the source or leave backend out")
-        res: CompileResult = api.compile(cand, device=self.config.options.device, opts=self._options())
+        progress(PHASES["build"][0], STEPS, PHASES["build"][1])
+        opts = dataclasses.replace(self._options(), on_step=_steps(progress))
+        res: CompileResult = api.compile(cand, device=self.config.options.device, opts=opts)
         res = CompileResult.from_dict(res.to_dict())
         summary, next_step = advice.compilation(res)
         return Compilation(ok=res.ok, backend=res.backend, summary=summary, next_step=next_step, result=res)

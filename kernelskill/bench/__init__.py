@@ -112,12 +112,20 @@ class EvalJob(_Shippable, _Evaluates):
     kind: str = "eval"
     builds: ClassVar[bool] = True                 # the pool builds it before the timing phase
 
-    def build(self, device: str) -> None:
-        """Fill the build cache (the pool's first phase); failures show again in ``run``."""
+    def build(self, device: str) -> str:
+        """Fill the build cache (the pool's first phase); failures show again in ``run``. Returns how
+        it went, in a few words (the build phase's progress line)."""
         from ..candidate import Candidate
         from ..evaluate.api import compile
-        with contextlib.suppress(UserError):
-            compile(Candidate.from_source(self.source), device=device, opts=self._options(device, None))
+        try:
+            res = compile(Candidate.from_source(self.source), device=device, opts=self._options(device, None))
+        except UserError as e:
+            return f"not built: {str(e)[:80]}"
+        if not res.ok:
+            return "compile error" + (" (compile-only check)" if res.compile_only else "")
+        how = "cached" if res.cache_hit else f"built in {res.seconds:.1f} s"
+        return how + (", compile-only check" if res.compile_only else "") + (
+            f", torch's build ({res.fallback[:60]})" if res.path == "torch" and res.fallback else "")
 
     def run(self, device: str, threads: int | None) -> dict:
         from ..candidate import Candidate

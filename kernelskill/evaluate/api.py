@@ -63,6 +63,9 @@ class Options:
     # Set by another thread to stop the evaluation: its workers are killed at once and evaluate()
     # raises isolation.Cancelled (the MCP server sets it when a client cancels or goes away).
     cancel: threading.Event | None = dataclasses.field(default=None, compare=False, repr=False)
+    # Hears each step of a build as the worker reports it ("compile kernel.cpp", "link", …): the
+    # CLI's progress line, MCP progress notifications, the bench's per-job status.
+    on_step: Callable[[str], None] | None = dataclasses.field(default=None, compare=False, repr=False)
 
 
 def _resolve(task, candidate) -> tuple[Task | None, Candidate | None]:
@@ -259,7 +262,8 @@ def _compile_result(cand: Candidate, result: dict | None, out: WorkerOutcome | N
                          cache_hit=bool(build.get("cache_hit", False)) and bool(build.get("extensions")),
                          compile_only=bool(build.get("compile_only")), diagnostics=diags,
                          log_tail=user_paths(build.get("log_tail") or (out.log_tail if out and not ok else ""), cand),
-                         extensions=build.get("extensions", []))
+                         extensions=build.get("extensions", []), path=build.get("path", ""),
+                         fallback=build.get("fallback", ""), units=build.get("units") or {})
 
 
 def compile(candidate, *, device: str = "auto", opts: Options | None = None) -> CompileResult:
@@ -274,7 +278,8 @@ def compile(candidate, *, device: str = "auto", opts: Options | None = None) -> 
                                                                           resolve_device("auto"))
     base = _workdir(opts)
     out = run_worker(_request("compile", None, cand, device, opts, base),
-                     build_timeout=opts.build_timeout, run_timeout=opts.run_timeout, keep=base, cancel=opts.cancel)
+                     build_timeout=opts.build_timeout, run_timeout=opts.run_timeout, keep=base, cancel=opts.cancel,
+                     on_step=opts.on_step)
     res = _compile_result(cand, out.result, out)
     if out.died:
         res.ok = False
@@ -386,7 +391,7 @@ def evaluate(task, candidate, *, opts: Options | None = None, on_phase: Callable
         try:
             out = run_worker(req, build_timeout=opts.build_timeout, run_timeout=opts.run_timeout, keep=base,
                              on_phase=phase, decide=decide, on_timed=recheck_timed, on_poll=poll,
-                             on_round=rounds.on_round, cancel=opts.cancel)
+                             on_round=rounds.on_round, cancel=opts.cancel, on_step=opts.on_step)
         finally:
             if apart is not None:
                 apart.release(False)    # never timed (incorrect, crashed): it exits without running

@@ -84,14 +84,32 @@ class BuildLog:
     extensions: list[str] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
     log_tail: str = ""
+    path: str = ""                  # "direct" (toolchain.py) or "torch" (load_inline's own build)
+    fallback: str = ""              # why torch's build was used
+    units: dict = field(default_factory=dict)      # seconds per translation unit compiled
+    steps: list = field(default_factory=list)      # (seconds since the build began, what it did)
 
 
-def install(candidate_source: str, log: BuildLog, build_root: Path | None = None) -> None:
-    """Route every ``load_inline`` call of the candidate through the cache and the mapper."""
+def build_root(cache: Path | None = None) -> Path:
+    """This environment's builds: one directory per extension, ``_pch`` and ``_objects``."""
+    return (cache or cache_root()) / "build" / env_key()
+
+
+# Errors that say the light header lacked something torch's full one has: such a unit is built again
+# by torch's own build (the sources used part of the C++ API the static scan did not see).
+_LIGHT_MISS = re.compile(r"is not a member of .(?:torch|at|c10|py)\b|.(?:py|pybind11). has not been declared"
+                         r"|.(?:torch|pybind11)::\w+. has not been declared")
+
+
+def install(candidate_source: str, log: BuildLog, build_root_dir: Path | None = None, on_step=None) -> None:
+    """Route every ``load_inline`` call of the candidate through the cache and the mapper.
+
+    ``on_step(text)`` hears each step of a build (a unit started, compiled or taken from the cache,
+    the link) as it happens."""
     import torch.utils.cpp_extension as ext
     # Installed again for a second candidate in one worker (a head-to-head race): wrap torch's own.
     original = getattr(ext.load_inline, "_kernelskill_original", ext.load_inline)
-    root = (build_root or cache_root()) / "build" / env_key()
+    root = build_root(build_root_dir)
     arch = _gpu_arch()
     if arch and "TORCH_CUDA_ARCH_LIST" not in os.environ:
         os.environ["TORCH_CUDA_ARCH_LIST"] = arch   # build only for the GPU present
@@ -110,12 +128,22 @@ def install(candidate_source: str, log: BuildLog, build_root: Path | None = None
         kwargs["verbose"] = False
         sources = {"main.cpp": (cpp, _implicit_lines(kwargs, 1)), "cuda.cu": (cuda, _implicit_lines(kwargs, 3))}
         started = time.perf_counter()
+
+        def step(text: str) -> None:
+            log.steps.append((round(time.perf_counter() - started, 3), text))
+            if on_step:
+                on_step(text)
         try:
             if cuda and not _cuda_runtime():
-                _compile_only(build_dir, cuda, kwargs, candidate_source, log)
+                _compile_only(build_dir, cuda, kwargs, candidate_source, log, root)
                 raise CompileOnly()
+            direct = _direct(unique, build_dir, cpp, cuda, args, kwargs, candidate_source, log, root, step)
+            if direct is not None:
+                return traced(direct, name)
             hit = any(build_dir.glob(f"{unique}*.so"))
             log.cache_hit &= hit
+            log.path = "torch"
+            step("torch's build (load_inline): " + log.fallback)
             # Whether this extension builds against a precompiled header is decided once and
             # remembered: the include path is part of the build command, and a changed command
             # makes ninja rebuild a cached extension.
@@ -146,6 +174,39 @@ def install(candidate_source: str, log: BuildLog, build_root: Path | None = None
 
     load_inline._kernelskill_original = original
     ext.load_inline = load_inline
+
+
+def _direct(unique, build_dir, cpp, cuda, args, kwargs, candidate_source, log: BuildLog, root: Path, step):
+    """The extension through toolchain.py, or None when torch's build is to do it (``log.fallback``)."""
+    from . import toolchain
+    try:
+        p = toolchain.plan(unique, build_dir, cpp, cuda, args, kwargs)
+    except toolchain.Unsupported as e:
+        log.fallback = str(e)
+        return None
+    so, marker = build_dir / f"{unique}.so", build_dir / "kernelskill_module"
+    log.path = "direct"
+    with _build_lock(build_dir):
+        if so.exists() and marker.exists() and marker.read_text() == p.modname:
+            step("cached extension")
+        else:
+            log.cache_hit = False
+            try:
+                so = toolchain.build(p, root, step, log)
+            except toolchain.UnitFailed as e:
+                diags = parse_diagnostics(e.output, {"main.cpp": p.sources["kernel.cpp"], **p.sources},
+                                          candidate_source)
+                if e.unit == "kernel.cpp" and any(_LIGHT_MISS.search(d.message) for d in diags):
+                    log.fallback = "the light header lacked what the sources use: " + diags[0].message[:200]
+                    return None
+                log.diagnostics.extend(diags)
+                log.log_tail = tail(e.output)
+                raise BuildFailed(diags, e.output) from None
+            except toolchain.Unsupported as e:
+                log.fallback = str(e)
+                return None
+    step("load")
+    return toolchain.load(so, p.modname)
 
 
 @contextlib.contextmanager
@@ -272,8 +333,11 @@ def _make_pch(d: Path, gch: Path, inc: list[str], cmd_flags: list[str], cxx: str
     return d
 
 
-def _compile_only(build_dir: Path, cuda: list[str], kwargs: dict, candidate_source: str, log: BuildLog) -> None:
-    """nvcc -c of the CUDA source with torch's headers (stubs for missing CUDA library headers)."""
+def _compile_only(build_dir: Path, cuda: list[str], kwargs: dict, candidate_source: str, log: BuildLog,
+                  root: Path) -> None:
+    """nvcc -c of the CUDA source with torch's headers (stubs for missing CUDA library headers);
+    ``<torch/extension.h>`` is the light header where the sources need no more (toolchain.py)."""
+    from . import toolchain
     log.compile_only = True
     nvcc = shutil.which("nvcc") or (Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" / "nvcc")
     if not Path(nvcc).exists():
@@ -292,6 +356,8 @@ def _compile_only(build_dir: Path, cuda: list[str], kwargs: dict, candidate_sour
     log.cache_hit = False
     src.write_text(text)
     includes = ext.include_paths() + [sysconfig.get_paths()["include"]] + list(kwargs.get("extra_include_paths") or [])
+    if not toolchain.HEAVY.search(toolchain._strip_comments(text)):
+        includes.insert(0, str(toolchain.header_dir(root / "_pch", "cuda", ["compile-only"])[0]))
     cuda_inc = Path(nvcc).resolve().parent.parent / "include"
     if not (cuda_inc / "cusparse.h").exists():
         includes.append(str(STUB_DIR))

@@ -191,7 +191,7 @@ class Cancelled(Exception):
 def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
                keep: Path | None = None, on_phase=None, decide=None, on_timed=None, on_poll=None,
                on_round=None, launcher: list[str] | None = None,
-               cancel: threading.Event | None = None) -> WorkerOutcome:
+               cancel: threading.Event | None = None, on_step=None) -> WorkerOutcome:
     """Run ``python -m kernelskill.evaluate.worker`` on ``request``; never raises for its failures.
 
     When the worker reaches the ``await`` phase (its outputs are written), ``decide(out_dir)``
@@ -202,7 +202,8 @@ def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
     first round is kept). ``on_poll(out_dir)`` runs every ~50 ms while the worker lives (the parent
     compares trials as they appear). ``launcher`` is a command the worker runs under (Nsight
     Compute: ``["ncu", …]``). ``cancel``, once set, kills the worker's group within one poll and
-    raises ``Cancelled``. With ``prestart_workers()`` on, a worker started ahead serves the
+    raises ``Cancelled``. ``on_step(text)`` hears the steps of the phase under way (a build's units,
+    its link) as the worker reports them. With ``prestart_workers()`` on, a worker started ahead serves the
     request when one matches, and another is started for the next request: at once on a GPU,
     once this one ends on a CPU.
     """
@@ -245,6 +246,10 @@ def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
                 except subprocess.TimeoutExpired:
                     pass
                 for new_phase in phases.read_new():   # every phase, however short, in order
+                    if new_phase.startswith(STEP):
+                        if on_step:
+                            on_step(new_phase[len(STEP):])
+                        continue
                     phase, phase_started = new_phase, time.monotonic()
                     if on_phase:
                         on_phase(phase)
@@ -279,6 +284,10 @@ def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
             _LIVE.discard(proc)
     if not timed_out:
         for phase in phases.read_new():       # what it reported just before it exited
+            if phase.startswith(STEP):
+                if on_step:
+                    on_step(phase[len(STEP):])
+                continue
             if on_phase:
                 on_phase(phase)
             if phase == "profile" and on_timed:
@@ -304,6 +313,9 @@ def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
                          seconds=time.monotonic() - started,
                          log_tail=tail(log_path.read_text(errors="replace")), out_dir=out_dir,
                          prestarted=spare is not None)
+
+
+STEP = "step "       # a line of the phase log that reports a step within the phase, not a new phase
 
 
 def _write_atomic(path: Path, text: str) -> None:

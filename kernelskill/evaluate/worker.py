@@ -238,7 +238,9 @@ def import_candidate(req: dict, log: _build.BuildLog, source_path: str | None = 
                      name: str = "candidate_module"):
     """Import the candidate from a real file (Triton needs its source on disk)."""
     source = Path(source_path or req["candidate_path"]).read_text()
-    _build.install(source, log, Path(req["cache_root"]) if req.get("cache_root") else None)
+    out = Path(req["out_dir"]) if req.get("out_dir") else None
+    _build.install(source, log, Path(req["cache_root"]) if req.get("cache_root") else None,
+                   on_step=(lambda text: set_phase(out, "step " + text.replace("\n", " "))) if out else None)
     path = Path.cwd() / f"{name}.py"
     path.write_text(source)
     spec = importlib.util.spec_from_file_location(name, path)

@@ -1,0 +1,480 @@
+"""The direct build of a candidate's extension: errors in seconds, objects cached per translation
+unit, precompiled headers from the first build, every step reported.
+
+torch's ``load_inline`` writes one ``main.cpp`` — ``<torch/extension.h>`` (torch's whole C++ API and
+pybind11: ~19 s of parsing on a 2-core machine), the candidate's C++ and the Python bindings — and
+builds it through ninja; nothing is reported until the whole build ends, a typo included. Here the
+same call becomes three translation units:
+
+``kernel.cpp``
+    the candidate's C++ exactly as ``load_inline`` would compile it (its implicit include first),
+    except that ``<torch/extension.h>`` resolves to a light header (``torch/types.h``: ATen and
+    torch's tensor API) when the sources use nothing else; that header is precompiled once per flag
+    set, so the unit's front end — the pre-check — answers in about two seconds;
+``bind.cpp``
+    the bindings: the full header, the functions' declarations (read from the sources), the
+    ``PYBIND11_MODULE``; its object depends on the declarations only, so every candidate with the
+    same signatures shares one;
+``cuda.cu``
+    the CUDA sources through nvcc, when there are any (the same light header stands in for
+    ``<torch/extension.h>``).
+
+Every object is cached by its text, command and environment (``$KERNELSKILL_CACHE/objects``): a
+child that changes one kernel rebuilds that unit only. The candidate's own unit starts first and at
+full priority; the others beside it at low priority; the first unit to fail ends the build with its
+diagnostics. A precompiled header not made yet is made by a detached process while this build goes
+on without it (``kernelskill warm`` makes the common ones ahead).
+
+What this path does not take — sources that use pybind11 or the full C++ frontend, a call without
+``functions``, functions it cannot declare, arguments it does not know — goes to torch's
+``load_inline`` unchanged (``Unsupported``), as does any failure of the bindings or the link
+(``BuildLog.fallback`` says why).
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import inspect
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+LIGHT_HEADER = ("#pragma once\n// kernelskill: <torch/extension.h> for sources that use ATen and torch's tensor "
+                "API only\n#include <torch/types.h>\n")
+# What the light header does not declare: such sources get torch's full header (torch's own build).
+HEAVY = re.compile(r"\bpy::|\bpybind11|\bPYBIND11_|torch/torch\.h|torch/all\.h|torch/python\.h|torch/script\.h"
+                   r"|\btorch::(?:nn|optim|jit|data|autograd|fft|linalg|special|nested|sparse|serialize|cuda|"
+                   r"python|indexing)\b|\bTHP\w+")
+BIND_FLAGS = ["-O2"]            # the bindings' own flags (docs/evaluator.md: the glue's level, measured)
+KNOWN = {"functions", "extra_cflags", "extra_cuda_cflags", "extra_ldflags", "extra_include_paths",
+         "build_directory", "verbose", "with_cuda", "is_python_module", "with_pytorch_error_handling",
+         "keep_intermediates", "use_pch", "no_implicit_headers", "is_standalone", "extra_sycl_cflags",
+         "sycl_sources", "cuda_sources"}
+
+
+class Unsupported(Exception):
+    """This call goes to torch's own build (the reason is the message)."""
+
+
+class UnitFailed(Exception):
+    """A translation unit did not compile: which one and the compiler's output."""
+
+    def __init__(self, unit: str, output: str):
+        super().__init__(f"{unit} did not compile")
+        self.unit, self.output = unit, output
+
+
+# ---- the plan -----------------------------------------------------------------------------------
+@dataclass
+class Plan:
+    """What to build for one ``load_inline`` call."""
+    unique: str
+    build_dir: Path
+    cpp: list[str]
+    cuda: list[str]
+    functions: dict[str, str]
+    declarations: list[str]
+    cflags: list[str]
+    cuda_cflags: list[str]
+    ldflags: list[str]
+    include_paths: list[str]
+    implicit: bool
+    error_handling: bool
+    with_cuda: bool = False
+    modname: str = ""
+    sources: dict[str, tuple[list[str], int]] = field(default_factory=dict)
+
+
+def plan(unique: str, build_dir: Path, cpp: list[str], cuda: list[str], args: tuple, kwargs: dict) -> Plan:
+    """The split build of this call, or ``Unsupported`` with the reason."""
+    if sys.platform != "linux" or os.environ.get("KERNELSKILL_TORCH_BUILD"):
+        raise Unsupported("the direct build is off (KERNELSKILL_TORCH_BUILD) or not on Linux")
+    if args:
+        raise Unsupported("positional arguments after cuda_sources")
+    unknown = set(kwargs) - KNOWN
+    if unknown:
+        raise Unsupported(f"load_inline arguments it does not handle: {sorted(unknown)}")
+    if kwargs.get("sycl_sources") or kwargs.get("is_standalone") or kwargs.get("is_python_module") is False:
+        raise Unsupported("SYCL sources, a standalone or a non-Python-module build")
+    if kwargs.get("with_cuda") is False and cuda:
+        raise Unsupported("CUDA sources with with_cuda=False")
+    functions = kwargs.get("functions")
+    if not functions:
+        raise Unsupported("no `functions`: the sources hold their own bindings")
+    if isinstance(functions, str):
+        functions = [functions]
+    functions = dict(functions) if isinstance(functions, dict) else {f: f for f in functions}
+    text = "\n".join(cpp + cuda)
+    heavy = HEAVY.search(_strip_comments(text))
+    if heavy:
+        raise Unsupported(f"the sources use `{heavy.group(0)}`, which needs torch's full header")
+    stripped = _strip_comments("\n".join(cpp))
+    declarations = [declaration(name, stripped) for name in functions]
+    implicit = not kwargs.get("no_implicit_headers")
+    p = Plan(unique=unique, build_dir=build_dir, cpp=cpp, cuda=cuda, functions=functions,
+             declarations=declarations, cflags=[f.strip() for f in kwargs.get("extra_cflags") or []],
+             cuda_cflags=[f.strip() for f in kwargs.get("extra_cuda_cflags") or []],
+             ldflags=[f.strip() for f in kwargs.get("extra_ldflags") or []],
+             include_paths=[os.path.abspath(p) for p in kwargs.get("extra_include_paths") or []],
+             implicit=implicit, error_handling=kwargs.get("with_pytorch_error_handling", True),
+             with_cuda=bool(cuda) or kwargs.get("with_cuda") is True)
+    p.modname = "ks_bind_" + _digest([p.declarations, sorted(functions.items()), p.error_handling])[:16]
+    p.sources = {"kernel.cpp": (cpp, 1 if implicit else 0), "cuda.cu": (cuda, 3 if implicit else 0)}
+    return p
+
+
+def declaration(name: str, text: str) -> str:
+    """The declaration of function ``name`` as the sources write it (definition or prototype)."""
+    pat = re.compile(r"(?:^|(?<=[;{}]))\s*(?P<head>[A-Za-z_][\w:<>,\s*&]*?)\b" + re.escape(name)
+                     + r"\s*\((?P<params>[^;{}]*)\)\s*(?:noexcept\s*)?(?:[;{]|->)", re.M)
+    m = pat.search(text)
+    if not m:
+        raise Unsupported(f"no declaration of `{name}` found in cpp_sources")
+    head = " ".join(m["head"].split())
+    words = set(re.findall(r"\w+", head))
+    if words & {"static", "inline", "template", "constexpr", "auto", "namespace", "return", "else", "struct",
+                "class", "typedef", "using"} or not head:
+        raise Unsupported(f"`{name}` is declared `{head}`, which another unit cannot call")
+    return f"{head} {name}({' '.join(m['params'].split())});"
+
+
+def _strip_comments(text: str) -> str:
+    """C++ without comments and string literals (their contents never declare anything)."""
+    out = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
+    out = re.sub(r"//[^\n]*", "", out)
+    return re.sub(r'"(?:\\.|[^"\\\n])*"', '""', out)
+
+
+# ---- the toolchain --------------------------------------------------------------------------------
+@functools.cache
+def _torch_flags(with_cuda: bool) -> tuple[list[str], list[str], list[str]]:
+    """(C++ flags, nvcc flags, link flags) as torch's own build would use them."""
+    import torch.utils.cpp_extension as ext
+    includes = ext.include_paths("cuda" if with_cuda else "cpu")
+    includes.append(sysconfig.get_path("include", scheme="posix_prefix"))
+    common = ["-DTORCH_API_INCLUDE_EXTENSION_H", *[f"-isystem{p}" for p in includes]]
+    abi = getattr(ext, "_get_pybind11_abi_build_flags", None)
+    common += list(abi()) if abi else []
+    glibcxx = getattr(ext, "_get_glibcxx_abi_build_flags", None)
+    common += list(glibcxx()) if glibcxx else []
+    cxx = common + ["-fPIC", "-std=c++20"]
+    nvcc = []
+    if with_cuda:
+        nvcc = common + list(ext.COMMON_NVCC_FLAGS) + ["--compiler-options", "-fPIC"]
+    prepare = ext._prepare_ldflags
+    params = inspect.signature(prepare).parameters
+    kw = {k: v for k, v in {"with_cuda": with_cuda, "with_sycl": False, "verbose": False,
+                            "is_standalone": False}.items() if k in params}
+    ld = ["-shared", *prepare([], **kw)]
+    return cxx, nvcc, ld
+
+
+def _cuda_arch_flags(cuda_cflags: list[str]) -> list[str]:
+    import torch.utils.cpp_extension as ext
+    return list(ext._get_cuda_arch_flags(list(cuda_cflags)))
+
+
+def _cxx() -> str:
+    return os.environ.get("CXX", "c++")
+
+
+def _nvcc() -> str:
+    import torch.utils.cpp_extension as ext
+    home = ext.CUDA_HOME or "/usr/local/cuda"
+    path = Path(home) / "bin" / "nvcc"
+    return str(path) if path.exists() else (shutil.which("nvcc") or str(path))
+
+
+def _digest(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+
+
+# ---- precompiled headers --------------------------------------------------------------------------
+def header_dir(root: Path, kind: str, flags: list[str], make: bool = True) -> tuple[Path, bool]:
+    """A directory holding ``torch/extension.h`` — the light header (``kind`` "light"), torch's own
+    ("full") or the light one for nvcc, which uses no PCH ("cuda") — and whether its precompiled
+    ``.gch`` (made with ``flags``) is ready. Not ready: a detached process makes it (``make``)."""
+    cmd = [_cxx(), *flags]
+    d = root / f"{kind}-{_digest(cmd)[:12]}"
+    header = d / "torch" / "extension.h"
+    if not header.exists():
+        header.parent.mkdir(parents=True, exist_ok=True)
+        if kind == "full":
+            import torch.utils.cpp_extension as ext
+            text = (Path(ext.include_paths()[0]) / "torch" / "extension.h").read_text()
+        else:
+            text = LIGHT_HEADER
+        tmp = header.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, header)
+    gch = header.with_name("extension.h.gch")
+    if kind == "cuda" or gch.exists() or os.environ.get("KERNELSKILL_NO_PCH"):
+        return d, gch.exists()
+    if make:
+        make_pch_detached(d, cmd)
+    return d, False
+
+
+def make_pch_detached(d: Path, cmd: list[str]) -> None:
+    """Start the header's precompilation in its own session: it outlives a killed worker."""
+    (d / "cmd.json").write_text(json.dumps(cmd))
+    # At the lowest priority: it must not slow the build that asked for it, nor a timing beside it.
+    subprocess.Popen(["nice", "-n", "19", sys.executable, "-m", "kernelskill.evaluate.toolchain", "pch", str(d)],
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                     start_new_session=True, env={**os.environ, "PYTHONPATH": _pythonpath()})
+
+
+def _pythonpath() -> str:
+    here = str(Path(__file__).resolve().parents[2])
+    return os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+
+
+def make_pch(d: Path) -> bool:
+    """Precompile ``d/torch/extension.h`` with the command saved beside it; one maker at a time."""
+    import fcntl
+    header = d / "torch" / "extension.h"
+    gch = header.with_name("extension.h.gch")
+    with open(d / "lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False           # another process is making it
+        if gch.exists():
+            return True
+        cmd = json.loads((d / "cmd.json").read_text())
+        tmp = gch.with_suffix(f".{os.getpid()}.tmp")
+        proc = subprocess.run([*cmd, "-x", "c++-header", str(header), "-o", str(tmp)],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            tmp.unlink(missing_ok=True)
+            (d / "failed.log").write_text(proc.stdout + proc.stderr)
+            return False
+        os.replace(tmp, gch)
+        return True
+
+
+# ---- the build ------------------------------------------------------------------------------------
+@dataclass
+class Unit:
+    """One translation unit: its command, its cached object, its process while it compiles."""
+    name: str
+    cmd: list[str]
+    obj: Path
+    cached: Path
+    nice: int = 0
+    proc: subprocess.Popen | None = None
+    out: Path | None = None
+    started: float = 0.0
+    seconds: float = 0.0
+
+
+def build(p: Plan, cache: Path, on_step=None, log=None) -> Path:
+    """Compile, link: the path of the extension's shared library (its init is ``PyInit_<modname>``).
+
+    Raises ``UnitFailed`` for the candidate's own units (kernel.cpp, cuda.cu) and ``Unsupported``
+    when the bindings or the link fail (torch's build is then tried).
+    """
+    step = on_step or (lambda text: None)
+    with_cuda = p.with_cuda
+    cxx_flags, nvcc_flags, ld_flags = _torch_flags(with_cuda)
+    pch_root = cache / "_pch"
+    objects = cache / "_objects"
+    d = p.build_dir
+    name_flag = f"-DTORCH_EXTENSION_NAME={p.modname}"
+    # the candidate's C++
+    kflags = [*cxx_flags, *p.cflags]
+    light, _ = header_dir(pch_root, "light", kflags)
+    kernel_src = ("#include <torch/extension.h>\n" if p.implicit else "") + "\n".join(p.cpp) + "\n"
+    units = [_unit("kernel.cpp", d, kernel_src,
+                   [_cxx(), "-c", f"-I{light}", *[f"-I{i}" for i in p.include_paths], name_flag,
+                    *kflags], objects)]
+    # the bindings
+    bflags = [*cxx_flags, *BIND_FLAGS]
+    full, _ = header_dir(pch_root, "full", bflags)
+    bind_src = bind_source(p)
+    units.append(_unit("bind.cpp", d, bind_src, [_cxx(), "-c", f"-I{full}", *[f"-I{i}" for i in p.include_paths],
+                                                 name_flag, *bflags], objects, nice=10))
+    if p.cuda:
+        shadow, _ = header_dir(pch_root, "cuda", [*nvcc_flags, *p.cuda_cflags])
+        cuda_src = (("#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n" if p.implicit else "")
+                    + "\n".join(p.cuda) + "\n")
+        ncmd = [_nvcc(), "-c", f"-I{shadow}", *[f"-I{i}" for i in p.include_paths], name_flag, *nvcc_flags,
+                *_cuda_arch_flags(p.cuda_cflags), *p.cuda_cflags]
+        if not any(f.startswith("-std=") for f in ncmd):
+            ncmd.append("-std=c++20")
+        if os.environ.get("CC"):
+            ncmd[1:1] = ["-ccbin", os.environ["CC"]]
+        units.append(_unit("cuda.cu", d, cuda_src, ncmd, objects, nice=5))
+    _compile_all(units, step, log)
+    so = d / f"{p.unique}.so"
+    step("link")
+    tmp = so.with_suffix(f".{os.getpid()}.tmp.so")
+    proc = subprocess.run([_cxx(), *[str(u.obj) for u in units], *ld_flags, *p.ldflags, "-o", str(tmp)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        raise Unsupported("the link failed: " + (proc.stdout + proc.stderr).strip()[-600:])
+    os.replace(tmp, so)
+    (d / "kernelskill_module").write_text(p.modname)
+    return so
+
+
+def bind_source(p: Plan) -> str:
+    lines = ["#include <torch/extension.h>", *p.declarations, f"PYBIND11_MODULE({p.modname}, m) {{"]
+    for fn, doc in p.functions.items():
+        target = f"torch::wrap_pybind_function({fn})" if p.error_handling else fn
+        lines.append(f'  m.def("{fn}", {target}, "{doc}");')
+    return "\n".join(lines + ["}"]) + "\n"
+
+
+def _unit(name: str, d: Path, text: str, cmd: list[str], objects: Path, nice: int = 0) -> Unit:
+    src = d / name
+    if not src.exists() or src.read_text() != text:
+        src.write_text(text)
+    obj = d / (name.rsplit(".", 1)[0] + ".o")
+    # The key leaves out where things are (the build directory) and whether the header was
+    # precompiled (the same object either way) but keeps every flag and the text.
+    key = _digest([[c for c in cmd if not c.startswith("-I" + str(d))], text, name])[:24]
+    return Unit(name=name, cmd=[*cmd, str(src), "-o", str(obj)], obj=obj, cached=objects / f"{key}.o", nice=nice)
+
+
+def _compile_all(units: list[Unit], step, log) -> None:
+    """Compile the units not cached, all at once; the first failure stops the rest."""
+    todo = []
+    for u in units:
+        if u.cached.exists():
+            shutil.copyfile(u.cached, u.obj)
+            step(f"{u.name}: cached object")
+            continue
+        todo.append(u)
+    for u in todo:
+        u.out = u.obj.with_suffix(".log")
+        nice = u.nice
+        u.started = time.monotonic()
+        with open(u.out, "w") as out:
+            u.proc = subprocess.Popen(u.cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                      cwd=u.obj.parent, preexec_fn=(lambda n=nice: os.nice(n)) if nice else None)
+        step(f"compile {u.name}")
+    try:
+        pending = list(todo)
+        while pending:
+            for u in list(pending):
+                rc = u.proc.poll()
+                if rc is None:
+                    continue
+                pending.remove(u)
+                u.seconds = time.monotonic() - u.started
+                if log is not None:
+                    log.units[u.name] = round(u.seconds, 3)
+                if rc != 0:
+                    text = u.out.read_text(errors="replace")
+                    if u.name == "bind.cpp":
+                        raise Unsupported("the bindings did not compile: " + text.strip()[-600:])
+                    raise UnitFailed(u.name, text)
+                u.cached.parent.mkdir(parents=True, exist_ok=True)
+                tmp = u.cached.with_suffix(f".{os.getpid()}.tmp")
+                shutil.copyfile(u.obj, tmp)
+                os.replace(tmp, u.cached)
+                step(f"{u.name} compiled in {u.seconds:.1f} s")
+            if pending:
+                time.sleep(0.02)
+    finally:
+        for u in todo:
+            if u.proc is not None and u.proc.poll() is None:
+                _kill_tree(u.proc.pid)
+                u.proc.wait()
+
+
+def _kill_tree(pid: int) -> None:
+    """Kill a compiler driver and what it started (nvcc runs cicc, ptxas, gcc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    todo, seen = [pid], []
+    while todo:
+        p = todo.pop()
+        seen.append(p)
+        todo.extend(children.get(p, []))
+    for p in seen:
+        try:
+            os.kill(p, 9)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def load(so: Path, modname: str):
+    """Import the built library (its module is named after its bindings: ``modname``)."""
+    spec = importlib.util.spec_from_file_location(modname, str(so))
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {so}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def warm(cache: Path, flag_sets: list[list[str]], wait: bool = True, say=print) -> None:
+    """Make the precompiled headers for these C++ flag sets and the bindings' one, one after the
+    other; ``cache`` is the environment's build root (``build.build_root()``). ``wait=False``: one
+    detached process at the lowest priority makes them (its log: ``_pch/warm.log``)."""
+    if not wait:
+        (cache / "_pch").mkdir(parents=True, exist_ok=True)
+        with open(cache / "_pch" / "warm.log", "w") as out:
+            subprocess.Popen(["nice", "-n", "19", sys.executable, "-m", "kernelskill.evaluate.toolchain", "warm",
+                              str(cache), json.dumps(flag_sets)], stdin=subprocess.DEVNULL, stdout=out,
+                             stderr=subprocess.STDOUT, start_new_session=True,
+                             env={**os.environ, "PYTHONPATH": _pythonpath()})
+        say(f"making them in the background; its log: {cache / '_pch' / 'warm.log'}")
+        return
+    cxx_flags, _, _ = _torch_flags(False)
+    sets = [("bindings", "full", [*cxx_flags, *BIND_FLAGS])] + [
+        ("light", "light", [*cxx_flags, *f]) for f in flag_sets]
+    for i, (what, kind, flags) in enumerate(sets, 1):
+        extra = " ".join(flags[len(cxx_flags):]) or "no extra flags"
+        d, ready = header_dir(cache / "_pch", kind, flags, make=False)
+        if ready:
+            say(f"[{i}/{len(sets)}] {what} header ({extra}): ready")
+            continue
+        say(f"[{i}/{len(sets)}] {what} header ({extra}): making…")
+        t = time.monotonic()
+        (d / "cmd.json").write_text(json.dumps([_cxx(), *flags]))
+        ok = make_pch(d)
+        say(f"[{i}/{len(sets)}] {what} header ({extra}): "
+            + (f"made in {time.monotonic() - t:.1f} s" if ok else
+               f"NOT made ({'another process is making it' if not (d / 'failed.log').exists() else d / 'failed.log'})"))
+
+
+def shipped_flag_sets() -> list[list[str]]:
+    """The extra_cflags of the shipped C++ solutions (examples/*/solutions/cpp_*.py)."""
+    from ..shipped import EXAMPLES_DIR
+    sets = []
+    for path in sorted(EXAMPLES_DIR.glob("*/solutions/cpp_*.py")):
+        m = re.search(r"extra_cflags\s*=\s*(\[[^\]]*\])", path.read_text())
+        if m:
+            try:
+                flags = [str(f) for f in json.loads(m.group(1).replace("'", '"'))]
+            except ValueError:
+                continue
+            if flags not in sets:
+                sets.append(flags)
+    return sets
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "pch":
+        sys.exit(0 if make_pch(Path(sys.argv[2])) else 1)
+    if len(sys.argv) == 4 and sys.argv[1] == "warm":
+        warm(Path(sys.argv[2]), json.loads(sys.argv[3]), say=lambda text: print(text, flush=True))
+        sys.exit(0)
+    sys.exit("usage: python -m kernelskill.evaluate.toolchain pch DIR | warm BUILD_ROOT FLAG_SETS_JSON")

@@ -1,0 +1,161 @@
+"""The direct build (evaluate/toolchain.py): declarations read from the sources, what goes to torch's
+own build, a compile error from the candidate's unit alone, a one-line change rebuilding one unit,
+the light header's misses caught, the precompiled headers' lock, the build steps reported."""
+from __future__ import annotations
+
+import fcntl
+import uuid
+
+import pytest
+
+from kernelskill import Candidate
+from kernelskill.evaluate import compile, evaluate
+from kernelskill.evaluate import toolchain
+from kernelskill.evaluate.api import Options
+from kernelskill.executors import BuildEta
+
+from helpers import RELU_TASK
+
+
+def test_declarations_are_read_as_the_sources_write_them():
+    src = toolchain._strip_comments('''
+#include <torch/extension.h>
+// torch::Tensor relu2(int fake);   a comment never declares
+/* torch::Tensor scale(float also_fake); */
+static float helper(float v) { return v; }
+torch::Tensor relu2(torch::Tensor x) { return x; }
+std::vector<torch::Tensor> split_two(const torch::Tensor& x,
+                                     int64_t dim = 0,
+                                     double eps = 1e-5);
+void segfault() { volatile int* p = nullptr; *p = 1; }
+''')
+    assert toolchain.declaration("relu2", src) == "torch::Tensor relu2(torch::Tensor x);"
+    assert toolchain.declaration("split_two", src) == (
+        "std::vector<torch::Tensor> split_two(const torch::Tensor& x, int64_t dim = 0, double eps = 1e-5);")
+    assert toolchain.declaration("segfault", src) == "void segfault();"
+    with pytest.raises(toolchain.Unsupported, match="static"):
+        toolchain.declaration("helper", src)          # internal linkage: the bindings' unit cannot call it
+    with pytest.raises(toolchain.Unsupported, match="no declaration of `missing`"):
+        toolchain.declaration("missing", src)
+
+
+@pytest.mark.parametrize("snippet, token", [
+    ("py::object f(py::object o) { return o; }", "py::"),
+    ("#include <torch/torch.h>\ntorch::Tensor f(torch::Tensor x) { return x; }", "torch/torch.h"),
+    ("torch::Tensor f(torch::Tensor x) { torch::nn::Linear l(2, 2); return x; }", "torch::nn"),
+    ("torch::Tensor f(torch::Tensor x) { using namespace torch::indexing; return x.index({Slice()}); }",
+     "torch::indexing"),
+])
+def test_sources_that_need_the_full_header_go_to_torchs_build(tmp_path, snippet, token):
+    with pytest.raises(toolchain.Unsupported, match=token):
+        toolchain.plan("f_0", tmp_path, [snippet], [], (), {"functions": ["f"]})
+
+
+def test_calls_the_direct_build_does_not_handle_go_to_torchs_build(tmp_path):
+    src = ["torch::Tensor f(torch::Tensor x) { return x; }"]
+    with pytest.raises(toolchain.Unsupported, match="functions"):
+        toolchain.plan("f_0", tmp_path, src, [], (), {})                           # bindings in the sources
+    with pytest.raises(toolchain.Unsupported, match="positional"):
+        toolchain.plan("f_0", tmp_path, src, [], (None, ["f"]), {})
+    with pytest.raises(toolchain.Unsupported, match="does not handle"):
+        toolchain.plan("f_0", tmp_path, src, [], (), {"functions": ["f"], "some_future_flag": 1})
+    p = toolchain.plan("f_0", tmp_path, src, [], (), {"functions": {"f": "doubles"}, "extra_cflags": [" -O2 "]})
+    assert p.cflags == ["-O2"] and p.declarations == ["torch::Tensor f(torch::Tensor x);"]
+    # The bindings' module is named after what they bind: the same signatures share one object.
+    q = toolchain.plan("g_1", tmp_path, ["torch::Tensor f(torch::Tensor x) { return x * 2; }"], [], (),
+                       {"functions": {"f": "doubles"}})
+    assert p.modname == q.modname and toolchain.bind_source(p) == toolchain.bind_source(q)
+
+
+def _candidate(body: str, token: str, flags: str = '["-O2"]') -> str:
+    return f'''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+SRC = """
+#include <torch/extension.h>
+// {token}
+torch::Tensor relu2(torch::Tensor x) {{
+    auto xc = x.contiguous();
+    auto y = torch::empty_like(xc);
+    const float* a = xc.data_ptr<float>();
+    float* b = y.data_ptr<float>();
+    for (int64_t i = 0; i < xc.numel(); ++i) {body}
+    return y;
+}}
+"""
+ext = load_inline(name="ks_direct", cpp_sources=SRC, functions=["relu2"], extra_cflags={flags})
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.relu2(x)
+'''
+
+
+RELU2 = "b[i] = a[i] > 0.f ? 2.f * a[i] : 0.f;"
+
+
+def test_a_compile_error_comes_from_the_candidates_unit_alone():
+    """A typo ends the build when the candidate's own unit fails: the bindings are not waited for."""
+    steps: list[str] = []
+    src = _candidate("b[i] = a[i] > 0.f ? 2.f * a[i] : 0.f; flot z;", uuid.uuid4().hex)
+    res = compile(Candidate.from_source(src), opts=Options(on_step=steps.append))
+    assert not res.ok and res.path == "direct"
+    d = next(d for d in res.diagnostics if d.severity == "error")
+    assert "flot" in d.message and d.file == "candidate"
+    assert d.line == src.splitlines().index(next(ln for ln in src.splitlines() if "flot z" in ln)) + 1
+    assert "flot z;" in d.source_line
+    assert "compile kernel.cpp" in steps and "link" not in steps
+    assert "bind.cpp" not in res.units            # cached, or killed when the kernel failed: never awaited
+
+
+def test_a_one_line_change_rebuilds_the_kernel_unit_only():
+    token = uuid.uuid4().hex
+    first = compile(Candidate.from_source(_candidate(RELU2, token)))
+    assert first.ok and first.path == "direct" and "kernel.cpp" in first.units, first.to_dict()
+    steps: list[str] = []
+    changed = Candidate.from_source(_candidate("b[i] = a[i] > 0.f ? a[i] + a[i] : 0.f;", token))
+    second = compile(changed, opts=Options(on_step=steps.append))
+    assert second.ok and not second.cache_hit and second.path == "direct"
+    assert set(second.units) == {"kernel.cpp"}, second.units
+    assert "bind.cpp: cached object" in steps and "link" in steps
+    # the rebuilt extension is the candidate's: verified against the task
+    r = evaluate(RELU_TASK, changed, opts=Options(device="cpu", timing=None, profile=False))
+    assert r.status == "ok", r.message
+    again = compile(changed)
+    assert again.ok and again.cache_hit and again.units == {}
+
+
+def test_what_the_light_header_lacks_is_built_by_torch():
+    """torch::get_num_threads is in torch's full C++ API, not in torch/types.h, and no static pattern
+    names it: the candidate's unit fails against the light header, and torch's build takes it."""
+    src = _candidate(RELU2, uuid.uuid4().hex).replace(
+        "auto xc = x.contiguous();", "TORCH_CHECK(torch::get_num_threads() > 0);\n    auto xc = x.contiguous();")
+    res = compile(Candidate.from_source(src))
+    assert res.ok, res.to_dict()
+    assert res.path == "torch" and "light header" in res.fallback
+
+
+def test_a_precompiled_header_has_one_maker(tmp_path):
+    d, ready = toolchain.header_dir(tmp_path, "light", ["-O2"], make=False)
+    assert not ready and (d / "torch" / "extension.h").read_text() == toolchain.LIGHT_HEADER
+    (d / "cmd.json").write_text('["false"]')
+    with open(d / "lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        assert toolchain.make_pch(d) is False                  # another maker holds it: no wait, no second copy
+    assert toolchain.make_pch(d) is False and (d / "failed.log").exists()     # `false` failed: logged
+    assert not (d / "torch" / "extension.h.gch").exists()
+    # another flag set is another header
+    assert toolchain.header_dir(tmp_path, "light", ["-O3"], make=False)[0] != d
+
+
+def test_the_build_phase_eta_learns_from_the_builds_seen():
+    eta = BuildEta(total=10, parallel=2)
+    assert eta.text() == "ETA ?"
+    eta.done(20.0)
+    eta.done(20.0)
+    assert eta.remaining() == pytest.approx(20.0 * 8 / 2)
+    for _ in range(8):
+        eta.done(0.5)                                          # cached builds: the estimate follows
+    assert eta.remaining() == 0
