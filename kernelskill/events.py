@@ -2,7 +2,8 @@
 
 Every event is a dataclass that round-trips through JSON (``to_dict`` / ``event_from_dict``); the
 run store appends them to ``events.jsonl`` and a resumed run rebuilds its tree from them.
-``AgentDelta`` (streamed text) is for live displays and is not stored.
+``AgentDelta`` (streamed text) and ``EvaluationStep`` (a build's steps) are for live displays and are
+not stored.
 """
 from __future__ import annotations
 
@@ -87,6 +88,16 @@ class CandidateEvaluated(Event):
 
 
 @dataclass
+class EvaluationStep(Event):
+    """A step of a candidate's evaluation while it runs (a build unit compiled, the link): for live
+    displays, not stored."""
+    persist: ClassVar[bool] = False
+    node_id: str
+    text: str
+    seconds: float = 0.0          # since the evaluation began
+
+
+@dataclass
 class BestImproved(Event):
     node_id: str
     speedup: float
@@ -129,7 +140,7 @@ class RunError(Event):
 
 EVENTS: dict[str, type[Event]] = {cls.__name__: cls for cls in (
     RunStarted, BaselineMeasured, NodeSelected, AgentStarted, AgentDelta, AgentFinished,
-    CandidateEvaluated, BestImproved, FinalistsRetimed, BudgetUpdate, RunFinished, RunError)}
+    CandidateEvaluated, EvaluationStep, BestImproved, FinalistsRetimed, BudgetUpdate, RunFinished, RunError)}
 
 
 def event_from_dict(data: dict[str, Any]) -> Event:

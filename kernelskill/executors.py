@@ -153,10 +153,16 @@ class PoolExecutor:
                 job, how, seconds = future.result()
                 eta.done(seconds)
                 note(f"  build {eta.finished}/{len(jobs)} · {_clock(time.perf_counter() - started)} · "
-                     f"{eta.text()} · {job.task} {getattr(job, 'solution', '')}: {how or 'done'}")
+                     f"{eta.text()} · {_label(job)}: {how or 'done'}")
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
         note(f"built {len(jobs)} candidates on {n} CPU workers in {time.perf_counter() - started:.0f} s")
+
+
+def _label(job: Job) -> str:
+    """A job as a person reads it: its task and solution where it has them, else its key."""
+    words = [str(getattr(job, a, "") or "") for a in ("task", "solution")]
+    return " ".join(w for w in words if w) or job.key[:12]
 
 
 class BuildEta:

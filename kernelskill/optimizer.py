@@ -22,7 +22,7 @@ from .candidate import Candidate
 from .config import ROLES, Config, load_config
 from .errors import StochasticTask, TaskError, UserError
 from .events import (BaselineMeasured, BestImproved, BudgetUpdate, CandidateEvaluated, Event, EventBus,
-                     FinalistsRetimed, NodeSelected, RunError, RunFinished, RunStarted)
+                     EvaluationStep, FinalistsRetimed, NodeSelected, RunError, RunFinished, RunStarted)
 from .runs import RunState, RunStore, load_run, new_run_id
 from .search import make_policy
 from .trajectory import INVALID, Node, Trajectory
@@ -411,8 +411,10 @@ class Optimizer:
             node.duplicate_of, node.message = prior.id, f"identical to {prior.id}: not evaluated again"
             return False
         t = time.perf_counter()
+        opts = dataclasses.replace(self.eval_opts, on_step=lambda text: self.emit(
+            EvaluationStep(node_id=node.id, text=text, seconds=round(time.perf_counter() - t, 2))))
         try:
-            result = self.evaluator(self.task, cand, opts=self.eval_opts)
+            result = self.evaluator(self.task, cand, opts=opts)
         except TaskError:
             raise
         except UserError as e:          # e.g. a candidate for another backend than this machine runs

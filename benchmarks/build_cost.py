@@ -1,0 +1,194 @@
+"""What a build costs, the direct build (evaluate/toolchain.py) against torch's own (load_inline's ninja
+build, KERNELSKILL_TORCH_BUILD=1), measured in one run on one machine:
+
+- compile error: a one-token typo (`flot` for `float`) until its diagnostic is back;
+- cold, new signature: a source never built, with functions no earlier build bound;
+- cold: a source never built, same signatures as an earlier one (an optimizer's children);
+- one-line change: the cold source with one line of its kernel changed;
+- cached: the same source again.
+
+Each row is `kernelskill.evaluate.compile` of a candidate file: the worker's build step and the whole
+call (worker start included). Headers are made first (`kernelskill warm` for the flag set), so the
+direct rows show builds after set-up, as on any machine after its first builds.
+
+    python benchmarks/build_cost.py [--device cpu|cuda] [--repeat N] [--json OUT]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+from kernelskill import Candidate  # noqa: E402
+from kernelskill.evaluate import compile  # noqa: E402
+from kernelskill.evaluate import toolchain  # noqa: E402
+from kernelskill.evaluate.build import build_root  # noqa: E402
+
+CPP_FLAGS = ["-O3"]
+CPP = r'''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+SRC = """
+#include <torch/extension.h>
+// TOKEN
+torch::Tensor FN(torch::Tensor x) {
+    auto xc = x.contiguous();
+    auto y = torch::empty_like(xc);
+    const float* a = xc.data_ptr<float>();
+    float* b = y.data_ptr<float>();
+    for (int64_t i = 0; i < xc.numel(); ++i) b[i] = a[i] > 0.f ? 2.f * a[i] : 0.f;   // BODY
+    return y;
+}
+"""
+ext = load_inline(name="ks_cost", cpp_sources=SRC, functions=["FN"], extra_cflags=FLAGS)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.FN(x)
+'''.replace("FLAGS", json.dumps(CPP_FLAGS))
+
+CUDA = r'''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+CPP = "torch::Tensor FN(torch::Tensor x);"
+CUDA_SRC = r"""
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+// TOKEN
+__global__ void relu2_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] > 0.f ? 2.f * x[i] : 0.f;   // BODY
+}
+torch::Tensor FN(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    int64_t n = x.numel();
+    relu2_kernel<<<(n + 255) / 256, 256, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
+    return y;
+}
+"""
+ext = load_inline(name="ks_cost_cuda", cpp_sources=CPP, cuda_sources=CUDA_SRC, functions=["FN"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.FN(x)
+'''
+
+CHANGED = {"cpp": ("2.f * a[i] : 0.f;   // BODY", "a[i] + a[i] : 0.f;   // BODY"),
+           "cuda": ("2.f * x[i] : 0.f;   // BODY", "x[i] + x[i] : 0.f;   // BODY")}
+TYPO = {"cpp": ("const float* a", "const flot* a"), "cuda": ("int64_t n = x.numel();", "int64_t n = x.numel(); flot q;")}
+
+
+def source(backend: str, token: str, fn: str = "relu2", change: str | None = None) -> str:
+    text = (CPP if backend == "cpp" else CUDA).replace("TOKEN", token).replace("FN", fn)
+    if change:
+        old, new = (CHANGED if change == "line" else TYPO)[backend]
+        assert old in text, old
+        text = text.replace(old, new, 1)
+    return text
+
+
+def timed(src: str, device: str):
+    t = time.perf_counter()
+    res = compile(Candidate.from_source(src), device=device)
+    return res, time.perf_counter() - t
+
+
+def measure(backend: str, device: str, path: str) -> dict[str, tuple[float, float, str]]:
+    """One round of the five builds under one build path: {row: (build step s, whole call s, note)}."""
+    if path == "torch":
+        os.environ["KERNELSKILL_TORCH_BUILD"] = "1"
+    else:
+        os.environ.pop("KERNELSKILL_TORCH_BUILD", None)
+    token = uuid.uuid4().hex[:10]
+    rows = {}
+    res, wall = timed(source(backend, token, change="typo"), device)
+    assert not res.ok and any("flot" in d.message for d in res.diagnostics), res.to_dict()
+    rows["compile error (a typo)"] = (res.seconds, wall, res.path)
+    res, wall = timed(source(backend, token, fn=f"relu2_{token}"), device)
+    assert res.ok, res.to_dict()
+    rows["cold, new signature"] = (res.seconds, wall, _units(res))
+    res, wall = timed(source(backend, token), device)
+    assert res.ok, res.to_dict()
+    rows["cold"] = (res.seconds, wall, _units(res))
+    res, wall = timed(source(backend, token, change="line"), device)
+    assert res.ok, res.to_dict()
+    rows["one-line kernel change"] = (res.seconds, wall, _units(res))
+    res, wall = timed(source(backend, token, change="line"), device)
+    assert res.ok and res.cache_hit, res.to_dict()
+    rows["cached"] = (res.seconds, wall, "hit")
+    return rows
+
+
+def _units(res) -> str:
+    return res.path + (": " + ", ".join(f"{k} {v:.1f}s" for k, v in res.units.items()) if res.units else "")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--repeat", type=int, default=2, help="rounds per path (the median is shown)")
+    ap.add_argument("--paths", default="torch,direct")
+    ap.add_argument("--backends", default=None, help="cpp and/or cuda (default: cpp, and cuda on a GPU)")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    backends = (args.backends or ("cpp,cuda" if args.device.startswith("cuda") else "cpp")).split(",")
+    print(f"headers for {CPP_FLAGS} (and the bindings'):", flush=True)
+    toolchain.warm(build_root(), [CPP_FLAGS], say=lambda t: print("  " + t, flush=True))
+    # One build of each backend first: worker start-up, torch's import and the bindings of the
+    # benchmark's signature warm, as in any run after its first candidate.
+    for b in backends:
+        compile(Candidate.from_source(source(b, "warmup-" + uuid.uuid4().hex[:6])),
+                device="cpu" if b == "cpp" else args.device)
+    table: dict[tuple[str, str, str], list[tuple[float, float, str]]] = {}
+    for b in backends:
+        dev = "cpu" if b == "cpp" else args.device
+        for r in range(args.repeat):
+            for path in args.paths.split(","):
+                for row, value in measure(b, dev, path).items():
+                    table.setdefault((b, row, path), []).append(value)
+                print(f"  {b} {path} round {r + 1} done", file=sys.stderr, flush=True)
+    where = torch.cuda.get_device_name() if args.device.startswith("cuda") else (platform.processor()
+                                                                                 or platform.machine())
+    print(f"\nmachine: {where}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; torch {torch.__version__}; "
+          f"median of {args.repeat}\n")
+    paths = args.paths.split(",")
+    print("| backend | build | " + " | ".join(f"{p}: step / call (s)" for p in paths) + " | direct: units |")
+    print("|---|---|" + "---|" * len(paths) + "---|")
+    out = []
+    for b in backends:
+        for row in ("compile error (a typo)", "cold, new signature", "cold", "one-line kernel change", "cached"):
+            cells, note = [], ""
+            for p in paths:
+                vals = table.get((b, row, p), [])
+                if not vals:
+                    cells.append("-")
+                    continue
+                step = statistics.median(v[0] for v in vals)
+                call = statistics.median(v[1] for v in vals)
+                cells.append(f"{step:.2f} / {call:.2f}")
+                out.append({"backend": b, "build": row, "path": p, "step_s": step, "call_s": call})
+                if p == "direct":
+                    note = vals[-1][2]
+            print(f"| {b} | {row} | " + " | ".join(cells) + f" | {note} |")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"machine": where, "rows": out}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+"""Throughput of the agent loop's evaluator: candidates verified and timed per minute, builds included.
+
+Replays a fixed list of candidate sources through the trusted evaluator (compile → verify → time →
+profile), as an optimizer run would hand them over: one with a compile error, one incorrect, four
+correct variants, each a source never built before (a fresh token per run). It does so once with
+torch's own build (KERNELSKILL_TORCH_BUILD=1: before) and once with the direct build (after), in one
+run on one machine.
+
+    python benchmarks/loop_throughput.py [--device cpu|cuda] [--json OUT]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import torch  # noqa: E402
+
+from build_cost import source  # noqa: E402
+from kernelskill import Candidate, Task  # noqa: E402
+from kernelskill.evaluate import compile, evaluate  # noqa: E402
+from kernelskill.evaluate.api import Options  # noqa: E402
+
+TASK = '''import torch
+import torch.nn as nn
+
+batch_size = {rows}
+dim = {cols}
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x) * 2.0
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
+'''
+# the CPU case is the L1 task at a size a 2-core machine times in seconds; the GPU one an L1 size
+SIZES = {"cpu": (256, 4096), "cuda": (4096, 16384)}
+BODIES = {"cpp": ["2.f * a[i] : 0.f;   // BODY", "a[i] + a[i] : 0.f;   // BODY", "a[i] * 2.f : 0.f;   // BODY",
+                  "2.f * a[i] : 0.f * a[i];   // BODY"],
+          "cuda": ["2.f * x[i] : 0.f;   // BODY", "x[i] + x[i] : 0.f;   // BODY", "x[i] * 2.f : 0.f;   // BODY",
+                   "2.f * x[i] : 0.f * x[i];   // BODY"]}
+WRONG = {"cpp": "3.f * a[i] : 0.f;   // BODY", "cuda": "3.f * x[i] : 0.f;   // BODY"}
+
+
+def candidates(backend: str) -> list[tuple[str, str, str]]:
+    """(label, expected status, source): the fixed list, with a token of this run (cold builds)."""
+    token = uuid.uuid4().hex[:10]
+    base = source(backend, token)
+    body = BODIES[backend][0]
+    out = [("typo", "compile_error", source(backend, token, change="typo")),
+           ("incorrect", "incorrect", base.replace(body, WRONG[backend]))]
+    out += [(f"correct {i + 1}", "ok", base.replace(body, b)) for i, b in enumerate(BODIES[backend])]
+    return out
+
+
+def run(task: Task, backend: str, device: str, path: str) -> dict:
+    if path == "torch":
+        os.environ["KERNELSKILL_TORCH_BUILD"] = "1"
+    else:
+        os.environ.pop("KERNELSKILL_TORCH_BUILD", None)
+    rows, started = [], time.perf_counter()
+    for label, expected, src in candidates(backend):
+        t = time.perf_counter()
+        r = evaluate(task, Candidate.from_source(src), opts=Options(device=device))
+        seconds = time.perf_counter() - t
+        assert r.status == expected, (label, r.status, r.message)
+        rows.append((label, r.status, r.compile.seconds, seconds))
+        print(f"  {path:>6} {label:<10} {r.status:<14} build {r.compile.seconds:6.2f} s  whole {seconds:6.2f} s",
+              file=sys.stderr, flush=True)
+    total = time.perf_counter() - started
+    return {"path": path, "rows": rows, "total_s": total, "per_minute": len(rows) / total * 60}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--paths", default="torch,direct")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    backend = "cpp" if args.device == "cpu" else "cuda"
+    rows, cols = SIZES["cpu" if args.device == "cpu" else "cuda"]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "relu2_task.py"
+        path.write_text(TASK.format(rows=rows, cols=cols))
+        task = Task.load(path)
+        # The reference's outputs and the worker's first import are cached after one evaluation: a
+        # loop pays them once, so the replay starts after them.
+        warm = source(backend, "warm-" + uuid.uuid4().hex[:6])
+        compile(Candidate.from_source(warm), device=args.device)
+        evaluate(task, Candidate.from_source(warm), opts=Options(device=args.device))
+        results = [run(task, backend, args.device, p) for p in args.paths.split(",")]
+    where = torch.cuda.get_device_name() if args.device.startswith("cuda") else (platform.processor()
+                                                                                 or platform.machine())
+    print(f"\nmachine: {where}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; torch {torch.__version__}; "
+          f"task relu×2 {rows}×{cols} fp32, {backend} candidates\n")
+    print("| build | candidates | evaluator time (s) | candidates per minute | build steps (s) |")
+    print("|---|---|---|---|---|")
+    for r in results:
+        builds = " / ".join(f"{row[2]:.1f}" for row in r["rows"])
+        print(f"| {r['path']} | {len(r['rows'])} | {r['total_s']:.1f} | {r['per_minute']:.1f} | {builds} |")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"machine": where, "results": results}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
