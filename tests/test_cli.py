@@ -115,5 +115,10 @@ def test_task_show_level_from_folder_and_buffers_apart(tmp_path, capsys):
 def test_compile_prints_a_readable_result(cand_file, capsys):
     """`kernelskill compile` without --json crashed after printing (CompileResult has no status)."""
     code = main(["compile", cand_file("return ext.relu2(x)"), "--device", "cpu"])
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
     assert code == 0 and out.startswith("compile ok: backend cpp"), out
+    # the build's steps, as the worker reported them, under the build phase with their times
+    err = captured.err
+    assert "… build" in err and "load" in err, err
+    assert "cached extension" in err or "compile kernel.cpp" in err, err

@@ -193,6 +193,18 @@ async def test_a_call_lowers_its_run_timeout_and_hears_it_in_progress(server):
         messages
 
 
+async def test_compile_reports_the_builds_steps_as_progress(server):
+    """The compile tool was silent until the build ended (159 s for a CUDA source on a busy machine):
+    each build step now comes back as a progress notification within the build phase."""
+    messages = []
+    async with Client(server) as client:
+        r = await client.call_tool("compile", {"source": SOURCE}, progress_callback=lambda p, t, m: messages.append(m))
+    assert not r.is_error and r.structured_content["ok"], r.content
+    assert messages and messages[0].startswith("building the candidate's extensions"), messages
+    steps = [m for m in messages if m and m.startswith("build, ")]
+    assert steps and steps[-1].endswith("load"), messages
+
+
 async def test_a_run_timeout_above_the_server_limit_is_refused(server):
     async with Client(server) as client:
         r = await client.call_tool("evaluate", {"task": RELU, "source": SOURCE, "run_timeout_s": 10_000})
