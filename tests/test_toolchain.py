@@ -61,10 +61,11 @@ def test_calls_the_direct_build_does_not_handle_go_to_torchs_build(tmp_path):
         toolchain.plan("f_0", tmp_path, src, [], (), {"functions": ["f"], "some_future_flag": 1})
     p = toolchain.plan("f_0", tmp_path, src, [], (), {"functions": {"f": "doubles"}, "extra_cflags": [" -O2 "]})
     assert p.cflags == ["-O2"] and p.declarations == ["torch::Tensor f(torch::Tensor x);"]
-    # The bindings' module is named after what they bind: the same signatures share one object.
+    # The bindings are named after what they bind: the same signatures share one object.
     q = toolchain.plan("g_1", tmp_path, ["torch::Tensor f(torch::Tensor x) { return x * 2; }"], [], (),
                        {"functions": {"f": "doubles"}})
-    assert p.modname == q.modname and toolchain.bind_source(p) == toolchain.bind_source(q)
+    assert p.defs == q.defs and toolchain.bind_source(p) == toolchain.bind_source(q)
+    assert toolchain.init_source(p) != toolchain.init_source(q)      # each extension its own module
 
 
 def _candidate(body: str, token: str, flags: str = '["-O2"]') -> str:
@@ -159,3 +160,31 @@ def test_the_build_phase_eta_learns_from_the_builds_seen():
     for _ in range(8):
         eta.done(0.5)                                          # cached builds: the estimate follows
     assert eta.remaining() == 0
+
+
+def test_two_extensions_with_the_same_signatures_keep_their_own_kernels():
+    """Both extensions share one bindings object; each must still be its own module. When they
+    shared the module's name too, Python handed the second `load_inline` the first one's module:
+    ext_b.f computed 2x, not 3x — a silent wrong kernel."""
+    token = uuid.uuid4().hex
+    src = f'''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+SRC = """
+#include <torch/extension.h>
+// {token}
+torch::Tensor f(torch::Tensor x) {{ return x * FACTOR; }}
+"""
+ext_a = load_inline(name="ks_same_a", cpp_sources=SRC.replace("FACTOR", "2"), functions=["f"])
+ext_b = load_inline(name="ks_same_b", cpp_sources=SRC.replace("FACTOR", "3"), functions=["f"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        r = torch.relu(x)
+        return ext_b.f(r) - r          # 3r - r: the task's 2·relu(x), only with ext_b's own kernel
+'''
+    r = evaluate(RELU_TASK, Candidate.from_source(src), opts=Options(device="cpu", timing=None, profile=False))
+    assert r.status == "ok", (r.status, r.message)
+    assert r.compile.path == "direct" and len(r.compile.extensions) == 2

@@ -187,7 +187,7 @@ def _direct(unique, build_dir, cpp, cuda, args, kwargs, candidate_source, log: B
     so, marker = build_dir / f"{unique}.so", build_dir / "kernelskill_module"
     log.path = "direct"
     with _build_lock(build_dir):
-        if so.exists() and marker.exists() and marker.read_text() == p.modname:
+        if so.exists() and marker.exists() and marker.read_text() == p.unique:
             step("cached extension")
         else:
             log.cache_hit = False
@@ -206,7 +206,7 @@ def _direct(unique, build_dir, cpp, cuda, args, kwargs, candidate_source, log: B
                 log.fallback = str(e)
                 return None
     step("load")
-    return toolchain.load(so, p.modname)
+    return toolchain.load(so, p.unique)
 
 
 @contextlib.contextmanager

@@ -54,6 +54,8 @@ LIGHT_HEADER = ("#pragma once\n// kernelskill: <torch/extension.h> for sources t
 # compile with, against 790 MB and ~12 s for the whole <torch/extension.h>).
 BIND_HEADER = ("#pragma once\n// kernelskill: <torch/extension.h> for the bindings' unit\n#include <torch/types.h>\n"
                "#include <torch/python.h>\n")
+# The module's own unit: pybind11 alone, for the PYBIND11_MODULE that names this extension.
+INIT_HEADER = "#pragma once\n// kernelskill: pybind11 for the module's init\n#include <pybind11/pybind11.h>\n"
 # What the light header does not declare: such sources get torch's full header (torch's own build).
 HEAVY = re.compile(r"\bpy::|\bpybind11|\bPYBIND11_|torch/torch\.h|torch/all\.h|torch/python\.h|torch/script\.h"
                    r"|\btorch::(?:nn|optim|jit|data|autograd|fft|linalg|special|nested|sparse|serialize|cuda|"
@@ -94,7 +96,7 @@ class Plan:
     implicit: bool
     error_handling: bool
     with_cuda: bool = False
-    modname: str = ""
+    defs: str = ""                 # the bindings' function (ks_defs_<hash of the declarations>)
     sources: dict[str, tuple[list[str], int]] = field(default_factory=dict)
 
 
@@ -131,7 +133,7 @@ def plan(unique: str, build_dir: Path, cpp: list[str], cuda: list[str], args: tu
              include_paths=[os.path.abspath(p) for p in kwargs.get("extra_include_paths") or []],
              implicit=implicit, error_handling=kwargs.get("with_pytorch_error_handling", True),
              with_cuda=bool(cuda) or kwargs.get("with_cuda") is True)
-    p.modname = "ks_bind_" + _digest([p.declarations, sorted(functions.items()), p.error_handling])[:16]
+    p.defs = "ks_defs_" + _digest([p.declarations, sorted(functions.items()), p.error_handling])[:16]
     p.sources = {"kernel.cpp": (cpp, 1 if implicit else 0), "cuda.cu": (cuda, 3 if implicit else 0)}
     return p
 
@@ -214,7 +216,7 @@ def header_dir(root: Path, kind: str, flags: list[str], make: bool = True) -> tu
     header = d / "torch" / "extension.h"
     if not header.exists():
         header.parent.mkdir(parents=True, exist_ok=True)
-        text = BIND_HEADER if kind == "bind" else LIGHT_HEADER
+        text = {"bind": BIND_HEADER, "init": INIT_HEADER}.get(kind, LIGHT_HEADER)
         tmp = header.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(text)
         os.replace(tmp, header)
@@ -285,7 +287,7 @@ class Unit:
 
 
 def build(p: Plan, cache: Path, on_step=None, log=None) -> Path:
-    """Compile, link: the path of the extension's shared library (its init is ``PyInit_<modname>``).
+    """Compile, link: the path of the extension's shared library (its init is ``PyInit_<unique>``).
 
     Raises ``UnitFailed`` for the candidate's own units (kernel.cpp, cuda.cu) and ``Unsupported``
     when the bindings or the link fail (torch's build is then tried).
@@ -296,7 +298,9 @@ def build(p: Plan, cache: Path, on_step=None, log=None) -> Path:
     pch_root = cache / "_pch"
     objects = cache / "_objects"
     d = p.build_dir
-    name_flag = f"-DTORCH_EXTENSION_NAME={p.modname}"
+    # The candidate's units see one name per set of bindings (not the extension's own), so that their
+    # objects are shared by every extension with the same sources; only init.cpp names this one.
+    name_flag = f"-DTORCH_EXTENSION_NAME={p.defs}"
     # the candidate's C++
     kflags = [*cxx_flags, *p.cflags]
     light, _ = header_dir(pch_root, "light", kflags)
@@ -310,6 +314,10 @@ def build(p: Plan, cache: Path, on_step=None, log=None) -> Path:
     bind_src = bind_source(p)
     units.append(_unit("bind.cpp", d, bind_src, [_cxx(), "-c", f"-I{full}", *[f"-I{i}" for i in p.include_paths],
                                                  name_flag, *bflags], objects, nice=10))
+    # The module itself, named after this extension: two extensions with the same bindings share
+    # bind.o, never a module name (Python would hand the second one the first's module).
+    init, _ = header_dir(pch_root, "init", bflags)
+    units.append(_unit("init.cpp", d, init_source(p), [_cxx(), "-c", f"-I{init}", *bflags], objects))
     if p.cuda:
         shadow, _ = header_dir(pch_root, "cuda", [*nvcc_flags, *p.cuda_cflags])
         cuda_src = (("#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n" if p.implicit else "")
@@ -331,12 +339,17 @@ def build(p: Plan, cache: Path, on_step=None, log=None) -> Path:
         tmp.unlink(missing_ok=True)
         raise Unsupported("the link failed: " + (proc.stdout + proc.stderr).strip()[-600:])
     os.replace(tmp, so)
-    (d / "kernelskill_module").write_text(p.modname)
+    (d / "kernelskill_module").write_text(p.unique)
     return so
 
 
+def init_source(p: Plan) -> str:
+    return (f"#include <torch/extension.h>\nvoid {p.defs}(pybind11::module_& m);\n"
+            f"PYBIND11_MODULE({p.unique}, m) {{ {p.defs}(m); }}\n")
+
+
 def bind_source(p: Plan) -> str:
-    lines = ["#include <torch/extension.h>", *p.declarations, f"PYBIND11_MODULE({p.modname}, m) {{"]
+    lines = ["#include <torch/extension.h>", *p.declarations, f"void {p.defs}(pybind11::module_& m) {{"]
     for fn, doc in p.functions.items():
         target = f"torch::wrap_pybind_function({fn})" if p.error_handling else fn
         lines.append(f'  m.def("{fn}", {target}, "{doc}");')
@@ -423,7 +436,7 @@ def _kill_tree(pid: int) -> None:
 
 
 def load(so: Path, modname: str):
-    """Import the built library (its module is named after its bindings: ``modname``)."""
+    """Import the built library: its module is ``modname`` (the extension's unique name)."""
     spec = importlib.util.spec_from_file_location(modname, str(so))
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot import {so}")
@@ -446,12 +459,14 @@ def warm(cache: Path, flag_sets: list[list[str]], wait: bool = True, say=print) 
         return
     import torch
     cxx_flags, _, _ = _torch_flags(False)
-    sets = [("bindings", "bind", cxx_flags, [*cxx_flags, *BIND_FLAGS])] + [
+    sets = [("bindings", "bind", cxx_flags, [*cxx_flags, *BIND_FLAGS]),
+            ("module init", "init", cxx_flags, [*cxx_flags, *BIND_FLAGS])] + [
         ("light", "light", cxx_flags, [*cxx_flags, *f]) for f in flag_sets]
     if torch.version.cuda and torch.cuda.is_available():
         # CUDA candidates' C++ units build with the CUDA include paths: headers of their own
         cuda_flags, _, _ = _torch_flags(True)
         sets += [("CUDA bindings", "bind", cuda_flags, [*cuda_flags, *BIND_FLAGS]),
+                 ("CUDA module init", "init", cuda_flags, [*cuda_flags, *BIND_FLAGS]),
                  ("CUDA light", "light", cuda_flags, list(cuda_flags))]
     for i, (what, kind, base, flags) in enumerate(sets, 1):
         extra = " ".join(flags[len(base):]) or "no extra flags"
