@@ -259,16 +259,25 @@ def make_pch(d: Path) -> bool:
             return False           # another process is making it
         if gch.exists():
             return True
-        cmd = json.loads((d / "cmd.json").read_text())
-        tmp = gch.with_suffix(f".{os.getpid()}.tmp")
-        proc = subprocess.run([*cmd, "-x", "c++-header", str(header), "-o", str(tmp)],
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            tmp.unlink(missing_ok=True)
-            (d / "failed.log").write_text(proc.stdout + proc.stderr)
-            return False
-        os.replace(tmp, gch)
+        # One header at a time per cache: gcc takes 1.5-2 GB making one, and a test run or a
+        # bench meets many flag sets at once; the others wait their turn (holding their own lock).
+        with open(d.parent / "makers.lock", "w") as turn:
+            fcntl.flock(turn, fcntl.LOCK_EX)
+            return _make(d, header, gch)
+
+
+def _make(d: Path, header: Path, gch: Path) -> bool:
+    if gch.exists():
         return True
+    cmd = json.loads((d / "cmd.json").read_text())
+    tmp = gch.with_suffix(f".{os.getpid()}.tmp")
+    proc = subprocess.run([*cmd, "-x", "c++-header", str(header), "-o", str(tmp)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        (d / "failed.log").write_text(proc.stdout + proc.stderr)
+        return False
+    os.replace(tmp, gch)
+    return True
 
 
 # ---- the build ------------------------------------------------------------------------------------
