@@ -13,7 +13,7 @@ from typing import Any
 
 from kernelskill.errors import UserError
 from kernelskill.events import (AgentFinished, BaselineMeasured, BestImproved, BudgetUpdate, CandidateEvaluated,
-                                Event, NodeSelected, RunError, RunFinished, RunStarted)
+                                EvaluationStep, Event, NodeSelected, RunError, RunFinished, RunStarted)
 from kernelskill.runs import REASONS, RunState
 from kernelskill.trajectory import FAILED, INVALID, Node, Trajectory
 
@@ -109,6 +109,9 @@ class RunView:
             self.attempts = max(self.attempts, len(self.tree) - 1)
             best = self.tree.best()
             self.curve.append(best.speedup if best else 0.0)
+        elif isinstance(ev, EvaluationStep):
+            # a build's steps while a candidate is evaluated: the summary's "now" line follows them
+            self.current = f"evaluating {ev.node_id}: {ev.text} ({ev.seconds:.0f} s)"
         elif isinstance(ev, BestImproved) and ev.node_id in self.tree:
             self.tree.promote(ev.node_id)
             if self.curve:

@@ -53,6 +53,10 @@ def test_scripted_run_plans_fails_repairs_and_dedups(tmp_path):
     names = [e.name for e in read_events(run)]
     assert names[:2] == ["RunStarted", "BaselineMeasured"] and names[-1] == "RunFinished"
     assert names.count("CandidateEvaluated") == 3 and "BestImproved" in names and "AgentDelta" not in names
+    # the build's steps reached the bus while each candidate was evaluated, named by its node; live only
+    steps = [e for e in seen if e.name == "EvaluationStep"]
+    assert {e.node_id for e in steps} >= {"n1", "n2"} and any(e.text == "load" for e in steps), steps
+    assert "EvaluationStep" not in names
     assert sorted(p.name for p in (run / "nodes").iterdir()) == ["n0.py", "n1.py", "n2.py", "n3.py"]
     assert (run / "best.py").read_text() == GOOD
     report = (run / "report.md").read_text()
