@@ -15,6 +15,7 @@ from textual.widgets import DataTable, Footer, Header, Label
 from kernelskill.errors import UserError
 from kernelskill.runs import RunState, load_run
 
+from ..widgets.notices import NoticeBar
 from ..model import fmt_speedup, fmt_tokens, fmt_usd
 
 STATE_STYLE = {"error": "red", "incomplete": "magenta", "stopped": "yellow"}
@@ -68,6 +69,7 @@ class HistoryScreen(Screen):
         yield Label("", id="history-title")
         yield DataTable(id="runs", cursor_type="row", zebra_stripes=True)
         yield Label("", id="history-detail")
+        yield NoticeBar(id="notice")
         yield Footer(show_command_palette=False, compact=True)
 
     def on_mount(self) -> None:

@@ -11,6 +11,7 @@ from textual.widgets import Button, Footer, Header, Select
 from kernelskill.errors import UserError
 
 from ..launch import RunRequest, default_preset, has_cuda, list_examples
+from ..widgets.notices import NoticeBar
 from ..widgets.run_form import RunSettings, TaskPicker
 
 
@@ -38,6 +39,7 @@ class HomeScreen(Screen):
                 pane.border_title = "Model · budget · search"
                 yield RunSettings(app.config, id="settings")
                 yield Button("Start run  ^r", id="start", variant="primary", compact=True)
+        yield NoticeBar(id="notice")
         yield Footer(show_command_palette=False, compact=True)
 
     def on_mount(self) -> None:

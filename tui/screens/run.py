@@ -20,6 +20,7 @@ from kernelskill.runs import RunState
 
 from ..launch import RunRequest, build_optimizer
 from ..model import RunView, failure_note, fmt_speedup
+from ..widgets.notices import NoticeBar
 from ..widgets.activity import ActivityLog
 from ..widgets.candidate_tree import CandidateTree
 from ..widgets.node_detail import NodeDetail
@@ -31,8 +32,12 @@ class RunScreen(Screen):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (150, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
     BINDINGS = [Binding("p", "pause", "Pause"), Binding("r", "resume", "Resume"), Binding("s", "stop", "Stop"),
+                Binding("plus,equals_sign", "faster", "Faster", key_display="+"),
+                Binding("minus", "slower", "Slower", key_display="-"),
+                Binding("e", "to_end", "To end"),
                 Binding("t", "next_tab", "Next tab"), Binding("h", "history", "History"),
                 Binding("escape", "back", "Back")]
+    REPLAY_GAP_S = 2.0            # a replay waits at most this long (at 1×) between two events
 
     @dataclass
     class OptimizerEvent(Message):
@@ -49,9 +54,14 @@ class RunScreen(Screen):
         """The worker returned; ``error`` is a UserError's message."""
         error: str = ""
 
-    def __init__(self, view: RunView, request: RunRequest | None = None, events: list[Event] | None = None) -> None:
+    def __init__(self, view: RunView, request: RunRequest | None = None, events: list[Event] | None = None,
+                 speed: float | None = None) -> None:
         super().__init__()
         self.view, self.request, self._replay = view, request, events or []
+        self.speed = speed                 # a replay's speed (1: the run's own pace); None: shown at once
+        self.played = 0                    # events of a replay applied so far
+        self.replay_paused = False
+        self._replay_timer = None
         self.optimizer = None
         self._latest: str | None = None
 
@@ -64,6 +74,18 @@ class RunScreen(Screen):
         """A stored run, read-only."""
         return cls(RunView.stored(state), events=state.events)
 
+    @classmethod
+    def replayed(cls, state: RunState, speed: float = 1.0) -> "RunScreen":
+        """A stored run whose events play as they came, ``speed`` times faster (read-only)."""
+        view = RunView.stored(state)
+        view.phase = "replaying"
+        return cls(view, events=state.events, speed=speed)
+
+    @property
+    def replaying(self) -> bool:
+        """A replay with events still to play."""
+        return self.speed is not None and self.played < len(self._replay)
+
     # ---- layout ---------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         yield Header()
@@ -72,6 +94,7 @@ class RunScreen(Screen):
             yield CandidateTree(id="tree")
             yield NodeDetail(id="detail")
             yield ActivityLog(id="activity")
+        yield NoticeBar(id="notice")
         yield Footer(show_command_palette=False, compact=True)
 
     def on_mount(self) -> None:
@@ -79,7 +102,11 @@ class RunScreen(Screen):
         self.query_one("#tree").border_title = "Candidates"
         self.query_one("#activity").border_title = "Agent activity"
         self.query_one(CandidateTree).focus()
-        if self._replay:
+        if self.speed is not None:
+            self.sub_title = f"{self.view.run_id} · replay"
+            self._show_progress()
+            self._replay_timer = self.set_timer(0.05, self._replay_next)
+        elif self._replay:
             for ev in self._replay:
                 self._apply(ev, replay=True)
             self.view.settle()
@@ -146,6 +173,61 @@ class RunScreen(Screen):
         if self.view.active:
             self._refresh_summary()
 
+    # ---- a replay -----------------------------------------------------------------------------
+    def _replay_next(self) -> None:
+        """Apply the next stored events (those of one instant together) as if they came from a live run,
+        then wait for the next instant, the run's own gap divided by the speed (at most REPLAY_GAP_S)."""
+        self._replay_timer = None
+        gap = 0.0
+        while self.replaying and not self.replay_paused and gap < 0.005:
+            ev = self._replay[self.played]
+            self.played += 1
+            self._apply(ev)
+            if self.replaying:
+                gap = min(max(self._replay[self.played].t - ev.t, 0.0), self.REPLAY_GAP_S) / self.speed
+        if not self.replaying:
+            self._replay_done()
+            return
+        self._show_progress()
+        if not self.replay_paused:
+            self._replay_timer = self.set_timer(gap, self._replay_next)
+
+    def _replay_done(self, following: bool | None = None) -> None:
+        """The last event is played: the cursor goes to the best node, unless the user moved it."""
+        self.view.settle()
+        tree = self.query_one(CandidateTree)
+        if following is None:
+            following = tree.current_id in (None, self._latest)
+        if self.view.best is not None and following:
+            tree.select_id(self.view.best.id)
+        self._refresh_summary()
+        self.refresh_bindings()
+
+    def _show_progress(self) -> None:
+        state = "paused" if self.replay_paused else f"{self.speed:g}×"
+        self.view.progress = f"{self.played}/{len(self._replay)} events · {state}"
+        self._refresh_summary()
+
+    def action_faster(self) -> None:
+        self.speed = min(self.speed * 2, 256.0)
+        self._show_progress()
+
+    def action_slower(self) -> None:
+        self.speed = max(self.speed / 2, 0.25)
+        self._show_progress()
+
+    def action_to_end(self) -> None:
+        """Play the rest of a replay at once."""
+        if self._replay_timer is not None:
+            self._replay_timer.stop()
+            self._replay_timer = None
+        following = self.query_one(CandidateTree).current_id in (None, self._latest)
+        while self.replaying:
+            self._apply(self._replay[self.played], replay=True)
+            self.played += 1
+        self._sync_tree()
+        self._replay_done(following)
+
     # ---- events → widgets ---------------------------------------------------------------------
     def _apply(self, ev: Event, replay: bool = False) -> None:
         activity = self.query_one(ActivityLog)
@@ -157,7 +239,8 @@ class RunScreen(Screen):
         if paused and self.view.phase == "running":
             self.view.phase = "paused"              # a resumed run's RunStarted does not undo a pause
         if isinstance(ev, RunStarted):
-            self.sub_title = f"{ev.run_id} · {'live' if self.view.live else 'read-only'}"
+            kind = "live" if self.view.live else "replay" if self.speed is not None else "read-only"
+            self.sub_title = f"{ev.run_id} · {kind}"
             activity.note(f"run {ev.run_id}: {ev.backend} on {ev.device}, policy {ev.policy}"
                           + (" (resumed)" if ev.resumed else ""), "bold")
         elif isinstance(ev, AgentStarted):
@@ -215,6 +298,12 @@ class RunScreen(Screen):
     # ---- actions --------------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Run controls only on a live run (dimmed when they do not apply now); Back once it is over."""
+        if action in ("faster", "slower", "to_end"):
+            return self.replaying
+        if self.speed is not None and action in ("pause", "resume"):
+            if not self.replaying:
+                return False                         # the replay is over: nothing to pause
+            return True if (action == "pause") != self.replay_paused else None
         if action in ("pause", "resume", "stop"):
             if not self.view.live:
                 return False
@@ -228,12 +317,27 @@ class RunScreen(Screen):
         return True
 
     def action_pause(self) -> None:
+        if self.speed is not None:
+            self.replay_paused = True
+            if self._replay_timer is not None:
+                self._replay_timer.stop()
+                self._replay_timer = None
+            self._show_progress()
+            self.refresh_bindings()
+            return
         self.optimizer.pause()
         self.view.pause_clock()
         self.view.phase, self.view.current = "paused", "r resumes"
         self._controls_changed("Paused: the attempt in flight finishes, then the run waits.")
 
     def action_resume(self) -> None:
+        if self.speed is not None:
+            self.replay_paused = False
+            self._show_progress()
+            self.refresh_bindings()
+            if self._replay_timer is None:
+                self._replay_next()
+            return
         self.optimizer.resume()
         self.view.resume_clock()
         self.view.phase, self.view.current = "running", "resumed"

@@ -85,13 +85,13 @@ class CandidateTree(Tree[str]):
             self.sync(self._view)
 
     def select_id(self, node_id: str) -> None:
-        """Move the cursor to a node (which announces it), once the tree has laid out its lines."""
-        self.call_after_refresh(self._move_to, node_id)
-
-    def _move_to(self, node_id: str) -> None:
+        """Move the cursor to a node (which announces it)."""
         item = self._items.get(node_id)
         if item is None:
             return
+        # A label change drops the tree's line numbers until its lines are built again (on idle): build
+        # them now, else the cursor would go to a stale line (-1: the root) on a busy machine.
+        self._tree_lines                                             # noqa: B018 (builds the lines)
         if self.cursor_node is item:             # no highlight event when the cursor does not move
             self.post_message(self.NodeChosen(node_id))
         else:

@@ -1,0 +1,98 @@
+"""Overlays on any screen: the keys of the screen below (? or F1), a yes/no question, and the message
+shown instead of the panes when the terminal is too small for them."""
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Button, Label, Static
+
+MIN_WIDTH, MIN_HEIGHT = 64, 18          # below this the panes cannot show a line of content each
+
+
+def screen_keys(screen: Screen) -> list[tuple[str, str, bool]]:
+    """(key, what it does, whether it applies now) for the screen's and the app's bindings, then the
+    screen's ``HELP_KEYS`` (keys its widgets handle, such as the tree's arrows)."""
+    out, seen = [], set()
+    for owner in (screen, screen.app):
+        for b in getattr(owner, "BINDINGS", []):
+            if not isinstance(b, Binding) or not b.description or b.action in seen:
+                continue
+            seen.add(b.action)
+            state = owner.check_action(b.action, ()) if hasattr(owner, "check_action") else True
+            if state is False:
+                continue                     # hidden on this screen now (e.g. run controls of a stored run)
+            keys = b.key_display or ", ".join(screen.app.get_key_display(Binding(k, "")) for k in b.key.split(","))
+            out.append((keys, b.description, state is not None))
+    out += [(k, d, True) for k, d in getattr(screen, "HELP_KEYS", ())]
+    return out
+
+
+class HelpScreen(ModalScreen[None]):
+    """The keys of the screen below, with what each does; any key closes it."""
+
+    BINDINGS = [Binding("escape,question_mark,f1,q", "dismiss", "Close")]
+
+    def __init__(self, below: Screen) -> None:
+        super().__init__()
+        self.below = below
+
+    def compose(self) -> ComposeResult:
+        name = type(self.below).__name__.removesuffix("Screen")
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="bold cyan", no_wrap=True)
+        table.add_column()
+        for key, what, now in screen_keys(self.below):
+            table.add_row(key, Text(what + ("" if now else "  (not now)"), style="" if now else "dim"))
+        with Vertical(id="help-box") as box:
+            box.border_title = f"Keys · {name}"
+            box.border_subtitle = "esc closes · ctrl+p: every command"
+            with VerticalScroll():
+                yield Static(table, id="help-keys")
+
+    def on_click(self) -> None:
+        self.dismiss()
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """A yes/no question; y or enter on Yes answers yes, n or esc answers no."""
+
+    BINDINGS = [Binding("y", "answer(True)", "Yes"), Binding("n,escape", "answer(False)", "No")]
+
+    def __init__(self, question: str, yes: str = "Yes") -> None:
+        super().__init__()
+        self.question, self.yes = question, yes
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="confirm-box"):
+            yield Label(self.question, id="confirm-text")
+            with Horizontal(id="confirm-buttons"):
+                yield Button(f"{self.yes} (y)", id="yes", variant="error", compact=True)
+                yield Button("No (n)", id="no", compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#no", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)
+
+
+class TooSmallScreen(Screen):
+    """Shown instead of the app while the terminal is smaller than the panes need; goes away on a resize."""
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="too-small")
+
+    def on_mount(self) -> None:
+        self.show(self.app.size.width, self.app.size.height)
+
+    def show(self, width: int, height: int) -> None:
+        self.query_one("#too-small", Static).update(
+            f"Terminal too small: {width}×{height}.\nKernelSkill needs at least {MIN_WIDTH}×{MIN_HEIGHT}.\n"
+            "Enlarge the window; ctrl+q quits.")
