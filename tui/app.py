@@ -10,14 +10,13 @@ from functools import partial
 
 from textual.app import App, ScreenStackError, SystemCommand
 from textual.binding import Binding
-from textual.events import Resize
 from textual.screen import Screen
 
 from kernelskill.shipped import EXAMPLES_DIR
 from kernelskill.config import Config
 
 from .screens.home import HomeScreen
-from .screens.overlays import MIN_HEIGHT, MIN_WIDTH, ConfirmScreen, HelpScreen, TooSmallScreen
+from .screens.overlays import ConfirmScreen, HelpScreen
 from .widgets.notices import NoticeBar
 
 
@@ -42,7 +41,6 @@ class KernelSkillApp(App):
 
     def on_mount(self) -> None:
         task, preset, open_run, history = self._start
-        self.call_after_refresh(self._check_size, self.size.width, self.size.height)
         self.push_screen(HomeScreen(task, preset))
         if history:
             from .screens.history import HistoryScreen
@@ -80,7 +78,7 @@ class KernelSkillApp(App):
 
     def action_help(self) -> None:
         """The keys of the current screen."""
-        if isinstance(self.screen, (HelpScreen, TooSmallScreen)):
+        if isinstance(self.screen, HelpScreen):
             return
         self.push_screen(HelpScreen(self.screen))
 
@@ -106,22 +104,7 @@ class KernelSkillApp(App):
         from .screens.run import RunScreen
         self.push_screen(RunScreen.replayed(load_run(DEMO_RUN)))
 
-    # ---- sizes and notifications -------------------------------------------------------------
-    def on_resize(self, event: Resize) -> None:
-        self._check_size(event.size.width, event.size.height)
-
-    def _check_size(self, width: int, height: int) -> None:
-        """Below the minimum, a message replaces the panes (they would collapse to nothing); back on growing."""
-        small = width < MIN_WIDTH or height < MIN_HEIGHT
-        top = self.screen_stack[-1] if self.screen_stack else None
-        if small and not isinstance(top, TooSmallScreen):
-            self.push_screen(TooSmallScreen())
-        elif isinstance(top, TooSmallScreen):
-            if small:
-                top.show(width, height)
-            else:
-                self.pop_screen()
-
+    # ---- notifications -------------------------------------------------------------------------
     def _refresh_notifications(self) -> None:
         """Textual's hook when notifications change: show the newest on the screen's NoticeBar (the
         toasts are hidden in app.tcss, since they would cover the panes' text)."""

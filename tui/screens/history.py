@@ -16,6 +16,7 @@ from kernelskill.errors import UserError
 from kernelskill.runs import RunState, load_run
 
 from ..widgets.notices import NoticeBar
+from .overlays import TooSmall, size_breakpoints
 from ..model import fmt_speedup, fmt_tokens, fmt_usd
 
 STATE_STYLE = {"error": "red", "incomplete": "magenta", "stopped": "yellow"}
@@ -53,6 +54,7 @@ def read_runs(runs_dir: Path) -> list[RunRow]:
 class HistoryScreen(Screen):
     """A table of stored runs (loaded in a worker)."""
 
+    HORIZONTAL_BREAKPOINTS, VERTICAL_BREAKPOINTS = size_breakpoints()
     BINDINGS = [Binding("o", "open", "Open"), Binding("g", "reload", "Reload"),
                 Binding("n", "new", "New run"), Binding("escape", "back", "Back")]
 
@@ -70,6 +72,7 @@ class HistoryScreen(Screen):
         yield DataTable(id="runs", cursor_type="row", zebra_stripes=True)
         yield Label("", id="history-detail")
         yield NoticeBar(id="notice")
+        yield TooSmall()
         yield Footer(show_command_palette=False, compact=True)
 
     def on_mount(self) -> None:
@@ -115,7 +118,7 @@ class HistoryScreen(Screen):
         s = r.state
         run = s.info.get("run", {})
         best = s.tree.best() if len(s.tree) else None
-        sp = Text(fmt_speedup(best.speedup) if best else "-",
+        sp = Text(fmt_speedup(best.speedup) + ("~" if best.quality not in ("good", None) else "") if best else "-",
                   style=("green" if best and (best.speedup or 0) > 1 else "yellow") if best else "dim")
         started = str(run.get("created", "?")).replace("T", " ")[:16]
         return (started, run.get("task_name", "?"), Text(r.status, style=style), str(s.attempts), sp,

@@ -12,12 +12,14 @@ from kernelskill.errors import UserError
 
 from ..launch import RunRequest, default_preset, has_cuda, list_examples
 from ..widgets.notices import NoticeBar
+from .overlays import TooSmall, size_breakpoints
 from ..widgets.run_form import RunSettings, TaskPicker
 
 
 class HomeScreen(Screen):
     """The form; ctrl+r (or the button) starts a run on the Run screen."""
 
+    HORIZONTAL_BREAKPOINTS, VERTICAL_BREAKPOINTS = size_breakpoints()
     BINDINGS = [Binding("ctrl+r", "start", "Start run", priority=True),
                 Binding("ctrl+o", "history", "History", priority=True)]
 
@@ -40,6 +42,7 @@ class HomeScreen(Screen):
                 yield RunSettings(app.config, id="settings")
                 yield Button("Start run  ^r", id="start", variant="primary", compact=True)
         yield NoticeBar(id="notice")
+        yield TooSmall()
         yield Footer(show_command_palette=False, compact=True)
 
     def on_mount(self) -> None:

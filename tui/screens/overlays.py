@@ -83,16 +83,16 @@ class ConfirmScreen(ModalScreen[bool]):
         self.dismiss(yes)
 
 
-class TooSmallScreen(Screen):
-    """Shown instead of the app while the terminal is smaller than the panes need; goes away on a resize."""
+class TooSmall(Static):
+    """What a screen shows instead of its panes below the minimum size: each screen's breakpoints set
+    ``-too-narrow`` / ``-too-short`` (``SIZE_BREAKPOINTS``), and app.tcss then shows only this."""
 
-    def compose(self) -> ComposeResult:
-        yield Static(id="too-small")
+    def render(self) -> str:
+        width, height = self.app.size
+        return (f"Terminal too small: {width}×{height}.\nKernelSkill needs at least {MIN_WIDTH}×{MIN_HEIGHT}.\n"
+                "Enlarge the window; ctrl+q quits.")
 
-    def on_mount(self) -> None:
-        self.show(self.app.size.width, self.app.size.height)
 
-    def show(self, width: int, height: int) -> None:
-        self.query_one("#too-small", Static).update(
-            f"Terminal too small: {width}×{height}.\nKernelSkill needs at least {MIN_WIDTH}×{MIN_HEIGHT}.\n"
-            "Enlarge the window; ctrl+q quits.")
+def size_breakpoints(*wide: tuple[int, str]) -> tuple[list, list]:
+    """(horizontal, vertical) breakpoints with the too-small classes below the minimum, then ``wide``."""
+    return ([(0, "-too-narrow"), (MIN_WIDTH, "-fits"), *wide], [(0, "-too-short"), (MIN_HEIGHT, "-short")])

@@ -21,16 +21,17 @@ from kernelskill.runs import RunState
 from ..launch import RunRequest, build_optimizer
 from ..model import RunView, failure_note, fmt_speedup
 from ..widgets.notices import NoticeBar
+from .overlays import MIN_HEIGHT, MIN_WIDTH, TooSmall
 from ..widgets.activity import ActivityLog
 from ..widgets.candidate_tree import CandidateTree
-from ..widgets.node_detail import NodeDetail
+from ..widgets.node_detail import NodeDetail, quality_note
 from ..widgets.summary import RunSummary
 
 class RunScreen(Screen):
     """The candidate tree, the selected node in tabs, the agents' activity, the run's head."""
 
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (150, "-wide")]
-    VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
+    HORIZONTAL_BREAKPOINTS = [(0, "-too-narrow"), (MIN_WIDTH, "-narrow"), (150, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-too-short"), (MIN_HEIGHT, "-short"), (36, "-tall")]
     BINDINGS = [Binding("p", "pause", "Pause"), Binding("r", "resume", "Resume"), Binding("s", "stop", "Stop"),
                 Binding("plus,equals_sign", "faster", "Faster", key_display="+"),
                 Binding("minus", "slower", "Slower", key_display="-"),
@@ -95,6 +96,7 @@ class RunScreen(Screen):
             yield NodeDetail(id="detail")
             yield ActivityLog(id="activity")
         yield NoticeBar(id="notice")
+        yield TooSmall()
         yield Footer(show_command_palette=False, compact=True)
 
     def on_mount(self) -> None:
@@ -253,8 +255,9 @@ class RunScreen(Screen):
             note = failure_note(ev.node)
             sp = ev.node.get("speedup")
             dup = ev.node.get("duplicate_of")
-            ok = f"{ev.node['id']} ok {fmt_speedup(sp)}" + (f" (same code as {dup}, not evaluated again)"
-                                                              if dup else "")
+            prof = ((ev.node.get("result") or {}).get("profile") or {})
+            ok = f"{ev.node['id']} ok {fmt_speedup(sp, prof.get('speedup_ci'))}{quality_note(prof)}" + (
+                f" (same code as {dup}, not evaluated again)" if dup else "")
             activity.note(f"■ {note or ok}", "red" if note else "green")
             if note and not replay and ev.evaluated:
                 self.notify(note, title="Candidate failed", severity="warning", timeout=6)

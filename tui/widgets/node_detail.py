@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 
 from rich.console import Group
 from rich.text import Text
@@ -30,10 +31,58 @@ def diff_text(parent: Node | None, node: Node) -> Text:
     return out if out.plain else Text(f"Same code as {parent.id}.", style="dim")
 
 
+WORST = re.compile(r"^\s*at (\[[^\]]*\]|\S+): got (\S+), expected (\S+) \(\|diff\| ([^)]+)\)")
+TRIAL = re.compile(r"^trial (\d+) \((.*)\) failed the (\S+) check:")
+
+
+def mismatch_text(verify: dict) -> Text:
+    """The evaluator's mismatch report as a table per trial: each worst element's index, what the
+    candidate gave, what the reference gave, and the difference."""
+    out = Text()
+    report = (verify or {}).get("mismatch") or ""
+    if not report:
+        return out
+    out.append("mismatch\n", style="bold red")
+    header = False
+    for line in report.splitlines():
+        worst, trial = WORST.match(line), TRIAL.match(line)
+        if worst:
+            if not header:
+                out.append(f"  {'index':<14} {'got':>12} {'expected':>12} {'|diff|':>10}\n", style="dim")
+                header = True
+            index, got, want, diff = worst.groups()
+            out.append(f"  {index:<14} ")
+            out.append(f"{got:>12}", style="red")
+            out.append(f" {want:>12}", style="green")
+            out.append(f" {diff:>10}\n")
+        elif trial:
+            header = False
+            out.append(f"trial {trial.group(1)}", style="bold")
+            out.append(f" · {trial.group(2)} · {trial.group(3)} check\n", style="dim")
+        else:
+            header = False
+            out.append(line.removesuffix("; worst:").removesuffix(" worst:") + "\n",
+                       style="" if line.startswith(("  ", "output")) else "dim")
+    return out
+
+
+def fmt_rate(x: float) -> str:
+    """1500, 26.6, 0.269: whole numbers from 100 up, three significant digits below."""
+    return f"{x:.0f}" if x >= 100 else f"{x:.3g}"
+
+
+def quality_note(prof: dict) -> str:
+    """`` (noisy)`` / `` (contended)`` after a speedup whose measurement is not good; else nothing."""
+    verdict = (prof.get("quality") or {}).get("verdict")
+    return f" ({verdict})" if verdict and verdict != "good" else ""
+
+
 def profile_text(node: Node) -> Text:
-    """Status, timing with the speedup interval, custom share, roofline and bottleneck."""
+    """Status, the mismatch report of an incorrect node, timing with the speedup interval and its
+    measurement quality, custom share, roofline and bottleneck."""
     mark, style = STATUS_STYLE.get(node.status, ("?", ""))
     out = Text.assemble((f"{mark} {node.status}", f"bold {style}"), f"  {node.message}\n")
+    out.append_text(mismatch_text((node.result or {}).get("verify") or {}))
     prof = profile_of(node)
     if not prof:
         out.append("No profile: the candidate failed before timing.\n" if node.failed else "No profile.\n", style="dim")
@@ -44,7 +93,9 @@ def profile_text(node: Node) -> Text:
     out.append(f" (IQR {fmt_ms(cand.get('iqr_ms'))}, n={cand.get('n', '?')}) vs eager "
                f"{fmt_ms(base.get('median_ms'))}\n")
     out.append("speedup ", style="dim")
-    out.append(fmt_speedup(prof.get("speedup"), prof.get("speedup_ci")) + " (95% interval)\n", style="bold")
+    out.append(fmt_speedup(prof.get("speedup"), prof.get("speedup_ci")), style="bold")
+    out.append(" (95% interval)")
+    out.append(quality_note(prof) + "\n", style="bold yellow")
     q = prof.get("quality") or {}
     if q.get("verdict"):
         out.append("measurement ", style="dim")
@@ -62,7 +113,7 @@ def profile_text(node: Node) -> Text:
     if {"floor_ms", "fraction", "achieved_gbs", "roof"} <= roof.keys():
         eager = f" (eager {roof['eager_fraction']:.0%})" if "eager_fraction" in roof else ""
         out.append(f"floor {fmt_ms(roof['floor_ms'])} · {roof['fraction']:.0%} of its pace{eager} · "
-                   f"{roof['achieved_gbs']:.0f} GB/s · {roof['roof']} roof\n")
+                   f"{fmt_rate(roof['achieved_gbs'])} GB/s · {roof['roof']} roof\n")
     else:
         out.append((", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(roof.items()))
                     if roof else "not measured") + "\n")

@@ -12,7 +12,7 @@ class NoticeBar(Static):
 
     def show(self, notifications: list) -> None:
         if not notifications:
-            self.display = False
+            self.remove_class("-shown")
             return
         n = notifications[-1]
         mark, style = SEVERITY.get(n.severity, ("●", ""))
@@ -24,4 +24,4 @@ class NoticeBar(Static):
         if len(notifications) > 1:
             text.append(f"  (+{len(notifications) - 1} more)", style="dim")
         self.update(text)
-        self.display = True
+        self.add_class("-shown")
