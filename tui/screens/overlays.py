@@ -2,13 +2,15 @@
 shown instead of the panes when the terminal is too small for them."""
 from __future__ import annotations
 
-from rich.table import Table
+from pathlib import Path
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Button, Label, Static
+from textual.widgets import Button, Label, OptionList, Static
+from textual.widgets.option_list import Option
 
 MIN_WIDTH, MIN_HEIGHT = 64, 18          # below this the panes cannot show a line of content each
 
@@ -42,16 +44,18 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         name = type(self.below).__name__.removesuffix("Screen")
-        table = Table.grid(padding=(0, 2))
-        table.add_column(style="bold cyan", no_wrap=True)
-        table.add_column()
-        for key, what, now in screen_keys(self.below):
-            table.add_row(key, Text(what + ("" if now else "  (not now)"), style="" if now else "dim"))
+        keys = screen_keys(self.below)
+        pad = max((len(k) for k, _, _ in keys), default=0) + 2
+        text = Text()
+        for key, what, now in keys:
+            text.append(key.ljust(pad), style="bold cyan")
+            text.append(what + ("  (not now)" if not now else "") + "\n", style="" if now else "dim")
         with Vertical(id="help-box") as box:
             box.border_title = f"Keys · {name}"
             box.border_subtitle = "esc closes · ctrl+p: every command"
             with VerticalScroll():
-                yield Static(table, id="help-keys")
+                text.rstrip()
+                yield Static(text if text.plain else Text("no keys"), id="help-keys")
 
     def on_click(self) -> None:
         self.dismiss()
@@ -96,3 +100,28 @@ class TooSmall(Static):
 def size_breakpoints(*wide: tuple[int, str]) -> tuple[list, list]:
     """(horizontal, vertical) breakpoints with the too-small classes below the minimum, then ``wide``."""
     return ([(0, "-too-narrow"), (MIN_WIDTH, "-fits"), *wide], [(0, "-too-short"), (MIN_HEIGHT, "-short")])
+
+
+class RunPickerScreen(ModalScreen["Path | None"]):
+    """The stored runs that have a best.py (newest first); enter chooses one, esc none."""
+
+    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
+
+    def __init__(self, runs_dir: Path, exclude: Path | None = None) -> None:
+        super().__init__()
+        here = Path(exclude).resolve() if exclude else None
+        self.runs = [d for d in sorted(runs_dir.iterdir(), reverse=True) if (d / "best.py").is_file()
+                     and d.resolve() != here] if runs_dir.is_dir() else []
+        self.runs_dir = runs_dir
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="picker-box") as box:
+            box.border_title = "Diff against the best of…"
+            box.border_subtitle = "enter chooses · esc cancels"
+            if self.runs:
+                yield OptionList(*[Option(d.name, id=str(i)) for i, d in enumerate(self.runs)], id="picker")
+            else:
+                yield Label(f"No other run with a best.py under {self.runs_dir}/", id="picker-empty")
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(self.runs[int(event.option.id or 0)])

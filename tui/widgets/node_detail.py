@@ -193,7 +193,11 @@ class NodeDetail(Vertical):
         table = self.query_one("#kernels", DataTable)
         table.add_columns("share", "time", "calls", "kernel")
 
-    def show(self, node: Node, parent: Node | None) -> None:
+    def show(self, node: Node, parent: Node | None, against: bool = False) -> None:
+        """Fill the tabs with ``node``; Diff compares it with ``parent`` (``against``: a node the user chose,
+        named in the tab's title)."""
+        self.query_one(TabbedContent).get_tab("tab-diff").label = (
+            Text.assemble("Diff ", (f"vs {parent.id}", "bold yellow")) if against and parent else Text("Diff"))
         code = self.query_one("#code", TextArea)
         code.load_text(node.code or f"# no code: {node.message}")
         self.query_one("#diff", Static).update(diff_text(parent, node))

@@ -37,8 +37,7 @@ T0 = 1735732800.0                      # 2025-01-01 12:00:00 UTC
 def candidate(name: str, body: str, flags: str = '"-O3", "-march=native", "-ffast-math", "-fopenmp"',
               pragma: str = "#pragma omp parallel for simd schedule(static)") -> str:
     """A ModelNew whose C++ loop computes ``b[i]`` from ``v = a[i]`` with ``body``."""
-    return f'''import torch
-import torch.nn as nn
+    return f'''import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
 SRC = r"""
