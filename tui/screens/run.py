@@ -11,7 +11,7 @@ from textual.binding import Binding
 from textual.containers import Container, Vertical
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Input
+from textual.widgets import Footer, Header, Input, TabbedContent
 from textual.worker import Worker, WorkerState
 
 from kernelskill.errors import UserError
@@ -23,6 +23,7 @@ from kernelskill.trajectory import Node
 from ..launch import RunRequest, build_optimizer, resume_flags
 from ..model import RunView, failure_note, fmt_speedup
 from ..widgets.notices import NoticeBar
+from ..widgets.plots import RunPlots
 from .overlays import MIN_HEIGHT, MIN_WIDTH, TooSmall
 from ..widgets.activity import ActivityLog
 from ..widgets.candidate_tree import CandidateTree
@@ -38,7 +39,7 @@ class RunScreen(Screen):
                 Binding("plus,equals_sign", "faster", "Faster", key_display="+"),
                 Binding("minus", "slower", "Slower", key_display="-"),
                 Binding("e", "to_end", "To end"),
-                Binding("t", "next_tab", "Next tab"), Binding("slash", "filter", "Filter", key_display="/"),
+                Binding("t", "next_tab", "Next tab"), Binding("v", "next_plot", "Next plot"), Binding("slash", "filter", "Filter", key_display="/"),
                 Binding("b", "best", "Best"), Binding("u", "duplicates", "Hide duplicates", show=False),
                 Binding("m", "mark", "Mark for diff", show=False),
                 Binding("D", "diff_run", "Diff with a run's best", show=False),
@@ -302,6 +303,9 @@ class RunScreen(Screen):
             return
         if isinstance(ev, (CandidateEvaluated, BestImproved)) or ev.name == "BaselineMeasured":
             self._sync_tree(follow=True)
+            current = self.query_one(CandidateTree).current_id
+            if current in self.view.tree:
+                self.query_one(RunPlots).show(self.view, self.view.tree.get(current))
         self._refresh_summary()
 
     def _sync_tree(self, follow: bool = False) -> None:
@@ -329,6 +333,7 @@ class RunScreen(Screen):
         base = self.diff_base if self.diff_base is not None and self.diff_base.id != node.id else None
         parent = base or (self.view.tree.get(node.parent) if node.parent else None)
         self.query_one(NodeDetail).show(node, parent, against=base is not None)
+        self.query_one(RunPlots).show(self.view, node)
 
     def _tree_changed(self) -> None:
         """After a filter or the duplicate setting: say what is hidden in the pane's subtitle."""
@@ -343,6 +348,8 @@ class RunScreen(Screen):
     # ---- actions --------------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Run controls only on a live run (dimmed when they do not apply now); Back once it is over."""
+        if action == "next_plot":
+            return self.is_mounted and self.query_one(NodeDetail).active == "tab-plots"
         if action in ("faster", "slower", "to_end"):
             return self.replaying
         if self.speed is not None and action in ("pause", "resume"):
@@ -405,6 +412,13 @@ class RunScreen(Screen):
 
     def action_next_tab(self) -> None:
         self.query_one(NodeDetail).next_tab()
+
+    def action_next_plot(self) -> None:
+        self.query_one(RunPlots).next_plot()
+
+    @on(TabbedContent.TabActivated)
+    def _tab_changed(self) -> None:
+        self.refresh_bindings()                      # v applies on the Plots tab only
 
     def action_filter(self) -> None:
         box = self.query_one("#tree-filter", Input)

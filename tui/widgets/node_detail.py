@@ -12,6 +12,7 @@ from textual.widgets import DataTable, Static, TabbedContent, TabPane, TextArea
 
 from kernelskill.trajectory import Node
 
+from .plots import RunPlots
 from ..model import STATUS_STYLE, fmt_ms, fmt_speedup, fmt_tokens, profile_of, skill_brief
 
 
@@ -159,7 +160,7 @@ def plan_text(node: Node) -> Group:
 class NodeDetail(Vertical):
     """Tabs for the highlighted node; ``show(node, parent)`` fills them."""
 
-    TABS = ("tab-code", "tab-diff", "tab-profile", "tab-plan")
+    TABS = ("tab-code", "tab-diff", "tab-profile", "tab-plots", "tab-plan")
 
     def compose(self) -> ComposeResult:
         with TabbedContent(initial="tab-code", id="detail-tabs"):
@@ -173,6 +174,8 @@ class NodeDetail(Vertical):
                 with VerticalScroll():
                     yield Static("", id="profile")
                     yield DataTable(id="kernels", cursor_type="row", zebra_stripes=True, show_cursor=False)
+            with TabPane("Plots", id="tab-plots"):
+                yield RunPlots(id="plots")
             with TabPane("Plan", id="tab-plan"):
                 with VerticalScroll():
                     yield Static("", id="plan")

@@ -75,8 +75,9 @@ class RunSummary(Vertical):
                 text.append(f" ({best.quality})", style="bold yellow")
             text.append(f" {best.id}")
         self.query_one("#best", Label).update(text)
-        # One point draws as a full bar: plot from the second attempt on.
-        self.query_one("#plot", Sparkline).data = list(view.curve) if len(view.curve) > 1 else []
+        # From 0 (no correct candidate yet), so a constant best draws as a level bar, not as a floor line
+        # that reads as zero; one point would draw as a full bar: plotted from the second attempt on.
+        self.query_one("#plot", Sparkline).data = [0.0, *view.curve] if len(view.curve) > 1 else []
 
         self.query_one("#meters", Label).update(self._meters(view))
 
