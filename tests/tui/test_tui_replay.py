@@ -53,7 +53,7 @@ async def test_demo_plays_the_whole_run_as_if_live(config_for):
     async with app.run_test(size=(80, 24)) as pilot:
         await until(pilot, lambda: getattr(app.screen, "speed", None) is not None, what="the Run screen")
         run = app.screen
-        assert run.sub_title.endswith("· replay") and run.view.phase == "replaying"
+        assert run.sub_title.endswith("· replay")
         seen: set[str] = set()
         await until(pilot, lambda: run.view.phase == "finished", what="the replay to end", seen=seen)
         tree = run.query_one(CandidateTree)
@@ -78,6 +78,8 @@ async def test_replay_pauses_changes_speed_and_skips_to_the_end(config_for):
     async with app.run_test(size=(200, 50)) as pilot:
         await until(pilot, lambda: getattr(app.screen, "played", 0) > 0, what="the first events")
         run = app.screen
+        assert run.view.phase == "replaying" and run.replaying
+        assert "events · 0.25×" in str(run.query_one("#run-state").content)
         await pilot.press("p")
         assert run.replay_paused and run._replay_timer is None             # nothing is scheduled while paused
         played = run.played
