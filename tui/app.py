@@ -25,7 +25,8 @@ class KernelSkillApp(App):
 
     TITLE = "KernelSkill"
     CSS_PATH = "app.tcss"
-    BINDINGS = [Binding("ctrl+q", "quit", "Quit", priority=True), Binding("q", "ask_quit", "Quit", show=False),
+    BINDINGS = [Binding("ctrl+q", "quit", "Quit", priority=True),
+                Binding("q", "ask_quit", "Quit (asks first while a run works)", show=False),
                 Binding("question_mark,f1", "help", "Keys", key_display="?")]
 
     def __init__(self, config: Config, *, task: str | None = None, preset: str | None = None,

@@ -15,7 +15,7 @@ from kernelskill.tui.widgets.node_detail import NodeDetail
 from kernelskill.tui.widgets.notices import NoticeBar
 from kernelskill.tui.widgets.plots import RunPlots
 
-from conftest import EXAMPLES, STORED_RUN, until
+from conftest import EXAMPLES, STORED_RUN, notes, until
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = "tests/tui/data/stored_runs"            # relative: the screens show it, and it must not name this machine
@@ -74,9 +74,12 @@ async def replay_plots(pilot) -> None:
     tree = app.screen.query_one(CandidateTree)
     await until(pilot, lambda: tree.current_id == "n2", what="the best node, selected at the end")
     app.screen.query_one(NodeDetail).active = "tab-plots"
-    app.clear_notifications()
     bar, plots = app.screen.query_one(NoticeBar), app.screen.query_one(RunPlots)
-    await until(pilot, lambda: not bar.has_class("-shown") and plots.drawn.get("speedup"), what="the plots")
+    await until(pilot, lambda: "n2 at attempt 2" in plots.drawn.get("speedup", ""), what="n2's plots")
+    # Notifications are messages handled after the event that made them: wait for the last, then clear.
+    await until(pilot, lambda: any("Run finished" in n for n in notes(app)), what="the last notification")
+    app.clear_notifications()
+    await until(pilot, lambda: not bar.has_class("-shown"), what="no notice left")
     await settled(pilot)
 
 

@@ -21,7 +21,7 @@ from kernelskill.runs import RunState, load_run
 
 from ..model import fmt_speedup, fmt_tokens, fmt_usd
 from ..widgets.notices import NoticeBar
-from .overlays import ConfirmScreen, TooSmall, size_breakpoints
+from .overlays import ConfirmScreen, KeepsFocus, TooSmall, size_breakpoints
 
 STATE_STYLE = {"error": "red", "incomplete": "magenta", "stopped": "yellow"}
 
@@ -81,9 +81,11 @@ def read_runs(runs_dir: Path) -> list[RunRow]:
 COLUMNS = ("started", "task", "state", "tries", "best", "tokens", "cost")
 
 
-class HistoryScreen(Screen):
+class HistoryScreen(KeepsFocus, Screen):
     """A table of stored runs (loaded in a worker): open, replay, resume, export, edit, copy, delete;
     filter with /, sort with s (or a click on a column's header)."""
+
+    FOCUS_HOME = "#runs"
 
     HORIZONTAL_BREAKPOINTS, VERTICAL_BREAKPOINTS = size_breakpoints()
     BINDINGS = [Binding("o", "open", "Open"), Binding("p", "replay", "Replay"), Binding("r", "resume", "Resume"),
@@ -125,6 +127,7 @@ class HistoryScreen(Screen):
         for name in COLUMNS:
             table.add_column(name, key=name)
         self.query_one("#history-filter", Input).display = False
+        self.query_one("#history-filter", Input).can_focus = False      # hidden: never the focus Textual falls back to
         table.focus()
 
     def on_screen_resume(self) -> None:
@@ -189,7 +192,7 @@ class HistoryScreen(Screen):
 
     def action_filter(self) -> None:
         box = self.query_one("#history-filter", Input)
-        box.display = True
+        box.display = box.can_focus = True
         box.focus()
 
     @on(Input.Changed, "#history-filter")
@@ -391,7 +394,7 @@ class HistoryScreen(Screen):
         """esc: clear and hide the filter when it is open, else back."""
         box = self.query_one("#history-filter", Input)
         if box.display:
-            box.value, box.display = "", False
+            box.value, box.display, box.can_focus = "", False, False
             self.filter_text = ""
             self._fill()
             self.query_one("#runs", DataTable).focus()

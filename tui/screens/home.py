@@ -12,12 +12,14 @@ from kernelskill.errors import UserError
 
 from ..launch import RunRequest, default_preset, has_cuda, list_examples
 from ..widgets.notices import NoticeBar
-from .overlays import TooSmall, size_breakpoints
+from .overlays import KeepsFocus, TooSmall, size_breakpoints
 from ..widgets.run_form import RunSettings, TaskPicker
 
 
-class HomeScreen(Screen):
+class HomeScreen(KeepsFocus, Screen):
     """The form; ctrl+r (or the button) starts a run on the Run screen."""
+
+    FOCUS_HOME = "#examples"
 
     HORIZONTAL_BREAKPOINTS, VERTICAL_BREAKPOINTS = size_breakpoints()
     BINDINGS = [Binding("ctrl+r", "start", "Start run", priority=True),

@@ -27,7 +27,7 @@ def screen_keys(screen: Screen) -> list[tuple[str, str, bool]]:
             state = owner.check_action(b.action, ()) if hasattr(owner, "check_action") else True
             if state is False:
                 continue                     # hidden on this screen now (e.g. run controls of a stored run)
-            keys = b.key_display or ", ".join(screen.app.get_key_display(Binding(k, "")) for k in b.key.split(","))
+            keys = ", ".join(screen.app.get_key_display(Binding(k, "")) for k in b.key.split(","))
             out.append((keys, b.description, state is not None))
     out += [(k, d, True) for k, d in getattr(screen, "HELP_KEYS", ())]
     return out
@@ -95,6 +95,37 @@ class TooSmall(Static):
         width, height = self.app.size
         return (f"Terminal too small: {width}×{height}.\nKernelSkill needs at least {MIN_WIDTH}×{MIN_HEIGHT}.\n"
                 "Enlarge the window; ctrl+q quits.")
+
+
+class KeepsFocus:
+    """For screens: focus goes back where it was after the too-small message hid the panes (Textual drops
+    the focus of a hidden widget and later picks the first focusable one, a hidden filter included), and
+    after an overlay closes. ``FOCUS_HOME`` names the widget to fall back to."""
+
+    FOCUS_HOME = ""
+    _kept_focus = None
+
+    def on_resize(self) -> None:
+        if self.app.size.width < MIN_WIDTH or self.app.size.height < MIN_HEIGHT:
+            if self.focused is not None:
+                self._kept_focus = self.focused
+        else:
+            self.call_after_refresh(self.restore_focus)
+
+    def on_screen_resume(self) -> None:
+        self.call_after_refresh(self.restore_focus)
+
+    def restore_focus(self) -> None:
+        """Focus the widget focused before, else ``FOCUS_HOME``, unless a visible widget has the focus."""
+        now = self.focused
+        if now is not None and now.display and now.region.area:
+            return
+        kept = self._kept_focus
+        target = kept if kept is not None and kept.is_attached and kept.display else None
+        if target is None and self.FOCUS_HOME:
+            target = self.query(self.FOCUS_HOME).first(None)
+        if target is not None:
+            target.focus()
 
 
 def size_breakpoints(*wide: tuple[int, str]) -> tuple[list, list]:

@@ -24,14 +24,16 @@ from ..launch import RunRequest, build_optimizer, resume_flags
 from ..model import RunView, failure_note, fmt_speedup
 from ..widgets.notices import NoticeBar
 from ..widgets.plots import RunPlots
-from .overlays import MIN_HEIGHT, MIN_WIDTH, TooSmall
+from .overlays import KeepsFocus, MIN_HEIGHT, MIN_WIDTH, TooSmall
 from ..widgets.activity import ActivityLog
 from ..widgets.candidate_tree import CandidateTree
 from ..widgets.node_detail import NodeDetail, quality_note
 from ..widgets.summary import RunSummary
 
-class RunScreen(Screen):
+class RunScreen(KeepsFocus, Screen):
     """The candidate tree, the selected node in tabs, the agents' activity, the run's head."""
+
+    FOCUS_HOME = "CandidateTree"
 
     HORIZONTAL_BREAKPOINTS = [(0, "-too-narrow"), (MIN_WIDTH, "-narrow"), (150, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-too-short"), (MIN_HEIGHT, "-short"), (36, "-tall")]
@@ -44,8 +46,8 @@ class RunScreen(Screen):
                 Binding("m", "mark", "Mark for diff", show=False),
                 Binding("D", "diff_run", "Diff with a run's best", show=False),
                 Binding("h", "history", "History"), Binding("escape", "back", "Back")]
-    HELP_KEYS = (("↑↓ ←→", "move in the candidate tree (a focused pane scrolls)"),
-                 ("tab / shift+tab", "move between the tree, the tabs and the activity log"),
+    HELP_KEYS = (("↑↓ ←→", "move in the tree (a focused pane scrolls)"),
+                 ("tab, shift+tab", "the tree, the tabs, the activity log"),
                  ("esc in the filter", "clear it"))
     REPLAY_GAP_S = 2.0            # a replay waits at most this long (at 1×) between two events
 
@@ -126,6 +128,7 @@ class RunScreen(Screen):
         self.sub_title = "starting a run" if self.view.live else f"{self.view.run_id} · read-only"
         self.query_one("#tree-pane").border_title = "Candidates"
         self.query_one("#tree-filter", Input).display = False
+        self.query_one("#tree-filter", Input).can_focus = False      # hidden: never the focus Textual falls back to
         self.diff_base: Node | None = None         # m (or D): the Diff tab compares against this node
         self.query_one("#activity").border_title = "Agent activity"
         self.query_one(CandidateTree).focus()
@@ -422,7 +425,7 @@ class RunScreen(Screen):
 
     def action_filter(self) -> None:
         box = self.query_one("#tree-filter", Input)
-        box.display = True
+        box.display = box.can_focus = True
         box.focus()
 
     @on(Input.Changed, "#tree-filter")
@@ -497,7 +500,7 @@ class RunScreen(Screen):
         """esc: clear and hide the tree's filter when it is open, else back."""
         box = self.query_one("#tree-filter", Input)
         if box.display:
-            box.value, box.display = "", False
+            box.value, box.display, box.can_focus = "", False, False
             self.query_one(CandidateTree).filter_text = ""
             self._tree_changed()
             self.query_one(CandidateTree).focus()

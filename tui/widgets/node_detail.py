@@ -38,32 +38,36 @@ TRIAL = re.compile(r"^trial (\d+) \((.*)\) failed the (\S+) check:")
 
 def mismatch_text(verify: dict) -> Text:
     """The evaluator's mismatch report as a table per trial: each worst element's index, what the
-    candidate gave, what the reference gave, and the difference."""
+    candidate gave, what the reference gave, and the difference (columns as wide as their values)."""
     out = Text()
     report = (verify or {}).get("mismatch") or ""
     if not report:
         return out
-    out.append("mismatch\n", style="bold red")
+    lines = report.splitlines()
+    worst = [m.groups() for m in map(WORST.match, lines) if m]
+    widths = [max([len(h)] + [len(w[i]) for w in worst]) for i, h in enumerate(("index", "got", "expected", "|diff|"))]
     header = False
-    for line in report.splitlines():
-        worst, trial = WORST.match(line), TRIAL.match(line)
-        if worst:
+    for line in lines:
+        row, trial = WORST.match(line), TRIAL.match(line)
+        if row:
             if not header:
-                out.append(f"  {'index':<14} {'got':>12} {'expected':>12} {'|diff|':>10}\n", style="dim")
+                out.append("  " + " ".join(h.rjust(w) if i else h.ljust(w) for i, (h, w) in
+                                          enumerate(zip(("index", "got", "expected", "|diff|"), widths))) + "\n",
+                           style="dim")
                 header = True
-            index, got, want, diff = worst.groups()
-            out.append(f"  {index:<14} ")
-            out.append(f"{got:>12}", style="red")
-            out.append(f" {want:>12}", style="green")
-            out.append(f" {diff:>10}\n")
+            index, got, want, diff = row.groups()
+            out.append(f"  {index.ljust(widths[0])} ")
+            out.append(got.rjust(widths[1]), style="red")
+            out.append(" " + want.rjust(widths[2]), style="green")
+            out.append(" " + diff.rjust(widths[3]) + "\n")
         elif trial:
             header = False
             out.append(f"trial {trial.group(1)}", style="bold")
-            out.append(f" · {trial.group(2)} · {trial.group(3)} check\n", style="dim")
+            out.append(f" · {trial.group(2)} · {trial.group(3)}\n", style="dim")
         else:
             header = False
-            out.append(line.removesuffix("; worst:").removesuffix(" worst:") + "\n",
-                       style="" if line.startswith(("  ", "output")) else "dim")
+            text = line.removesuffix("; worst:").removesuffix(" worst:").removeprefix("output: ")
+            out.append(text + "\n", style="bold red" if line is lines[0] else "" if line.startswith("output") else "dim")
     return out
 
 
@@ -82,8 +86,10 @@ def profile_text(node: Node) -> Text:
     """Status, the mismatch report of an incorrect node, timing with the speedup interval and its
     measurement quality, custom share, roofline and bottleneck."""
     mark, style = STATUS_STYLE.get(node.status, ("?", ""))
-    out = Text.assemble((f"{mark} {node.status}", f"bold {style}"), f"  {node.message}\n")
-    out.append_text(mismatch_text((node.result or {}).get("verify") or {}))
+    mismatch = mismatch_text((node.result or {}).get("verify") or {})
+    # An incorrect node's message is the report's first trial again: the report alone says it.
+    out = Text.assemble((f"{mark} {node.status}", f"bold {style}"), "\n" if mismatch else f"  {node.message}\n")
+    out.append_text(mismatch)
     prof = profile_of(node)
     if not prof:
         out.append("No profile: the candidate failed before timing.\n" if node.failed else "No profile.\n", style="dim")
