@@ -68,7 +68,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser("tui", help="a terminal dashboard that starts, watches and browses optimizer runs",
                        description="Start an optimizer run and watch it live (candidate tree, agent activity, code, "
                        "diffs, profiles, plots), pause, resume or stop it; browse, replay, resume, compare and "
-                       "export stored runs. New here? kernelskill tui --demo. In the app, ? lists the keys.", epilog=EPILOG,
+                       "export stored runs. New here? kernelskill tui --demo. In the app, ? lists the keys.",
+                       epilog=EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("task", nargs="?", help="task file or directory, or the name of a shipped example (prefills Home)")
     p.add_argument("--preset", help="a size preset from the task's task.toml (e.g. small)")

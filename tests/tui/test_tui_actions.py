@@ -105,7 +105,8 @@ async def test_command_palette_has_the_apps_commands(config_for, tmp_path):
     async with app.run_test(size=(80, 24)) as pilot:
         await until(pilot, lambda: isinstance(app.screen, HistoryScreen), what="History")
         titles = [c.title for c in app.get_system_commands(app.screen)]
-        for title in ("Resume", "Export", "Open in $EDITOR", "Filter", "Keys of this screen", "History", "Demo", "Quit"):
+        for title in ("Resume", "Export", "Open in $EDITOR", "Filter", "Keys of this screen", "History", "Demo",
+                      "Quit"):
             assert title in titles
         await pilot.press("ctrl+p")
         await until(pilot, lambda: app.screen.query("CommandInput"), what="the command palette")

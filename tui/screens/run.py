@@ -22,13 +22,13 @@ from kernelskill.trajectory import Node
 
 from ..launch import RunRequest, build_optimizer, resume_flags
 from ..model import RunView, failure_note, fmt_speedup
-from ..widgets.notices import NoticeBar
-from ..widgets.plots import RunPlots
-from .overlays import KeepsFocus, MIN_HEIGHT, MIN_WIDTH, TooSmall
 from ..widgets.activity import ActivityLog
 from ..widgets.candidate_tree import CandidateTree
 from ..widgets.node_detail import NodeDetail, quality_note
+from ..widgets.notices import NoticeBar
+from ..widgets.plots import RunPlots
 from ..widgets.summary import RunSummary
+from .overlays import MIN_HEIGHT, MIN_WIDTH, KeepsFocus, TooSmall
 
 class RunScreen(KeepsFocus, Screen):
     """The candidate tree, the selected node in tabs, the agents' activity, the run's head."""
@@ -41,7 +41,8 @@ class RunScreen(KeepsFocus, Screen):
                 Binding("plus,equals_sign", "faster", "Faster", key_display="+"),
                 Binding("minus", "slower", "Slower", key_display="-"),
                 Binding("e", "to_end", "To end"),
-                Binding("t", "next_tab", "Next tab"), Binding("v", "next_plot", "Next plot"), Binding("slash", "filter", "Filter", key_display="/"),
+                Binding("t", "next_tab", "Next tab"), Binding("v", "next_plot", "Next plot"),
+                Binding("slash", "filter", "Filter", key_display="/"),
                 Binding("b", "best", "Best"), Binding("u", "duplicates", "Hide duplicates", show=False),
                 Binding("m", "mark", "Mark for diff", show=False),
                 Binding("D", "diff_run", "Diff with a run's best", show=False),
@@ -78,6 +79,7 @@ class RunScreen(KeepsFocus, Screen):
         self._replay_timer = None
         self.optimizer = None
         self._latest: str | None = None
+        self.diff_base: Node | None = None         # m (or D): the Diff tab compares against this node
 
     @classmethod
     def live(cls, request: RunRequest) -> "RunScreen":
@@ -129,7 +131,6 @@ class RunScreen(KeepsFocus, Screen):
         self.query_one("#tree-pane").border_title = "Candidates"
         self.query_one("#tree-filter", Input).display = False
         self.query_one("#tree-filter", Input).can_focus = False      # hidden: never the focus Textual falls back to
-        self.diff_base: Node | None = None         # m (or D): the Diff tab compares against this node
         self.query_one("#activity").border_title = "Agent activity"
         self.query_one(CandidateTree).focus()
         if self.speed is not None:

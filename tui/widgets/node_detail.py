@@ -45,15 +45,15 @@ def mismatch_text(verify: dict) -> Text:
         return out
     lines = report.splitlines()
     worst = [m.groups() for m in map(WORST.match, lines) if m]
-    widths = [max([len(h)] + [len(w[i]) for w in worst]) for i, h in enumerate(("index", "got", "expected", "|diff|"))]
+    heads = ("index", "got", "expected", "|diff|")
+    widths = [max([len(h)] + [len(w[i]) for w in worst]) for i, h in enumerate(heads)]
+    head = "  " + " ".join(h.rjust(w) if i else h.ljust(w) for i, (h, w) in enumerate(zip(heads, widths, strict=True)))
     header = False
     for line in lines:
         row, trial = WORST.match(line), TRIAL.match(line)
         if row:
             if not header:
-                out.append("  " + " ".join(h.rjust(w) if i else h.ljust(w) for i, (h, w) in
-                                          enumerate(zip(("index", "got", "expected", "|diff|"), widths))) + "\n",
-                           style="dim")
+                out.append(head + "\n", style="dim")
                 header = True
             index, got, want, diff = row.groups()
             out.append(f"  {index.ljust(widths[0])} ")
@@ -67,7 +67,8 @@ def mismatch_text(verify: dict) -> Text:
         else:
             header = False
             text = line.removesuffix("; worst:").removesuffix(" worst:").removeprefix("output: ")
-            out.append(text + "\n", style="bold red" if line is lines[0] else "" if line.startswith("output") else "dim")
+            style = "bold red" if line is lines[0] else "" if line.startswith("output") else "dim"
+            out.append(text + "\n", style=style)
     return out
 
 

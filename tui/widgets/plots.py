@@ -168,7 +168,8 @@ class RunPlots(Vertical):
                         label="failed" if legend else None)
         best = [(i + 1, b) for i, b in enumerate(view.curve) if b]
         if best:
-            plt.plot([x for x, _ in best], [b for _, b in best], color="yellow", label="best so far" if legend else None)
+            plt.plot([x for x, _ in best], [b for _, b in best], color="yellow",
+                     label="best so far" if legend else None)
         here = next((a for a in rows if a.node_id == node.id), None)
         if here is not None:
             plt.vertical_line(here.attempt, color="magenta")
@@ -236,7 +237,8 @@ class RunPlots(Vertical):
                 plt.vertical_line(bw, color="red")
                 plt.xlim(0, max(gbs + [bw]) * 1.1)
             plt.title(f"GB/s vs the {bw:g} GB/s roof │")
-            self.drawn["roofline"] = "GB/s: " + ", ".join(f"{n} {g:.3g}" for n, g in zip(names, gbs)) + f"; roof {bw:g}"
+            pairs = ", ".join(f"{n} {g:.3g}" for n, g in zip(names, gbs, strict=True))
+            self.drawn["roofline"] = f"GB/s: {pairs}; roof {bw:g}"
         widget.refresh()
 
     def _kernels(self, node: Node) -> None:

@@ -4,8 +4,8 @@ A real run of the optimizer on the shipped ``relu_gelu`` example (small preset) 
 backend: the real evaluator, the LLM scripted. The script makes every plot of the Run screen
 have something to show: an incorrect candidate (its worst elements in the Profile tab), its
 repair (an OpenMP, vectorized kernel, faster than eager), a slower scalar kernel, a compile
-error, and a duplicate of the repair. The candidates are short, so the shipped run stays small. Timestamps are shifted to a fixed date but
-keep their gaps, so a replay moves at the run's own pace.
+error, and a duplicate of the repair. The candidates are short, so the shipped run stays small.
+Timestamps are shifted to a fixed date but keep their gaps, so a replay moves at the run's own pace.
 
     python tests/tui/data/make_demo_run.py        # rewrites tui/demo/run/ (review the diff)
 """
@@ -73,7 +73,8 @@ FAST = candidate("demo_gelu_omp", "const float u = 0.7978845608f * (v + 0.044715
 # A wrong constant in the cubic term: close to GELU, outside the tolerance where |x| is about 1 or more.
 WRONG = FAST.replace("0.044715f", "0.047715f").replace("demo_gelu_omp", "demo_gelu_wrong")
 # One thread, scalar tanh, -O1: correct and slower than eager.
-SCALAR = candidate("demo_gelu_scalar", "b[i] = 0.5f * v * (1.0f + std::tanh(0.7978845608f * (v + 0.044715f * v * v * v)));",
+SCALAR = candidate("demo_gelu_scalar",
+                   "b[i] = 0.5f * v * (1.0f + std::tanh(0.7978845608f * (v + 0.044715f * v * v * v)));",
                    flags='"-O1"', pragma="// one thread, no vectors")
 BROKEN = FAST.replace("auto y = torch::empty_like(x);", "auto y = torch::empty_like(x)").replace(
     "demo_gelu_omp", "demo_gelu_broken")
