@@ -12,7 +12,7 @@ from setuptools import setup
 HERE = Path(__file__).resolve().parent
 ROOTS = {"kernelskill": "kernelskill", "kernelskill.tui": "tui", "kernelskill.mcp_server": "mcp_server",
          "kernelskill._skills": "skills", "kernelskill._examples": "examples"}
-DATA = ["*.py", "*.toml", "*.md", "*.h", "*.sh", "*.tcss", "py.typed"]
+DATA = ["*.py", "*.toml", "*.md", "*.h", "*.sh", "*.tcss", "*.jsonl", "py.typed"]
 
 
 def _packages() -> tuple[list[str], dict[str, str], dict[str, list[str]]]:

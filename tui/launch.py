@@ -138,3 +138,12 @@ def has_cuda() -> bool:
 def default_preset(presets: tuple[str, ...], device: str) -> str | None:
     """``small`` when the task has it and the run is on the CPU, else the task's own sizes."""
     return "small" if "small" in presets and device == "cpu" else None
+
+
+def resume_flags(config: Config) -> dict[str, Any]:
+    """What a run resumed from the TUI takes from the TUI's settings: the endpoint and models (the
+    ``[llm]`` table, per-role models included) and every budget that is set; the rest stays the run's."""
+    def given(d: dict) -> dict:
+        return {k: given(v) if isinstance(v, dict) else v for k, v in d.items() if v is not None}
+    llm = flatten({"llm": given(config.data["llm"])}, "the TUI's settings")
+    return {**llm, **{f"budget.{k}": v for k, v in config.data["budget"].items() if v is not None}}

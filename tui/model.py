@@ -73,6 +73,7 @@ class RunView:
     reason: str = ""                                      # why it finished (RunFinished.reason)
     error: str = ""
     current: str = ""                                     # what the loop is doing now
+    progress: str = ""                                    # a replay's position and speed
     live: bool = True
     _clock: float | None = None                           # monotonic time of the last BudgetUpdate
 
@@ -86,6 +87,7 @@ class RunView:
 
     def settle(self) -> None:
         """After a stored run's last event: one that never finished was interrupted."""
+        self.progress = ""
         if self.phase not in ("finished", "error"):
             self.phase, self.current = "incomplete", "interrupted (kernelskill resume)"
 

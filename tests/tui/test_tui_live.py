@@ -72,7 +72,8 @@ async def test_live_run_shows_tree_best_activity_code_and_history(config_for):
 
             tree.select_id("n2")
             code = run.query_one("#code", TextArea)
-            await until(pilot, lambda: code.text == GOOD, what="the code view to show n2's code")
+            await until(pilot, lambda: tree.current_id == "n2" and code.text == GOOD,
+                        what="the cursor on n2 and the code view showing n2's code")
             assert code.read_only
             await pilot.press("t")                       # Diff
             await until(pilot, lambda: "+        return ext.relu2(x)" in str(run.query_one("#diff").content),

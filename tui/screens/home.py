@@ -11,12 +11,17 @@ from textual.widgets import Button, Footer, Header, Select
 from kernelskill.errors import UserError
 
 from ..launch import RunRequest, default_preset, has_cuda, list_examples
+from ..widgets.notices import NoticeBar
+from .overlays import KeepsFocus, TooSmall, size_breakpoints
 from ..widgets.run_form import RunSettings, TaskPicker
 
 
-class HomeScreen(Screen):
+class HomeScreen(KeepsFocus, Screen):
     """The form; ctrl+r (or the button) starts a run on the Run screen."""
 
+    FOCUS_HOME = "#examples"
+
+    HORIZONTAL_BREAKPOINTS, VERTICAL_BREAKPOINTS = size_breakpoints()
     BINDINGS = [Binding("ctrl+r", "start", "Start run", priority=True),
                 Binding("ctrl+o", "history", "History", priority=True)]
 
@@ -38,6 +43,8 @@ class HomeScreen(Screen):
                 pane.border_title = "Model · budget · search"
                 yield RunSettings(app.config, id="settings")
                 yield Button("Start run  ^r", id="start", variant="primary", compact=True)
+        yield NoticeBar(id="notice")
+        yield TooSmall()
         yield Footer(show_command_palette=False, compact=True)
 
     def on_mount(self) -> None:

@@ -40,7 +40,9 @@ def node_label(node: Node, best_id: str | None, room: int = 80) -> Text:
 
 
 class CandidateTree(Tree[str]):
-    """Tree of a run's nodes; the highlighted node is announced with ``NodeChosen``."""
+    """Tree of a run's nodes; the highlighted node is announced with ``NodeChosen``. ``filter_text`` keeps
+    the nodes whose line or skill contains it (with their ancestors); ``hide_duplicates`` drops the
+    ``=nX`` nodes (identical code, never evaluated again) that have no children."""
 
     @dataclass
     class NodeChosen(Message):
@@ -53,6 +55,45 @@ class CandidateTree(Tree[str]):
         self.guide_depth = 2
         self._items: dict[str, TreeNode[str]] = {}
         self._view: RunView | None = None
+        self.filter_text = ""
+        self.hide_duplicates = False
+
+    def shown(self, view: RunView) -> set[str]:
+        """The ids the tree shows under the filter and the duplicate setting (the root always)."""
+        text = self.filter_text.lower()
+        best = view.best.id if view.best else None
+        keep = set()
+        for node in view.tree:
+            if node.parent is None:
+                keep.add(node.id)
+                continue
+            if self.hide_duplicates and node.duplicate_of and not node.children:
+                continue
+            line = node_label(node, best).plain + " " + (node.skill_id or "") + " " + node.status
+            if not text or text in line.lower():
+                keep.update(n.id for n in view.tree.lineage(node.id))
+        return keep
+
+    @property
+    def hidden(self) -> int:
+        """How many nodes the filter and the duplicate setting hide now."""
+        return len(self._view.tree) - len(self._items) if self._view is not None else 0
+
+    def refilter(self) -> None:
+        """Rebuild the lines after the filter or the duplicate setting changed; the cursor stays on its
+        node when that is still shown."""
+        if self._view is None:
+            return
+        current = self.current_id
+        self.clear()
+        self._items = {}
+        self.sync(self._view)
+        if current in self._items:
+            self.select_id(current)
+        else:                                    # the node looked at is hidden: the first one shown
+            first = next((i for i in self._items if i != self.root.data), self.root.data)
+            if first is not None:
+                self.select_id(first)
 
     def sync(self, view: RunView) -> list[str]:
         """Add the nodes not shown yet and refresh every label; returns the ids added."""
@@ -60,8 +101,11 @@ class CandidateTree(Tree[str]):
         best = view.best
         best_id = best.id if best else None
         width = self.size.width or 80
+        shown = self.shown(view)
         added = []
         for node in view.tree:
+            if node.id not in shown:
+                continue
             item = self._items.get(node.id)
             if item is None:
                 if node.parent is None:
@@ -84,18 +128,19 @@ class CandidateTree(Tree[str]):
         if self._view is not None:
             self.sync(self._view)
 
-    def select_id(self, node_id: str) -> None:
-        """Move the cursor to a node (which announces it), once the tree has laid out its lines."""
-        self.call_after_refresh(self._move_to, node_id)
-
-    def _move_to(self, node_id: str) -> None:
+    def select_id(self, node_id: str) -> bool:
+        """Move the cursor to a node (which announces it); False when the node is not shown."""
         item = self._items.get(node_id)
         if item is None:
-            return
+            return False
+        # A label change drops the tree's line numbers until its lines are built again (on idle): build
+        # them now, else the cursor would go to a stale line (-1: the root) on a busy machine.
+        self._tree_lines                                             # noqa: B018 (builds the lines)
         if self.cursor_node is item:             # no highlight event when the cursor does not move
             self.post_message(self.NodeChosen(node_id))
         else:
             self.move_cursor(item)
+        return True
 
     @property
     def current_id(self) -> str | None:

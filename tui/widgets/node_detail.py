@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 
 from rich.console import Group
 from rich.text import Text
@@ -11,6 +12,7 @@ from textual.widgets import DataTable, Static, TabbedContent, TabPane, TextArea
 
 from kernelskill.trajectory import Node
 
+from .plots import RunPlots
 from ..model import STATUS_STYLE, fmt_ms, fmt_speedup, fmt_tokens, profile_of, skill_brief
 
 
@@ -30,10 +32,65 @@ def diff_text(parent: Node | None, node: Node) -> Text:
     return out if out.plain else Text(f"Same code as {parent.id}.", style="dim")
 
 
+WORST = re.compile(r"^\s*at (\[[^\]]*\]|\S+): got (\S+), expected (\S+) \(\|diff\| ([^)]+)\)")
+TRIAL = re.compile(r"^trial (\d+) \((.*)\) failed the (\S+) check:")
+
+
+def mismatch_text(verify: dict) -> Text:
+    """The evaluator's mismatch report as a table per trial: each worst element's index, what the
+    candidate gave, what the reference gave, and the difference (columns as wide as their values)."""
+    out = Text()
+    report = (verify or {}).get("mismatch") or ""
+    if not report:
+        return out
+    lines = report.splitlines()
+    worst = [m.groups() for m in map(WORST.match, lines) if m]
+    heads = ("index", "got", "expected", "|diff|")
+    widths = [max([len(h)] + [len(w[i]) for w in worst]) for i, h in enumerate(heads)]
+    head = "  " + " ".join(h.rjust(w) if i else h.ljust(w) for i, (h, w) in enumerate(zip(heads, widths, strict=True)))
+    header = False
+    for line in lines:
+        row, trial = WORST.match(line), TRIAL.match(line)
+        if row:
+            if not header:
+                out.append(head + "\n", style="dim")
+                header = True
+            index, got, want, diff = row.groups()
+            out.append(f"  {index.ljust(widths[0])} ")
+            out.append(got.rjust(widths[1]), style="red")
+            out.append(" " + want.rjust(widths[2]), style="green")
+            out.append(" " + diff.rjust(widths[3]) + "\n")
+        elif trial:
+            header = False
+            out.append(f"trial {trial.group(1)}", style="bold")
+            out.append(f" · {trial.group(2)} · {trial.group(3)}\n", style="dim")
+        else:
+            header = False
+            text = line.removesuffix("; worst:").removesuffix(" worst:").removeprefix("output: ")
+            style = "bold red" if line is lines[0] else "" if line.startswith("output") else "dim"
+            out.append(text + "\n", style=style)
+    return out
+
+
+def fmt_rate(x: float) -> str:
+    """1500, 26.6, 0.269: whole numbers from 100 up, three significant digits below."""
+    return f"{x:.0f}" if x >= 100 else f"{x:.3g}"
+
+
+def quality_note(prof: dict) -> str:
+    """`` (noisy)`` / `` (contended)`` after a speedup whose measurement is not good; else nothing."""
+    verdict = (prof.get("quality") or {}).get("verdict")
+    return f" ({verdict})" if verdict and verdict != "good" else ""
+
+
 def profile_text(node: Node) -> Text:
-    """Status, timing with the speedup interval, custom share, roofline and bottleneck."""
+    """Status, the mismatch report of an incorrect node, timing with the speedup interval and its
+    measurement quality, custom share, roofline and bottleneck."""
     mark, style = STATUS_STYLE.get(node.status, ("?", ""))
-    out = Text.assemble((f"{mark} {node.status}", f"bold {style}"), f"  {node.message}\n")
+    mismatch = mismatch_text((node.result or {}).get("verify") or {})
+    # An incorrect node's message is the report's first trial again: the report alone says it.
+    out = Text.assemble((f"{mark} {node.status}", f"bold {style}"), "\n" if mismatch else f"  {node.message}\n")
+    out.append_text(mismatch)
     prof = profile_of(node)
     if not prof:
         out.append("No profile: the candidate failed before timing.\n" if node.failed else "No profile.\n", style="dim")
@@ -44,7 +101,9 @@ def profile_text(node: Node) -> Text:
     out.append(f" (IQR {fmt_ms(cand.get('iqr_ms'))}, n={cand.get('n', '?')}) vs eager "
                f"{fmt_ms(base.get('median_ms'))}\n")
     out.append("speedup ", style="dim")
-    out.append(fmt_speedup(prof.get("speedup"), prof.get("speedup_ci")) + " (95% interval)\n", style="bold")
+    out.append(fmt_speedup(prof.get("speedup"), prof.get("speedup_ci")), style="bold")
+    out.append(" (95% interval)")
+    out.append(quality_note(prof) + "\n", style="bold yellow")
     q = prof.get("quality") or {}
     if q.get("verdict"):
         out.append("measurement ", style="dim")
@@ -62,7 +121,7 @@ def profile_text(node: Node) -> Text:
     if {"floor_ms", "fraction", "achieved_gbs", "roof"} <= roof.keys():
         eager = f" (eager {roof['eager_fraction']:.0%})" if "eager_fraction" in roof else ""
         out.append(f"floor {fmt_ms(roof['floor_ms'])} · {roof['fraction']:.0%} of its pace{eager} · "
-                   f"{roof['achieved_gbs']:.0f} GB/s · {roof['roof']} roof\n")
+                   f"{fmt_rate(roof['achieved_gbs'])} GB/s · {roof['roof']} roof\n")
     else:
         out.append((", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(roof.items()))
                     if roof else "not measured") + "\n")
@@ -108,7 +167,7 @@ def plan_text(node: Node) -> Group:
 class NodeDetail(Vertical):
     """Tabs for the highlighted node; ``show(node, parent)`` fills them."""
 
-    TABS = ("tab-code", "tab-diff", "tab-profile", "tab-plan")
+    TABS = ("tab-code", "tab-diff", "tab-profile", "tab-plots", "tab-plan")
 
     def compose(self) -> ComposeResult:
         with TabbedContent(initial="tab-code", id="detail-tabs"):
@@ -122,6 +181,8 @@ class NodeDetail(Vertical):
                 with VerticalScroll():
                     yield Static("", id="profile")
                     yield DataTable(id="kernels", cursor_type="row", zebra_stripes=True, show_cursor=False)
+            with TabPane("Plots", id="tab-plots"):
+                yield RunPlots(id="plots")
             with TabPane("Plan", id="tab-plan"):
                 with VerticalScroll():
                     yield Static("", id="plan")
@@ -142,7 +203,11 @@ class NodeDetail(Vertical):
         table = self.query_one("#kernels", DataTable)
         table.add_columns("share", "time", "calls", "kernel")
 
-    def show(self, node: Node, parent: Node | None) -> None:
+    def show(self, node: Node, parent: Node | None, against: bool = False) -> None:
+        """Fill the tabs with ``node``; Diff compares it with ``parent`` (``against``: a node the user chose,
+        named in the tab's title)."""
+        self.query_one(TabbedContent).get_tab("tab-diff").label = (
+            Text.assemble("Diff ", (f"vs {parent.id}", "bold yellow")) if against and parent else Text("Diff"))
         code = self.query_one("#code", TextArea)
         code.load_text(node.code or f"# no code: {node.message}")
         self.query_one("#diff", Static).update(diff_text(parent, node))

@@ -9,7 +9,7 @@ from textual.widgets import Label, Sparkline
 from ..model import RunView, fmt_ms, fmt_seconds, fmt_speedup, fmt_tokens, fmt_usd, profile_of
 
 PHASE_STYLE = {"starting": "yellow", "running": "green", "paused": "yellow", "stopping": "yellow",
-               "finished": "cyan", "error": "red", "incomplete": "magenta"}
+               "finished": "cyan", "error": "red", "incomplete": "magenta", "replaying": "blue"}
 
 
 def meter(label: str, value: float, limit: float | None, text: str, limit_text: str, width: int = 8) -> Text:
@@ -53,6 +53,8 @@ class RunSummary(Vertical):
                      style="dim")
         self.query_one("#run-title", Label).update(title)
         state = Text(view.phase, style=f"bold {PHASE_STYLE.get(view.phase, '')}")
+        if view.progress:
+            state.append(f" {view.progress}", style="bold")
         if view.current:
             state.append(f" · {view.current}", style="dim")
         self.query_one("#run-state", Label).update(state)
@@ -73,8 +75,9 @@ class RunSummary(Vertical):
                 text.append(f" ({best.quality})", style="bold yellow")
             text.append(f" {best.id}")
         self.query_one("#best", Label).update(text)
-        # One point draws as a full bar: plot from the second attempt on.
-        self.query_one("#plot", Sparkline).data = list(view.curve) if len(view.curve) > 1 else []
+        # From 0 (no correct candidate yet), so a constant best draws as a level bar, not as a floor line
+        # that reads as zero; one point would draw as a full bar: plotted from the second attempt on.
+        self.query_one("#plot", Sparkline).data = [0.0, *view.curve] if len(view.curve) > 1 else []
 
         self.query_one("#meters", Label).update(self._meters(view))
 

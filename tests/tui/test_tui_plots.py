@@ -1,0 +1,95 @@
+"""The Plots tab (textual-plotext): speedup per attempt with intervals and the best so far, a node's
+timing against eager's, the roofline with the reference and the nodes on it, per-kernel times; one
+chart at a time below 150 columns (v: next), all four at 200×50."""
+from __future__ import annotations
+
+from textual_plotext import PlotextPlot
+
+from kernelskill.runs import load_run
+from kernelskill.tui.app import KernelSkillApp
+from kernelskill.tui.demo import DEMO_RUN
+from kernelskill.tui.model import RunView
+from kernelskill.tui.widgets.candidate_tree import CandidateTree
+from kernelskill.tui.widgets.node_detail import NodeDetail
+from kernelskill.tui.widgets.plots import PLOTS, RunPlots, attempts, kernel_bars, roofline_points, timing_rows
+
+from conftest import run_async, until
+
+
+def demo_view() -> RunView:
+    state = load_run(DEMO_RUN)
+    view = RunView.stored(state)
+    for ev in state.events:
+        view.apply(ev)
+    view.settle()
+    return view
+
+
+def test_what_the_charts_are_drawn_from():
+    view = demo_view()
+    rows = attempts(view)
+    assert [(a.attempt, a.node_id, a.speedup is not None) for a in rows] == [
+        (1, "n1", False), (2, "n2", True), (3, "n3", True), (4, "n4", False), (5, "n5", True)]
+    n2 = rows[1]
+    assert n2.low < n2.speedup < n2.high and n2.quality in ("good", "noisy", "contended")
+    assert rows[4].speedup == n2.speedup                        # n5 repeats n2's code
+    tree = view.tree
+    timing = timing_rows(tree.get("n2"), view.root)
+    assert [label for label, _ in timing] == ["eager", "n2"] and all(s["n"] >= 10 for _, s in timing)
+    assert timing_rows(tree.get("n1"), view.root) == []         # incorrect: never timed
+    assert [nid for nid, _ in roofline_points(view)] == ["n0", "n2", "n3"]      # the reference first
+    bars = kernel_bars(tree.get("n2"))
+    assert bars[0][0] == "demo_gelu_omp.gelu" and bars[0][2] and bars[0][1] >= bars[-1][1]
+
+
+def plot_text(widget: PlotextPlot) -> str:
+    return widget.render().plain
+
+
+@run_async
+async def test_plots_fit_80x24_one_at_a_time(config_for):
+    app = KernelSkillApp(config_for(None), replay=DEMO_RUN, speed=64)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: getattr(app.screen, "view", None) is not None
+                    and app.screen.view.phase == "finished", what="the replay to end")
+        run = app.screen
+        tree = run.query_one(CandidateTree)
+        await until(pilot, lambda: tree.current_id == "n2", what="the best node selected")
+        assert run.check_action("next_plot", ()) is False          # v applies on the Plots tab only
+        run.query_one(NodeDetail).active = "tab-plots"
+        plots = run.query_one(RunPlots)
+        shown = lambda: [p.id for p in plots.query(PlotextPlot) if p.region.height > 0]  # noqa: E731
+        await until(pilot, lambda: shown() == ["plot-speedup"], what="the speedup chart alone")
+        speedup = plots.query_one("#plot-speedup", PlotextPlot)
+        assert speedup.region.width >= 40 and speedup.region.height >= 6
+        await until(pilot, lambda: "speedup vs eager, 95% CI" in plot_text(speedup), what="the chart drawn")
+        assert "n1" in plot_text(speedup) and "n5" in plot_text(speedup)            # one tick per attempt
+        assert plots.drawn["speedup"].startswith("5 attempts: 3 timed, 2 failed; best ")
+        assert run.check_action("next_plot", ()) is True
+        for name in PLOTS[1:] + PLOTS[:1]:
+            await pilot.press("v")
+            await until(pilot, lambda: shown() == [f"plot-{name}"], what=f"the {name} chart")
+        assert "n2 13" not in plots.drawn["timing"] and plots.drawn["timing"].startswith("eager ")
+        assert plots.drawn["roofline"].startswith("GB/s: n0 ") and "roof 26.6" in plots.drawn["roofline"]
+        tree.select_id("n1")                                          # a failed node: no timing, no kernels
+        await until(pilot, lambda: plots.drawn["timing"] == "n1: not timed", what="n1's charts")
+        assert plots.drawn["kernels"] == "none" and "n1 at attempt 1" in plots.drawn["speedup"]
+
+
+@run_async
+async def test_plots_grow_to_a_grid_at_200x50(config_for):
+    app = KernelSkillApp(config_for(None), replay=DEMO_RUN, speed=64)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await until(pilot, lambda: getattr(app.screen, "view", None) is not None
+                    and app.screen.view.phase == "finished", what="the replay to end")
+        run = app.screen
+        run.query_one(NodeDetail).active = "tab-plots"
+        plots = run.query_one(RunPlots)
+        widgets = list(plots.query(PlotextPlot))
+        await until(pilot, lambda: all(p.region.height >= 18 and p.region.width >= 40 for p in widgets),
+                    what="four charts in a 2×2 grid")
+        assert len({p.region.x for p in widgets}) == 2 and len({p.region.y for p in widgets}) == 2
+        await until(pilot, lambda: "best so far" in plot_text(plots.query_one("#plot-speedup")),
+                    what="the legend, once there is room for it")
+        assert "omp.gelu" in plot_text(plots.query_one("#plot-kernels"))          # ours, marked *
+        assert "roof" in plot_text(plots.query_one("#plot-roofline"))

@@ -1,0 +1,261 @@
+"""The Plots tab: four charts drawn by textual-plotext — the run's speedup per attempt with its intervals
+and the best so far, the highlighted node's timing against the reference's, the roofline with the
+reference and every timed node on it, and the node's kernel times.
+
+Narrower than 150 columns one chart fills the tab (v shows the next); wider, all four in a 2×2 grid.
+The data functions are plain (tests read them); ``RunPlots.show`` draws them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Container, Vertical
+from textual.widgets import Label, Static
+
+from kernelskill.trajectory import Node
+
+from ..model import RunView, profile_of
+
+PLOTS = ("speedup", "timing", "roofline", "kernels")
+TITLES = {"speedup": "speedup", "timing": "timing", "roofline": "roofline", "kernels": "kernels"}
+LEGEND_ROWS = 14                  # a smaller chart has no room for a legend
+
+
+@dataclass
+class Attempt:
+    """One attempt on the speedup chart."""
+    attempt: int
+    node_id: str
+    speedup: float | None          # None: failed (or not timed)
+    low: float | None = None
+    high: float | None = None
+    quality: str | None = None
+
+
+def attempts(view: RunView) -> list[Attempt]:
+    """Every attempt in order (the root is the reference, not an attempt); duplicates carry the speedup
+    of the node they repeat."""
+    out = []
+    for i, node in enumerate(n for n in view.tree if n.parent is not None):
+        prof = profile_of(node)
+        ci = prof.get("speedup_ci") or []
+        ok = node.ok and node.speedup is not None
+        out.append(Attempt(i + 1, node.id, node.speedup if ok else None, ci[0] if ok and len(ci) == 2 else None,
+                           ci[1] if ok and len(ci) == 2 else None, node.quality))
+    return out
+
+
+def timing_rows(node: Node, root: Node | None) -> list[tuple[str, dict]]:
+    """(label, stats) for eager and the node: median, IQR, min, mean and n as the evaluator reports them
+    (the events hold these statistics, not the raw samples)."""
+    prof = profile_of(node)
+    rows = []
+    if prof.get("baseline"):
+        rows.append(("eager", prof["baseline"]))
+    if prof.get("candidate") and node.parent is not None:
+        rows.append((node.id, prof["candidate"]))
+    elif root is not None and node.parent is None and prof.get("candidate"):
+        rows.append((f"{node.id} (reference)", prof["candidate"]))
+    return rows
+
+
+def roofline_points(view: RunView) -> list[tuple[str, dict]]:
+    """(node id, roofline) of every timed node that has a roofline position, the reference first;
+    duplicates are left out (their point is the node they repeat)."""
+    return [(n.id, profile_of(n)["roofline"]) for n in view.tree
+            if not n.duplicate_of and {"bytes", "achieved_gbs"} <= (profile_of(n).get("roofline") or {}).keys()]
+
+
+def kernel_bars(node: Node, limit: int = 8) -> list[tuple[str, float, bool]]:
+    """(name, time in ms, custom) of the node's slowest kernels, slowest first."""
+    ks = sorted(profile_of(node).get("kernels") or [], key=lambda k: -float(k.get("time_ms") or 0))
+    return [(str(k.get("name", "?")), float(k.get("time_ms") or 0), bool(k.get("custom"))) for k in ks[:limit]]
+
+
+def _short(name: str, room: int) -> str:
+    return name if len(name) <= room else "…" + name[-(room - 1):]
+
+
+class RunPlots(Vertical):
+    """The four charts; ``show(view, node)`` draws them for the run and its highlighted node."""
+
+    def __init__(self, **kw) -> None:
+        super().__init__(**kw)
+        self.current = "speedup"
+        self.drawn: dict[str, str] = {}          # plot → what it shows (one line, for people and tests)
+        self._args: tuple[RunView, Node] | None = None
+        try:
+            import textual_plotext  # noqa: F401
+            self.available = True
+        except ImportError:
+            self.available = False
+
+    def compose(self) -> ComposeResult:
+        yield Label("", id="plots-head")
+        if not self.available:
+            yield Static("The plots need textual-plotext: pip install 'kernelskill[tui]'.", id="plots-missing")
+            return
+        from textual_plotext import PlotextPlot
+        with Container(id="plots-grid"):
+            for name in PLOTS:
+                yield PlotextPlot(id=f"plot-{name}", classes="plot" + (" -shown" if name == self.current else ""))
+
+    def on_mount(self) -> None:
+        self._head()
+
+    def next_plot(self) -> None:
+        """The next chart (where one chart fills the tab)."""
+        self.current = PLOTS[(PLOTS.index(self.current) + 1) % len(PLOTS)]
+        for name in PLOTS:
+            self.query(f"#plot-{name}").set_class(name == self.current, "-shown")
+        self._head()
+
+    def _head(self) -> None:
+        head = Text()
+        for i, name in enumerate(PLOTS):
+            head.append(f" {i + 1} {TITLES[name]} ", style="reverse bold" if name == self.current else "dim")
+        self.query_one("#plots-head", Label).update(head)
+
+    def show(self, view: RunView, node: Node) -> None:
+        self._args = (view, node)
+        if not self.available:
+            return
+        self._speedup(view, node)
+        self._timing(view, node)
+        self._roofline(view, node)
+        self._kernels(node)
+
+    def on_resize(self) -> None:
+        """Draw again at the new size (legends and kernel names depend on it; a hidden tab has none)."""
+        if self._args is not None:
+            self.show(*self._args)
+
+    def _plot(self, name: str):
+        widget = self.query_one(f"#plot-{name}")
+        plt = widget.plt
+        plt.clear_figure()
+        return widget, plt
+
+    # ---- the charts -----------------------------------------------------------------------------
+    def _speedup(self, view: RunView, node: Node) -> None:
+        widget, plt = self._plot("speedup")
+        legend = widget.size.height >= LEGEND_ROWS
+        rows = attempts(view)
+        timed = [a for a in rows if a.speedup is not None]
+        failed = [a for a in rows if a.speedup is None]
+        plt.title("speedup vs eager, 95% CI")
+        plt.xlabel("attempt")
+        if rows:
+            plt.xlim(0.5, len(rows) + 0.5)
+            plt.xticks([a.attempt for a in rows], [a.node_id for a in rows])
+        top = max([a.high or a.speedup for a in timed] + [1.2])
+        plt.ylim(0, top * 1.1)
+        plt.horizontal_line(1.0, color="gray")
+        with_ci = [a for a in timed if a.low is not None]
+        if with_ci:
+            plt.error([a.attempt for a in with_ci], [(a.low + a.high) / 2 for a in with_ci],
+                      yerr=[a.high - a.low for a in with_ci], color="cyan")
+        if timed:
+            plt.scatter([a.attempt for a in timed], [a.speedup for a in timed], marker="●", color="green",
+                        label="speedup (~: not good quality)" if legend else None)
+            for a in timed:
+                if a.quality not in ("good", None):
+                    plt.text("~", a.attempt + 0.25, a.speedup, color="yellow")
+        if failed:
+            plt.scatter([a.attempt for a in failed], [0] * len(failed), marker="x", color="red",
+                        label="failed" if legend else None)
+        best = [(i + 1, b) for i, b in enumerate(view.curve) if b]
+        if best:
+            plt.plot([x for x, _ in best], [b for _, b in best], color="yellow",
+                     label="best so far" if legend else None)
+        here = next((a for a in rows if a.node_id == node.id), None)
+        if here is not None:
+            plt.vertical_line(here.attempt, color="magenta")
+        widget.refresh()
+        best_text = f"best {max(b for _, b in best):.2f}×" if best else "no correct candidate yet"
+        self.drawn["speedup"] = (f"{len(rows)} attempts: {len(timed)} timed, {len(failed)} failed; {best_text}"
+                                 + (f"; {node.id} at attempt {here.attempt}" if here else ""))
+
+    def _timing(self, view: RunView, node: Node) -> None:
+        widget, plt = self._plot("timing")
+        rows = timing_rows(node, view.root)
+        plt.title(f"{node.id}: ms, median±IQR/2 ◀min ◆mean")
+        if rows:
+            ys = list(range(1, len(rows) + 1))
+            stats = [s for _, s in rows]
+            plt.yticks(ys, [f"{label} n={s.get('n', '?')}" for label, s in rows])
+            plt.ylim(0.5, len(rows) + 0.5)
+            plt.error([s["median_ms"] for s in stats], ys, xerr=[s.get("iqr_ms") or 0 for s in stats], color="cyan")
+            plt.scatter([s.get("min_ms") or s["median_ms"] for s in stats], ys, marker="◀", color="green")
+            plt.scatter([s.get("mean_ms") or s["median_ms"] for s in stats], ys, marker="◆", color="yellow")
+            low = min(s.get("min_ms") or s["median_ms"] for s in stats)
+            high = max(max(s["median_ms"] + (s.get("iqr_ms") or 0) / 2, s.get("mean_ms") or 0) for s in stats)
+            plt.xlim(low * 0.9, high * 1.1 if high > low else low * 1.1 + 1e-6)
+            self.drawn["timing"] = " vs ".join(f"{label} {s['median_ms']:.4g} ms" for label, s in rows)
+        else:
+            plt.title(f"{node.id}: not timed (failed first)")
+            plt.xlim(-1, 1)
+            plt.ylim(-1, 1)
+            self.drawn["timing"] = f"{node.id}: not timed"
+        widget.refresh()
+
+    def _roofline(self, view: RunView, node: Node) -> None:
+        widget, plt = self._plot("roofline")
+        points = roofline_points(view)
+        if not points:
+            plt.title("roofline: not measured for this run")
+            plt.xlim(-1, 1)
+            plt.ylim(-1, 1)
+            self.drawn["roofline"] = "not measured"
+            widget.refresh()
+            return
+        roof = points[-1][1]
+        bw, peak = float(roof.get("bandwidth_gbs") or 0), float(roof.get("peak_tflops") or 0)
+        if all((r.get("flops") or 0) > 0 for _, r in points) and bw and peak:
+            # The classic picture: attainable TFLOP/s = min(peak, bandwidth × intensity), log-log.
+            xs = [float(r["intensity"]) for _, r in points]
+            lo, hi = min(xs + [peak * 1e3 / bw]) / 10, max(xs + [peak * 1e3 / bw]) * 10
+            grid = [lo * (hi / lo) ** (i / 40) for i in range(41)]
+            plt.xscale("log")
+            plt.yscale("log")
+            plt.plot(grid, [min(peak, bw * x / 1e3) for x in grid], color="gray")
+            for nid, r in points:
+                plt.scatter([float(r["intensity"])], [max(float(r.get("achieved_tflops") or 0), 1e-9)],
+                            marker="●" if nid != node.id else "◉", color="magenta" if nid == node.id else "green")
+                plt.text(nid, float(r["intensity"]), max(float(r.get("achieved_tflops") or 0), 1e-9), color="white")
+            plt.title(f"roofline {peak:g} TFLOP/s, {bw:g} GB/s")
+            plt.xlabel("FLOP/byte")
+            self.drawn["roofline"] = "log-log: " + ", ".join(f"{nid} {r.get('fraction', 0):.0%}" for nid, r in points)
+        else:
+            # No FLOPs counted (data movement only): where each node sits against the memory roof.
+            names = [nid for nid, _ in points]
+            gbs = [float(r.get("achieved_gbs") or 0) for _, r in points]
+            plt.bar(names, gbs, orientation="horizontal", color="green", width=0.4)
+            if bw:
+                plt.vertical_line(bw, color="red")
+                plt.xlim(0, max(gbs + [bw]) * 1.1)
+            plt.title(f"GB/s vs the {bw:g} GB/s roof │")
+            pairs = ", ".join(f"{n} {g:.3g}" for n, g in zip(names, gbs, strict=True))
+            self.drawn["roofline"] = f"GB/s: {pairs}; roof {bw:g}"
+        widget.refresh()
+
+    def _kernels(self, node: Node) -> None:
+        widget, plt = self._plot("kernels")
+        bars = kernel_bars(node)
+        if bars:
+            room = max(12, widget.size.width // 3)
+            names = [("* " if custom else "") + _short(name, room) for name, _, custom in bars]
+            plt.bar(list(reversed(names)), [t for _, t, _ in reversed(bars)], orientation="horizontal",
+                    color="green", width=0.4)
+            plt.title(f"{node.id}: ms per kernel (* ours)")
+            plt.xlim(0, max(t for _, t, _ in bars) * 1.1 or 1)
+            self.drawn["kernels"] = ", ".join(f"{n} {t:.3g} ms" for n, t, _ in bars)
+        else:
+            plt.title(f"{node.id}: no kernels profiled")
+            plt.xlim(-1, 1)
+            plt.ylim(-1, 1)
+            self.drawn["kernels"] = "none"
+        widget.refresh()
+
