@@ -7,7 +7,8 @@ import pytest
 
 from kernelskill.errors import UserError
 from kernelskill.events import (EVENTS, AgentDelta, AgentFinished, AgentStarted, BaselineMeasured, BestImproved, FinalistsRetimed,
-                                BudgetUpdate, CandidateEvaluated, EventBus, NodeSelected, RunError, RunFinished,
+                                BudgetUpdate, CandidateEvaluated, EvaluationStep, EventBus, NodeSelected, RunError,
+                                RunFinished,
                                 RunStarted, event_from_dict)
 from kernelskill.runs import RunStore, load_run, read_events
 from kernelskill.trajectory import LLMCall, Node
@@ -21,6 +22,7 @@ SAMPLES = [
     NodeSelected(node_id="n0", action="expand", reason="exploit", attempt=1),
     AgentStarted(role="planner", node_id="n0", attempt=1),
     AgentDelta(role="planner", text="tok"),
+    EvaluationStep(node_id="n1", text="compile kernel.cpp", seconds=0.4),
     AgentFinished(role="planner", node_id="n0", ok=True, call={"role": "planner"}, text="reply"),
     CandidateEvaluated(node=CHILD.to_dict(), evaluated=True),
     BestImproved(node_id="n1", speedup=1.7, why="faster with confidence: the intervals are apart"),
