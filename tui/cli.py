@@ -79,7 +79,7 @@ def add_parser(sub) -> None:
     p.add_argument("--replay", metavar="RUN", help="play a stored run's events again on the Run screen, at --speed "
                    "(directory, id or unique id prefix)")
     p.add_argument("--demo", action="store_true", help="replay the small run shipped with KernelSkill: the whole "
-                   "dashboard in about half a minute, with no model, no endpoint and no GPU")
+                   "dashboard in about a dozen seconds, with no model, no endpoint and no GPU")
     p.add_argument("--speed", type=float, metavar="X", help="replay speed: 1 plays at the run's own pace, 10 ten "
                    "times faster (default 1; a pause longer than 2 s between events is cut to 2 s; + and - change "
                    "it while playing)")

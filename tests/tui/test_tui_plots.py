@@ -93,3 +93,39 @@ async def test_plots_grow_to_a_grid_at_200x50(config_for):
                     what="the legend, once there is room for it")
         assert "omp.gelu" in plot_text(plots.query_one("#plot-kernels"))          # ours, marked *
         assert "roof" in plot_text(plots.query_one("#plot-roofline"))
+
+
+@run_async
+async def test_roofline_is_log_log_where_flops_are_counted():
+    """A compute task (FLOPs counted): the roof min(peak, bandwidth × intensity) on log axes, the reference
+    and the node placed on it by their intensity and achieved TFLOP/s."""
+    from textual.app import App
+
+    from kernelskill.trajectory import Node
+
+    def node(nid: str, parent: str | None, achieved: float, fraction: float) -> Node:
+        roof = {"flops": 2 * 1024 ** 3, "bytes": 12 * 1024 ** 2, "intensity": 170.7, "ridge": 20.0,
+                "peak_tflops": 60.0, "bandwidth_gbs": 3000.0, "achieved_gbs": 200.0, "achieved_tflops": achieved,
+                "fraction": fraction, "roof": "compute", "floor_ms": 0.036}
+        prof = {"candidate": {"median_ms": 0.1, "iqr_ms": 0.01, "n": 30, "min_ms": 0.09, "mean_ms": 0.1},
+                "baseline": {"median_ms": 0.2, "iqr_ms": 0.01, "n": 30, "min_ms": 0.19, "mean_ms": 0.2},
+                "speedup": 2.0, "speedup_ci": [1.9, 2.1], "roofline": roof, "kernels": []}
+        return Node(id=nid, parent=parent, kind="root" if parent is None else "plan", code="", status="ok",
+                    speedup=2.0 if parent else 1.0, result={"profile": prof})
+
+    view = RunView()
+    view.tree.add(node("n0", None, 11.0, 0.18))
+    view.tree.add(node("n1", "n0", 22.0, 0.37))
+
+    class Plots(App):
+        def compose(self):
+            yield RunPlots(id="plots")
+
+    app = Plots()
+    async with app.run_test(size=(100, 40)) as pilot:
+        plots = app.query_one(RunPlots)
+        plots.show(view, view.tree.get("n1"))
+        await pilot.pause()
+        assert plots.drawn["roofline"] == "log-log: n0 18%, n1 37%"
+        text = plot_text(plots.query_one("#plot-roofline", PlotextPlot))
+        assert "roofline 60 TFLOP/s, 3000 GB/s" in text and "FLOP/byte" in text
