@@ -188,3 +188,26 @@ class ModelNew(nn.Module):
     r = evaluate(RELU_TASK, Candidate.from_source(src), opts=Options(device="cpu", timing=None, profile=False))
     assert r.status == "ok", (r.status, r.message)
     assert r.compile.path == "direct" and len(r.compile.extensions) == 2
+
+
+def test_a_function_declared_but_never_defined_is_a_compile_error_in_torchs_words():
+    """The direct build links without complaint (an extension may leave symbols to its loader); its
+    module then fails to load. That goes to torch's build, whose diagnostic names the symbol."""
+    src = f'''import torch
+from torch.utils.cpp_extension import load_inline
+SRC = """
+#include <torch/extension.h>
+// {uuid.uuid4().hex}
+torch::Tensor g(torch::Tensor x);
+torch::Tensor f(torch::Tensor x) {{ return g(x); }}
+"""
+ext = load_inline(name="ks_undefined", cpp_sources=SRC, functions=["f"])
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        return ext.f(x)
+'''
+    res = compile(Candidate.from_source(src))
+    assert not res.ok and res.path == "torch" and "did not load" in res.fallback, res.to_dict()
+    assert any("undefined symbol" in d.message for d in res.diagnostics), res.diagnostics

@@ -206,7 +206,13 @@ def _direct(unique, build_dir, cpp, cuda, args, kwargs, candidate_source, log: B
                 log.fallback = str(e)
                 return None
     step("load")
-    return toolchain.load(so, p.unique)
+    try:
+        return toolchain.load(so, p.unique)
+    except ImportError as e:
+        # e.g. a symbol declared but defined nowhere: torch's build says so in its own words (and
+        # if this build's module is at fault, torch's build is the one that works)
+        log.fallback = f"the direct build's module did not load: {str(e)[:200]}"
+        return None
 
 
 @contextlib.contextmanager
