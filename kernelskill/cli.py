@@ -434,12 +434,15 @@ def build_parser() -> argparse.ArgumentParser:
                        "set of the shipped C++ solutions. Each is made once per flag set and environment and kept "
                        "under $KERNELSKILL_CACHE/build/<environment>/_pch (about 0.5-0.8 GB each). Builds make a "
                        "missing one themselves in the background; this makes them ahead, in the foreground, with "
-                       "progress (about 25 s each on 2 cores).",
+                       "progress (about 25 s each on 2 cores; several at once where cores and memory allow: "
+                       "a core and 2 GB each, at most eight).",
                        epilog="examples:\n  kernelskill warm\n  kernelskill warm --flags '-O3 -march=native -fopenmp'"
+                              "\n  kernelskill warm --only --flags=-O3      (a single flag: write it with '=')"
                               "\n  kernelskill warm --background",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--flags", action="append", default=[], metavar="FLAGS",
-                   help="one more set of extra_cflags, as one string (repeatable)")
+                   help="one more set of extra_cflags, as one string (repeatable); one flag alone "
+                   "is written --flags=-O3")
     p.add_argument("--only", action="store_true", help="only the --flags sets (and the bindings' header)")
     p.add_argument("--background", action="store_true", help="start the makers detached, at the lowest "
                    "priority, and return at once")

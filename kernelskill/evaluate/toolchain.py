@@ -259,11 +259,34 @@ def make_pch(d: Path) -> bool:
             return False           # another process is making it
         if gch.exists():
             return True
-        # One header at a time per cache: gcc takes 1.5-2 GB making one, and a test run or a
-        # bench meets many flag sets at once; the others wait their turn (holding their own lock).
-        with open(d.parent / "makers.lock", "w") as turn:
-            fcntl.flock(turn, fcntl.LOCK_EX)
-            return _make(d, header, gch)
+        # A few headers at a time per cache: gcc takes 1.5-2 GB and a core making one, and a test
+        # run or a bench meets many flag sets at once; the others wait for a slot (holding their own
+        # lock). One slot on a 2-core machine, eight on a 16-core one with the memory for them.
+        slots = maker_slots()
+        while True:
+            for k in range(slots):
+                with open(d.parent / f"makers.{k}.lock", "w") as turn:
+                    try:
+                        fcntl.flock(turn, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except OSError:
+                        continue
+                    return _make(d, header, gch)
+            with open(d.parent / "makers.0.lock", "w") as turn:
+                fcntl.flock(turn, fcntl.LOCK_EX)      # wait until a maker ends, then look again
+                if slots == 1:
+                    return _make(d, header, gch)
+
+
+def maker_slots() -> int:
+    """How many headers may be made at once: a core each beyond one left free, 2 GB of available
+    memory each; at least one."""
+    cores = os.cpu_count() or 1
+    try:
+        with open("/proc/meminfo") as f:
+            avail = next(int(line.split()[1]) for line in f if line.startswith("MemAvailable:")) / 2**20
+    except (OSError, StopIteration, ValueError):
+        avail = 2.0
+    return max(1, min(cores // 2, int(avail // 2), 8))
 
 
 def _make(d: Path, header: Path, gch: Path) -> bool:
@@ -456,8 +479,8 @@ def load(so: Path, modname: str):
 
 
 def warm(cache: Path, flag_sets: list[list[str]], wait: bool = True, say=print) -> None:
-    """Make the precompiled headers for these C++ flag sets and the bindings' one, one after the
-    other; ``cache`` is the environment's build root (``build.build_root()``). ``wait=False``: one
+    """Make the precompiled headers for these C++ flag sets and the bindings' one, ``maker_slots()``
+    at a time; ``cache`` is the environment's build root (``build.build_root()``). ``wait=False``: one
     detached process at the lowest priority makes them (its log: ``_pch/warm.log``)."""
     if not wait:
         (cache / "_pch").mkdir(parents=True, exist_ok=True)
@@ -478,19 +501,31 @@ def warm(cache: Path, flag_sets: list[list[str]], wait: bool = True, say=print) 
         sets += [("CUDA bindings", "bind", cuda_flags, [*cuda_flags, *BIND_FLAGS]),
                  ("CUDA module init", "init", cuda_flags, list(cuda_flags)),
                  ("CUDA light", "light", cuda_flags, list(cuda_flags))]
+    slots = maker_slots()
+    say(f"{len(sets)} headers, {slots} at a time")
+    todo = []
     for i, (what, kind, base, flags) in enumerate(sets, 1):
         extra = " ".join(flags[len(base):]) or "no extra flags"
         d, ready = header_dir(cache / "_pch", kind, flags, make=False)
         if ready:
             say(f"[{i}/{len(sets)}] {what} header ({extra}): ready")
-            continue
-        say(f"[{i}/{len(sets)}] {what} header ({extra}): making…")
+        else:
+            (d / "cmd.json").write_text(json.dumps([_cxx(), *flags]))
+            todo.append((i, f"{what} header ({extra})", d))
+
+    def one(item):
+        i, name, d = item
         t = time.monotonic()
-        (d / "cmd.json").write_text(json.dumps([_cxx(), *flags]))
         ok = make_pch(d)
-        say(f"[{i}/{len(sets)}] {what} header ({extra}): "
+        say(f"[{i}/{len(sets)}] {name}: "
             + (f"made in {time.monotonic() - t:.1f} s" if ok else
                f"NOT made ({'another process is making it' if not (d / 'failed.log').exists() else d / 'failed.log'})"))
+
+    if todo:
+        say(f"making {len(todo)}…")
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(max_workers=slots) as pool:
+            list(pool.map(one, todo))
 
 
 def shipped_flag_sets() -> list[list[str]]:
