@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import fcntl
 import json
+import shutil
+import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -231,3 +234,94 @@ class ModelNew(torch.nn.Module):
     res = compile(Candidate.from_source(src))
     assert not res.ok and res.path == "torch" and "did not load" in res.fallback, res.to_dict()
     assert any("undefined symbol" in d.message for d in res.diagnostics), res.diagnostics
+
+
+# ---- nvcc: the light header and the two front ends side by side -----------------------------------
+CUDA_SRC = r'''
+#include <torch/extension.h>
+__global__ void scale_kernel(const float* x, float* y, int n, float a) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i];
+}
+using namespace torch;
+torch::Tensor scale(torch::Tensor x, double a) {
+    TORCH_CHECK(x.scalar_type() == torch::kFloat32, "float32 only");
+    auto y = torch::empty_like(x);
+    auto z = zeros({1}, x.options());
+    int n = x.numel();
+    scale_kernel<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n, (float)a);
+    return y;
+}
+'''
+
+
+def test_the_light_nvcc_header_holds_the_ops_the_sources_name_and_compiles(tmp_path):
+    text = toolchain.nvcc_light_header([CUDA_SRC])
+    assert "#include <ATen/ops/empty_like.h>" in text and "#include <ATen/ops/zeros.h>" in text
+    assert "scale_kernel" not in text and "constexpr auto kFloat32 = at::kFloat;" in text
+    assert "ATen/ATen.h" not in text and "#include <torch/types.h>" not in text
+    inc = toolchain.nvcc_light_dir(tmp_path, [CUDA_SRC])
+    assert (inc / "torch" / "types.h").read_text() == text == (inc / "torch" / "extension.h").read_text()
+    # the host's view of it, with the kernel launch left out: what the candidate uses is declared
+    host = CUDA_SRC.replace("__global__ ", "").replace("<<<(n + 255) / 256, 256>>>", "").replace(
+        "blockIdx.x * blockDim.x + threadIdx.x", "0")
+    (tmp_path / "host.cpp").write_text(host)
+    cxx, _, _ = toolchain._torch_flags(False)
+    r = subprocess.run([toolchain._cxx(), "-fsyntax-only", f"-I{inc}", *cxx, str(tmp_path / "host.cpp")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    bad = subprocess.run([toolchain._cxx(), "-fsyntax-only", f"-I{inc}", *cxx, "-x", "c++", "-"],
+                         input=host.replace("torch::empty_like", "torch::acc_type"), capture_output=True, text=True)
+    assert bad.returncode != 0                                  # the test above can fail
+
+
+def test_a_name_torch_has_goes_to_the_full_header_a_typo_does_not():
+    out = ('/b/cuda.cu(110): error: namespace "at" has no member "acc_type"\n'
+           '/b/cuda.cu(25): error: identifier "flot" is undefined\n')
+    assert toolchain.nvcc_light_miss(out) == "acc_type"
+    assert toolchain.nvcc_light_miss('/b/cuda.cu(25): error: identifier "flot" is undefined') is None
+    assert toolchain.nvcc_light_miss('x.cu(9): error: namespace "torch" has no member "empty_lik"') is None
+    assert toolchain.nvcc_light_miss('x.cu(9): error: identifier "C10_CUDA_KERNEL_LAUNCH_CHECK" is undefined') \
+        == "C10_CUDA_KERNEL_LAUNCH_CHECK"
+
+
+PLAIN_CU = r'''
+__global__ void twice(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = 2.0f * x[i];
+}
+void launch_twice(const float* x, float* y, int n) { twice<<<(n + 255) / 256, 256>>>(x, y, n); }
+'''
+
+
+def _defined(obj: Path) -> set[str]:
+    out = subprocess.run(["nm", "--defined-only", "-g", str(obj)], capture_output=True, text=True, check=True).stdout
+    return {line.split()[-1] for line in out.splitlines() if line.strip()}
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_nvcc_phases_side_by_side_make_what_nvcc_makes(tmp_path):
+    src = tmp_path / "k.cu"
+    src.write_text(PLAIN_CU)
+    flags = ["-c", "-arch=sm_90", "--compiler-options", "-fPIC"]
+    serial = subprocess.run(["nvcc", *flags, str(src), "-o", str(tmp_path / "serial.o")], capture_output=True, text=True)
+    assert serial.returncode == 0, serial.stderr
+    par = subprocess.run([sys.executable, str(toolchain.NVCC_PHASES), "nvcc", *flags, str(src), "-o",
+                          str(tmp_path / "par.o")], capture_output=True, text=True)
+    assert par.returncode == 0, par.stdout + par.stderr
+    keep = tmp_path / "par.nvcc"
+    assert (keep / "k.cudafe1.cpp").exists() and (keep / "k.ptx").exists()     # it ran the phases itself
+    assert (keep / "k.module_id").read_text().endswith("_k_cu_" + (keep / "k.module_id").read_text()[-8:])
+    assert _defined(tmp_path / "par.o") == _defined(tmp_path / "serial.o")
+    assert any("launch_twice" in s for s in _defined(tmp_path / "par.o"))
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_nvcc_phases_report_a_device_typo_once_with_its_line(tmp_path):
+    src = tmp_path / "k.cu"
+    src.write_text(PLAIN_CU.replace("if (i < n) y[i]", "flot z = 1; if (i < n) y[i]"))
+    r = subprocess.run([sys.executable, str(toolchain.NVCC_PHASES), "nvcc", "-c", "-arch=sm_90", str(src), "-o",
+                        str(tmp_path / "k.o")], capture_output=True, text=True)
+    assert r.returncode != 0
+    assert r.stdout.count('error: identifier "flot" is undefined') == 1, r.stdout
+    assert f"{src}(4): error" in r.stdout

@@ -16,8 +16,11 @@ same call becomes three translation units:
     ``PYBIND11_MODULE``; its object depends on the declarations only, so every candidate with the
     same signatures shares one;
 ``cuda.cu``
-    the CUDA sources through nvcc, when there are any (the same light header stands in for
-    ``<torch/extension.h>``).
+    the CUDA sources through nvcc, when there are any. nvcc takes no precompiled header, so
+    ``<torch/extension.h>`` and ``<torch/types.h>`` resolve to a header made for this source: the
+    Tensor class, the dispatch macros and the headers of the ATen operators it names (a name it
+    lacks, as nvcc's errors show and torch's headers hold, sends the unit back to torch/types.h);
+    and nvcc's host and device front ends run side by side (``nvcc_phases.py``).
 
 Every object is cached by its text, command and environment (``$KERNELSKILL_CACHE/objects``): a
 child that changes one kernel rebuilds that unit only. The candidate's own unit starts first and at
@@ -228,6 +231,82 @@ def header_dir(root: Path, kind: str, flags: list[str], make: bool = True) -> tu
     return d, False
 
 
+NVCC_PHASES = Path(__file__).with_name("nvcc_phases.py")
+# What torch/types.h adds in namespace torch over ATen (its dtype names), for the light nvcc header.
+TORCH_DTYPES = {"kUInt8": "kByte", "kInt8": "kChar", "kInt16": "kShort", "kInt32": "kInt", "kInt64": "kLong",
+                "kUInt16": "kUInt16", "kUInt32": "kUInt32", "kUInt64": "kUInt64", "kFloat16": "kHalf",
+                "kFloat32": "kFloat", "kFloat64": "kDouble", "kU8": "kByte", "kU16": "kUInt16", "kU32": "kUInt32",
+                "kU64": "kUInt64", "kI8": "kChar", "kI16": "kShort", "kI32": "kInt", "kI64": "kLong",
+                "kF16": "kHalf", "kF32": "kFloat", "kF64": "kDouble"}
+# nvcc's words for a name not declared (torch's, which the light header lacks, or a typo).
+_NVCC_MISS = re.compile(r'namespace "(?:torch|at|c10)(?:::\w+)*" has no member (?:class |function )?"(\w+)"'
+                        r'|identifier "(\w+)" is undefined')
+
+
+@functools.cache
+def _aten_ops() -> frozenset[str]:
+    """The ATen operators that have a header of their own (ATen/ops/<name>.h)."""
+    import torch.utils.cpp_extension as ext
+    for inc in ext.include_paths("cpu"):
+        ops = Path(inc) / "ATen" / "ops"
+        if ops.is_dir():
+            return frozenset(f.name[:-2] for f in ops.glob("*.h") if not f.name.endswith(("_ops.h", "_native.h")))
+    return frozenset()
+
+
+def nvcc_light_header(cuda: list[str]) -> str:
+    """``<torch/extension.h>`` for nvcc, made for these sources: the Tensor class, the dispatch
+    macros and the headers of the operators the sources name, and torch's names for them. nvcc has
+    no precompiled headers: its two front ends and the host compile each parse what is included
+    (torch/types.h, all of ATen: ~110k more lines), so a smaller header is a faster build."""
+    text = _strip_comments("\n".join(cuda))
+    names = set(re.findall(r"\b([a-z_][a-z0-9_]*)\s*(?:<[^<>;]*>)?\s*\(", text))
+    names |= set(re.findall(r"\b(?:torch|at)::(\w+)", text))
+    ops = sorted(names & _aten_ops())
+    lines = ["#pragma once", "// kernelskill: <torch/extension.h> and <torch/types.h> for nvcc, this candidate's ops",
+             "#include <ATen/core/Tensor.h>", "#include <ATen/Dispatch.h>", "#include <ATen/TensorUtils.h>",
+             *[f"#include <ATen/ops/{op}.h>" for op in ops],
+             "namespace torch {", "using namespace at; // NOLINT", "using Dtype = at::ScalarType;",
+             *[f"constexpr auto {k} = at::{v};" for k, v in TORCH_DTYPES.items()], "}  // namespace torch"]
+    return "\n".join(lines) + "\n"
+
+
+def nvcc_light_dir(d: Path, cuda: list[str]) -> Path | None:
+    """An include directory whose torch/extension.h and torch/types.h are the light nvcc header."""
+    if os.environ.get("KERNELSKILL_NVCC_FULL_HEADER") or not _aten_ops():
+        return None
+    inc = d / "_nvcc"
+    text = nvcc_light_header(cuda)
+    for name in ("extension.h", "types.h"):
+        f = inc / "torch" / name
+        if not f.exists() or f.read_text() != text:
+            f.parent.mkdir(parents=True, exist_ok=True)
+            f.write_text(text)
+    return inc
+
+
+def nvcc_light_miss(output: str) -> str | None:
+    """The name of torch's that the light header lacked, if nvcc's errors say so: a name its errors
+    call undeclared that torch's headers hold (``at::acc_type``). A name they do not hold is the
+    candidate's typo (``flot``, ``torch::empty_lik``): reported at once, with no second build."""
+    for m in _NVCC_MISS.finditer(output):
+        name = m.group(1) or m.group(2)
+        if _in_torch_headers(name):
+            return name
+    return None
+
+
+@functools.cache
+def _in_torch_headers(name: str) -> bool:
+    import torch.utils.cpp_extension as ext
+    roots = [str(Path(inc) / sub) for inc in ext.include_paths("cpu")[:1] for sub in ("ATen", "c10", "torch")]
+    try:
+        return subprocess.run(["grep", "-rqwF", "--include=*.h", name, *roots], stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+    except OSError:
+        return True           # no grep: a second build with the full header decides
+
+
 def make_pch_detached(d: Path, cmd: list[str]) -> None:
     """Start the header's precompilation in its own session: it outlives a killed worker."""
     (d / "cmd.json").write_text(json.dumps(cmd))
@@ -352,17 +431,38 @@ def build(p: Plan, cache: Path, on_step=None, log=None) -> Path:
     init, _ = header_dir(pch_root, "init", cxx_flags)
     units.append(_unit("init.cpp", d, init_source(p), [_cxx(), "-c", f"-I{init}", *cxx_flags], objects))
     if p.cuda:
-        shadow, _ = header_dir(pch_root, "cuda", [*nvcc_flags, *p.cuda_cflags])
-        cuda_src = (("#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n" if p.implicit else "")
-                    + "\n".join(p.cuda) + "\n")
-        ncmd = [_nvcc(), "-c", f"-I{shadow}", *[f"-I{i}" for i in p.include_paths], name_flag, *nvcc_flags,
-                *_cuda_arch_flags(p.cuda_cflags), *p.cuda_cflags]
-        if not any(f.startswith("-std=") for f in ncmd):
-            ncmd.append("-std=c++20")
-        if os.environ.get("CC"):
-            ncmd[1:1] = ["-ccbin", os.environ["CC"]]
-        units.append(_unit("cuda.cu", d, cuda_src, ncmd, objects, nice=5))
-    _compile_all(units, step, log)
+        # nvcc has no precompiled headers: a header made for this source's ops (falling back to
+        # torch/types.h when it lacks a name), and the two front ends side by side (nvcc_phases.py).
+        cuda_full, _ = header_dir(pch_root, "cuda", [*nvcc_flags, *p.cuda_cflags])
+        cuda_light = nvcc_light_dir(d, p.cuda) if p.implicit else None
+
+        def cuda_unit(include: Path) -> Unit:
+            src = ("#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n" if p.implicit else "") \
+                + "\n".join(p.cuda) + "\n"
+            ncmd = [_nvcc(), "-c", f"-I{include}", *[f"-I{i}" for i in p.include_paths], name_flag, *nvcc_flags,
+                    *_cuda_arch_flags(p.cuda_cflags), *p.cuda_cflags]
+            if not any(f.startswith("-std=") for f in ncmd):
+                ncmd.append("-std=c++20")
+            if os.environ.get("CC"):
+                ncmd[1:1] = ["-ccbin", os.environ["CC"]]
+            if not os.environ.get("KERNELSKILL_NVCC_SERIAL"):
+                ncmd[0:0] = [sys.executable, str(NVCC_PHASES)]
+            return _unit("cuda.cu", d, src, ncmd, objects, nice=5)
+
+        try:
+            units.append(cuda_unit(cuda_light or cuda_full))
+            _compile_all(units, step, log)
+        except UnitFailed as e:
+            miss = cuda_light is not None and e.unit == "cuda.cu" and nvcc_light_miss(e.output)
+            if not miss:
+                raise
+            step(f"cuda.cu: the light header lacks `{miss}`; again with torch/types.h")
+            if log is not None:
+                log.units["cuda.cu (light header)"] = log.units.pop("cuda.cu", 0.0)
+            units[-1] = cuda_unit(cuda_full)
+            _compile_all(units, step, log)
+    else:
+        _compile_all(units, step, log)
     so = d / f"{p.unique}.so"
     step("link")
     tmp = so.with_suffix(f".{os.getpid()}.tmp.so")
