@@ -26,6 +26,7 @@ from .events import (BaselineMeasured, BestImproved, BudgetUpdate, CandidateEval
 from .runs import RunState, RunStore, load_run, new_run_id
 from .search import make_policy
 from .trajectory import INVALID, Node, Trajectory
+from .vocab import DID_NOT_RUN, Backend, Status
 
 
 @dataclass
@@ -99,14 +100,14 @@ def resolve_target(config: Config) -> tuple[str, str]:
     from .evaluate.api import resolve_device
     backend, device = config.data["agents"]["backend"], config.data["eval"]["device"]
     if device == "auto":
-        device = "cpu" if backend == "cpp" else resolve_device("auto")
+        device = "cpu" if backend == Backend.cpp else resolve_device("auto")
     else:
         device = resolve_device(device)
     if backend == "auto":
-        backend = "cpp" if device == "cpu" else "cuda"
-    if backend == "cpp" and device != "cpu":
+        backend = Backend.cpp if device == "cpu" else Backend.cuda
+    if backend == Backend.cpp and device != "cpu":
         raise UserError(f"backend cpp runs on CPU tensors but the device is {device}; use --device cpu")
-    if backend in ("cuda", "triton") and device == "cpu":
+    if backend in (Backend.cuda, Backend.triton) and device == "cpu":
         raise UserError(f"backend {backend} needs a CUDA device; use --device cuda, or backend = \"cpp\" in [agents]")
     return backend, device
 
@@ -114,7 +115,7 @@ def resolve_target(config: Config) -> tuple[str, str]:
 def _stop_if_stochastic(result) -> None:
     """A reference that differs from itself under one seed is the task's problem: the run stops
     (what no candidate can fix is not handed to the debugger)."""
-    if result.status == "stochastic":
+    if result.status == Status.stochastic:
         raise StochasticTask(result.message)       # it names the task file and what to do
 
 
@@ -256,7 +257,7 @@ class Optimizer:
     def _arch(self) -> str | None:
         """The GPU's compute capability from the baseline's environment (None on the CPU or when unknown)."""
         from .skills import parse_arch
-        cap = ((self.tree.root.result or {}).get("env") or {}).get("capability") if self.backend != "cpp" else None
+        cap = ((self.tree.root.result or {}).get("env") or {}).get("capability") if self.backend != Backend.cpp else None
         try:
             return f"sm_{parse_arch(str(cap))[0]}" if cap else None
         except UserError:
@@ -292,7 +293,7 @@ class Optimizer:
         result = self.evaluator(self.task, cand, opts=self.eval_opts)
         seconds = time.perf_counter() - t
         self.timers["eval"] += seconds
-        if result.status in ("compile_error", "runtime_error", "timeout", "crashed"):
+        if result.status in DID_NOT_RUN:
             raise TaskError(f"{self.task.path}: the reference itself failed to run: {result.status}: {result.message}")
         _stop_if_stochastic(result)
         root = Node(id="n0", parent=None, kind="root", code=self.task.source, code_hash=cand.hash,
@@ -378,7 +379,7 @@ class Optimizer:
             self.tree.promote(pick.id)
             self.emit(BestImproved(node_id=pick.id, speedup=pick.speedup, previous=best.speedup if best else None,
                                    why=why))
-        if res.status != "ok":
+        if res.status != "ok":           # a RaceResult: ok | failed
             return None
         entry = res.entries[pool.index(pick)]
         return entry.speedup, entry.speedup_ci, res.quality.verdict if res.quality else None

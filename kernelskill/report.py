@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 from .results import CompileResult, EvalResult
+from .vocab import RUN_FAILURES, Status, covering
 
-_MARK = {"ok": "✓", "incorrect": "✗", "flagged": "⚑", "compile_error": "✗", "runtime_error": "✗",
-         "timeout": "⏱", "crashed": "✗", "stochastic": "⚠"}
+_MARK = covering(Status, {Status.ok: "✓", Status.incorrect: "✗", Status.flagged: "⚑", Status.compile_error: "✗",
+                          Status.runtime_error: "✗", Status.timeout: "⏱", Status.crashed: "✗",
+                          Status.stochastic: "⚠"}, "report._MARK")
 
 
 def _ms(x: float) -> str:
@@ -26,7 +28,7 @@ def print_eval(r: EvalResult, out=print) -> None:
     out(f"{_MARK.get(r.status, '?')} {r.status}: {r.message}")
     out(f"  task {r.task} · candidate {r.candidate_hash[:8]} · backend {r.compile.backend} · device "
         f"{r.env.gpu or r.env.device} · {r.seconds:.1f} s")
-    if r.compile.diagnostics or (not r.compile.ok and r.status != "stochastic"):   # stochastic: never built
+    if r.compile.diagnostics or (not r.compile.ok and r.status != Status.stochastic):   # stochastic: never built
         print_compile(r.compile, out=lambda s: out("  " + s))
     v = r.verify
     if v:
@@ -54,7 +56,7 @@ def print_eval(r: EvalResult, out=print) -> None:
         _print_roofline(p, out)
     for f in r.flags:
         out(f"  flag {f}")
-    if r.log_tail and r.status in ("crashed", "timeout", "runtime_error"):
+    if r.log_tail and r.status in RUN_FAILURES:
         out("  log tail:")
         for line in r.log_tail.splitlines()[-12:]:
             out(f"    {line}")

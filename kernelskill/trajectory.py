@@ -13,10 +13,8 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from .mechanisms import similar, spans_overlap
+from .vocab import FAILURES, Status
 
-# The candidate's failures, which the debugger repairs. "stochastic" is not one: it is the task's
-# problem, and the optimizer stops on it (StochasticTask) before any node is made.
-FAILED = ("compile_error", "runtime_error", "timeout", "crashed", "incorrect", "flagged")
 INVALID = "invalid"                  # the agents produced no usable candidate (malformed, blocked)
 
 
@@ -67,11 +65,11 @@ class Node:
 
     @property
     def ok(self) -> bool:
-        return self.status == "ok"
+        return self.status == Status.ok
 
     @property
     def failed(self) -> bool:
-        return self.status in FAILED
+        return self.status in FAILURES
 
     @property
     def tokens(self) -> int:

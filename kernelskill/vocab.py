@@ -1,4 +1,9 @@
-"""Shared vocabularies: op classes (task features), bottleneck classes, backends, statuses."""
+"""Shared vocabularies: op classes (task features), bottleneck classes, backends, statuses.
+
+Every list, mark, style and schema of a status, backend or bottleneck class is derived from the
+enums here, so adding one is one edit here plus the tables ``covering`` checks.
+"""
+from enum import StrEnum
 
 # Op classes a task's reference can run; Task.features() returns a subset.
 OP_CLASSES = (
@@ -16,13 +21,71 @@ OP_CLASSES = (
     "memory",       # copies, transposes, concatenation, indexing, padding
 )
 
-BOTTLENECKS = ("memory-bound", "compute-bound", "launch-bound", "latency-bound")
 
-BACKENDS = ("cuda", "triton", "cpp")
+class Status(StrEnum):
+    """An evaluation's verdict. The values are the strings JSON, event files and stored runs carry."""
+    ok = "ok"
+    compile_error = "compile_error"
+    runtime_error = "runtime_error"
+    timeout = "timeout"
+    crashed = "crashed"
+    incorrect = "incorrect"
+    flagged = "flagged"
+    # The task's problem, not the candidate's: the reference differs from itself on the same inputs
+    # under the same seed, so nothing can be verified against it.
+    stochastic = "stochastic"
 
-# An evaluation's verdict. "stochastic" is the task's problem, not the candidate's: the reference
-# differs from itself on the same inputs under the same seed, so nothing can be verified against it.
-STATUSES = ("ok", "compile_error", "runtime_error", "timeout", "crashed", "incorrect", "flagged", "stochastic")
+
+# The candidate never produced outputs to compare: it did not build, raised, ran out of time or died.
+# Of the reference itself, any of these stops the optimizer before it starts.
+DID_NOT_RUN = (Status.compile_error, Status.runtime_error, Status.timeout, Status.crashed)
+# It built but its run failed: the end of the worker's output (log_tail) says why.
+RUN_FAILURES = (Status.runtime_error, Status.timeout, Status.crashed)
+# The candidate's failures, which the debugger repairs. Not "stochastic": that is the task's problem,
+# and the optimizer stops on it (StochasticTask) before any node is made.
+FAILURES = (*DID_NOT_RUN, Status.incorrect, Status.flagged)
+
+
+class WorkerStatus(StrEnum):
+    """The evaluation worker's reply to its parent, before the parent turns it into a Status."""
+    ok = "ok"                          # the mode's work is done (not yet a verdict)
+    compile_error = "compile_error"
+    runtime_error = "runtime_error"
+    task_error = "task_error"          # the reference failed (its file and line in the error): a TaskError
+    compile_only = "compile_only"      # built, but this machine cannot load it (CUDA without a GPU)
+
+
+class Backend(StrEnum):
+    """The language a candidate's kernels are written in."""
+    cuda = "cuda"
+    triton = "triton"
+    cpp = "cpp"
+
+
+class Bottleneck(StrEnum):
+    """What limits a kernel's speed, read from its roofline position and profile."""
+    memory_bound = "memory-bound"
+    compute_bound = "compute-bound"
+    launch_bound = "launch-bound"
+    latency_bound = "latency-bound"
+
+
+# Plain strings, not members, for argparse choices and skill-file validation: their messages show
+# repr(), and repr(Backend.cuda) is "<Backend.cuda: 'cuda'>".
+BACKENDS = tuple(b.value for b in Backend)
+BOTTLENECKS = tuple(b.value for b in Bottleneck)
+
+
+def covering(kind: type[StrEnum], table: dict, name: str, *, but: tuple = ()) -> dict:
+    """``table``, checked at import to have an entry for every member of ``kind`` (those in ``but`` aside).
+
+    A table keyed by a vocabulary (a mark per status, advice per status) fails loudly when the
+    vocabulary grows and the table does not."""
+    missing = [m.value for m in kind if m not in table and m not in but]
+    if missing:
+        raise TypeError(f"{name} has no entry for {kind.__name__} {', '.join(missing)}")
+    return table
+
 
 # Task features: what an expert sees in a traced reference beyond its op classes (kernelskill/patterns.py
 # detects them; a skill's `requires` and `features` name them).

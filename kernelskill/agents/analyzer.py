@@ -8,15 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
-_BOTTLENECK_HINTS = {
-    "memory-bound": "memory-bound: cut the bytes moved (fuse passes, avoid temporaries, wider loads, reuse "
-                    "data in cache or shared memory)",
-    "compute-bound": "compute-bound: raise arithmetic throughput (tensor cores, better tiling, fewer "
-                     "instructions per element)",
-    "launch-bound": "launch-bound: too many small launches (fuse kernels, persistent kernels, CUDA graphs)",
-    "latency-bound": "latency-bound: too little parallel work in flight (more blocks or threads, more "
-                     "independent work per thread)",
-}
+from ..vocab import Bottleneck, covering
+
+_BOTTLENECK_HINTS = covering(Bottleneck, {
+    Bottleneck.memory_bound: "memory-bound: cut the bytes moved (fuse passes, avoid temporaries, wider loads, "
+                             "reuse data in cache or shared memory)",
+    Bottleneck.compute_bound: "compute-bound: raise arithmetic throughput (tensor cores, better tiling, fewer "
+                              "instructions per element)",
+    Bottleneck.launch_bound: "launch-bound: too many small launches (fuse kernels, persistent kernels, CUDA graphs)",
+    Bottleneck.latency_bound: "latency-bound: too little parallel work in flight (more blocks or threads, more "
+                              "independent work per thread)",
+}, "analyzer._BOTTLENECK_HINTS")
 
 
 AT_ROOF = 0.9      # fraction of the roofline floor's pace at which the planner is told it is at the roof

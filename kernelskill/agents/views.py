@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from ..trajectory import Node, Trajectory
+from ..vocab import RUN_FAILURES
 from .analyzer import analyze
 
 MAX_LOG = 2000
@@ -146,7 +147,7 @@ def render_failure(result: dict[str, Any] | None, message: str = "") -> str:
             lines.append(f"  trial {t.get('trial')} ({t.get('distribution')}): {t.get('check')} — {t.get('message')}")
     if result.get("flags"):
         lines.append("flags: " + "; ".join(result["flags"][:6]))
-    if result.get("log_tail") and result.get("status") in ("runtime_error", "crashed", "timeout"):
+    if result.get("log_tail") and result.get("status") in RUN_FAILURES:
         lines.append("log (tail):\n" + result["log_tail"][-MAX_LOG:])
     return "\n".join(lines)
 

@@ -31,6 +31,8 @@ import re
 import time
 from pathlib import Path
 
+from ..vocab import Bottleneck
+
 LAUNCH_BOUND_SHARE = 0.5
 LATENCY_FRACTION = 0.10
 NCU_SATURATED = 60.0      # % of peak at which Nsight Compute calls a unit saturated
@@ -288,18 +290,18 @@ def analyse(flops: int | None, nbytes: int | None, ceilings: dict, dtype: str, a
     return roof, classify(roof, measured_ms, gpu=gpu, ncu=ncu)
 
 
-def classify(roof: dict, measured_ms: float, *, gpu: bool = True, ncu: dict | None = None) -> str:
-    """memory-bound | compute-bound | launch-bound | latency-bound (rules in the module docstring)."""
+def classify(roof: dict, measured_ms: float, *, gpu: bool = True, ncu: dict | None = None) -> Bottleneck:
+    """The bottleneck class (rules in the module docstring)."""
     launches = roof.get("launches") or 0
     launch_ms = launches * roof.get("launch_us", 0.0) / 1e3
     if launch_ms >= LAUNCH_BOUND_SHARE * measured_ms:
-        return "launch-bound"
+        return Bottleneck.launch_bound
     if gpu and launches >= 2 and roof.get("busy") is not None and roof["busy"] < LAUNCH_BOUND_SHARE:
-        return "launch-bound"
+        return Bottleneck.launch_bound
     if ncu:
         dram, sm = ncu.get("dram_pct"), ncu.get("sm_pct")
         if dram is not None and sm is not None and max(dram, sm) >= NCU_SATURATED:
-            return "memory-bound" if dram >= sm else "compute-bound"
+            return Bottleneck.memory_bound if dram >= sm else Bottleneck.compute_bound
     if roof["fraction"] < LATENCY_FRACTION:
-        return "latency-bound"
-    return "memory-bound" if roof["roof"] == "memory" else "compute-bound"
+        return Bottleneck.latency_bound
+    return Bottleneck.memory_bound if roof["roof"] == "memory" else Bottleneck.compute_bound
