@@ -7,7 +7,10 @@ import json
 import types
 import typing
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
+
+from .vocab import Bottleneck, Status
 
 
 def to_dict(obj: Any) -> Any:
@@ -20,6 +23,8 @@ def to_dict(obj: Any) -> Any:
         return {str(k): to_dict(v) for k, v in obj.items()}
     if isinstance(obj, float) and obj != obj:  # NaN is not JSON
         return None
+    if isinstance(obj, Enum):                  # a Status is its plain string in JSON and in dicts
+        return obj.value
     return obj
 
 
@@ -35,6 +40,8 @@ def _build(tp: Any, value: Any) -> Any:
         return [_build(inner, v) for v in value]
     if dataclasses.is_dataclass(tp):
         return from_dict(tp, value)
+    if isinstance(tp, type) and issubclass(tp, Enum):
+        return tp(value)                       # an unknown status is an error here, not later
     return value
 
 
@@ -179,7 +186,7 @@ class ProfileResult(JsonMixin):
     first_call_ms: float | None = None           # the candidate's first call (Triton compiles here)
     timer: str = ""
     roofline: dict = field(default_factory=dict)   # flops, bytes, floor_ms, fraction, eager_fraction, …
-    bottleneck: str | None = None                  # memory-bound | compute-bound | launch-bound | latency-bound
+    bottleneck: Bottleneck | None = None
     ncu: dict = field(default_factory=dict)        # Nsight Compute metrics (--ncu): totals and per kernel
     cost_s: dict = field(default_factory=dict)     # the worker's seconds: timing, saving outputs, profiling
     notes: list[str] = field(default_factory=list)
@@ -239,8 +246,7 @@ class Env(JsonMixin):
 
 @dataclass
 class EvalResult(JsonMixin):
-    status: str                   # ok | compile_error | runtime_error | timeout | crashed | incorrect | flagged
-                                  # | stochastic (the reference differs from itself: the task's problem)
+    status: Status
     compile: CompileResult
     verify: VerifyResult | None = None
     profile: ProfileResult | None = None
@@ -254,7 +260,7 @@ class EvalResult(JsonMixin):
 
     @property
     def ok(self) -> bool:
-        return self.status == "ok"
+        return self.status == Status.ok
 
     @property
     def speedup(self) -> float | None:

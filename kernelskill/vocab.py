@@ -53,6 +53,7 @@ class WorkerStatus(StrEnum):
     runtime_error = "runtime_error"
     task_error = "task_error"          # the reference failed (its file and line in the error): a TaskError
     compile_only = "compile_only"      # built, but this machine cannot load it (CUDA without a GPU)
+    stopped = "stopped"                # the parent's verdict said not to profile (the candidate failed its checks)
 
 
 class Backend(StrEnum):

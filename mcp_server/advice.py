@@ -2,25 +2,27 @@
 from __future__ import annotations
 
 from kernelskill.results import CompileResult, EvalResult
+from kernelskill.vocab import Status, covering
 
-_NEXT = {
-    "compile_error": "Fix the errors in result.compile.diagnostics (line numbers point into your source), "
-                     "then call compile(source) until it builds before evaluating again.",
-    "runtime_error": "ModelNew raised while running: read result.message and result.log_tail (candidate line "
-                     "numbers are given), fix it, then call verify.",
-    "incorrect": "Outputs differ from the reference: read result.verify.mismatch (worst elements, expected vs "
-                 "got, which trial). Check indexing, the tail when sizes are not a multiple of the block, "
-                 "dtype, and accumulation order; then call verify again.",
-    "flagged": "The evaluator flagged a construct that invalidates the result (result.flags, each with the "
-               "reason). Remove it: results with these flags never count.",
-    "timeout": "The run exceeded its time limit: look for an infinite loop, a deadlock or a very slow "
-               "kernel; on a CPU server use a small preset.",
-    "stochastic": "The task's reference differs from itself on the same inputs under the same seed (result."
-                  "message says how), so no candidate can be verified against it: make the reference "
-                  "deterministic (or widen its tolerance) before writing kernels for it.",
-    "crashed": "The worker process died (result.message says how, result.log_tail shows the end of its "
-               "output): usually an out-of-bounds memory access or a bad launch configuration.",
-}
+# What to do after each failing verdict (ok's next step depends on the timing: see evaluation()).
+_NEXT = covering(Status, {
+    Status.compile_error: "Fix the errors in result.compile.diagnostics (line numbers point into your "
+                          "source), then call compile(source) until it builds before evaluating again.",
+    Status.runtime_error: "ModelNew raised while running: read result.message and result.log_tail (candidate "
+                          "line numbers are given), fix it, then call verify.",
+    Status.incorrect: "Outputs differ from the reference: read result.verify.mismatch (worst elements, expected "
+                      "vs got, which trial). Check indexing, the tail when sizes are not a multiple of the block, "
+                      "dtype, and accumulation order; then call verify again.",
+    Status.flagged: "The evaluator flagged a construct that invalidates the result (result.flags, each with the "
+                    "reason). Remove it: results with these flags never count.",
+    Status.timeout: "The run exceeded its time limit: look for an infinite loop, a deadlock or a very slow "
+                    "kernel; on a CPU server use a small preset.",
+    Status.stochastic: "The task's reference differs from itself on the same inputs under the same seed "
+                       "(result.message says how), so no candidate can be verified against it: make the "
+                       "reference deterministic (or widen its tolerance) before writing kernels for it.",
+    Status.crashed: "The worker process died (result.message says how, result.log_tail shows the end of its "
+                    "output): usually an out-of-bounds memory access or a bad launch configuration.",
+}, "advice._NEXT", but=(Status.ok,))
 
 
 def _speed(r: EvalResult) -> str:
@@ -46,7 +48,7 @@ def _lookup(p) -> str:
 def evaluation(r: EvalResult, timed: bool = True) -> tuple[str, str]:
     """(summary, next_step) for an evaluation result."""
     summary = f"{r.status}: {r.message}".rstrip(": ") + _speed(r)
-    if r.status != "ok":
+    if r.status != Status.ok:
         return summary, _NEXT.get(r.status, "Read result.message and result.log_tail.")
     if not timed:
         return summary, ("Correct on every trial. Call evaluate(task, source) to time it against the "
@@ -75,13 +77,13 @@ def compilation(r: CompileResult) -> tuple[str, str]:
                 "Call verify(task, source) to check correctness on seeded trials.")
     first = str(errors[0]).splitlines()[0] if errors else "build failed (see result.log_tail)"
     return (f"compile failed ({r.backend}, {len(errors)} error(s)): {first}",
-            _NEXT["compile_error"])
+            _NEXT[Status.compile_error])
 
 
 def reference_profile(r: EvalResult) -> tuple[str, str]:
     """(summary, next_step) when the reference itself was profiled: the baseline to beat."""
     p = r.profile
-    if r.status != "ok" or not (p and p.baseline):
+    if r.status != Status.ok or not (p and p.baseline):
         return evaluation(r)
     top = ", ".join(f"{k.name} {k.share:.0%}" for k in p.kernels[:3]) or "no kernel breakdown"
     where = r.env.gpu or r.env.device

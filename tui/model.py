@@ -15,12 +15,16 @@ from kernelskill.errors import UserError
 from kernelskill.events import (AgentFinished, BaselineMeasured, BestImproved, BudgetUpdate, CandidateEvaluated,
                                 EvaluationStep, Event, NodeSelected, RunError, RunFinished, RunStarted)
 from kernelskill.runs import REASONS, RunState
-from kernelskill.trajectory import FAILED, INVALID, Node, Trajectory
+from kernelskill.trajectory import INVALID, Node, Trajectory
+from kernelskill.vocab import FAILURES, Status, covering
 
-# Status → (mark, style) for trees, tables and labels.
-STATUS_STYLE = {"ok": ("✓", "green"), "incorrect": ("✗", "red"), "compile_error": ("✗", "red"),
-                "runtime_error": ("✗", "red"), "crashed": ("✗", "red"), "timeout": ("⏱", "red"),
-                "flagged": ("⚑", "magenta"), "stochastic": ("⚠", "yellow"), INVALID: ("∅", "yellow"), "pending": ("…", "dim")}
+# Status → (mark, style) for trees, tables and labels; beside the verdicts, a node can be invalid
+# (no usable candidate) or pending (not evaluated yet).
+STATUS_STYLE = covering(Status, {
+    Status.ok: ("✓", "green"), Status.incorrect: ("✗", "red"), Status.compile_error: ("✗", "red"),
+    Status.runtime_error: ("✗", "red"), Status.crashed: ("✗", "red"), Status.timeout: ("⏱", "red"),
+    Status.flagged: ("⚑", "magenta"), Status.stochastic: ("⚠", "yellow"),
+    INVALID: ("∅", "yellow"), "pending": ("…", "dim")}, "tui.model.STATUS_STYLE")
 BUDGET_REASONS = ("attempts", "tokens", "usd", "minutes")
 
 
@@ -178,7 +182,7 @@ class RunView:
 def failure_note(node: dict) -> str | None:
     """A one-line notification for a candidate that failed, else None."""
     status = node.get("status")
-    if status not in FAILED and status != INVALID:
+    if status not in FAILURES and status != INVALID:
         return None
     msg = (node.get("message") or "").splitlines()[0][:160] if node.get("message") else ""
     return f"{node['id']} {status}" + (f": {msg}" if msg else "")

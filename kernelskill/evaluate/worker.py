@@ -36,6 +36,7 @@ from kernelskill.evaluate import lifeline  # noqa: E402
 from kernelskill.evaluate import trials as trials_mod  # noqa: E402
 from kernelskill.evaluate.timing import TimingConfig, time_pair  # noqa: E402
 from kernelskill.task import Task, _Expr  # noqa: E402
+from kernelskill.vocab import WorkerStatus  # noqa: E402
 
 # The files a worker writes are read once by its parent, on the same machine: a CRC over gigabytes
 # of outputs is time spent on nothing (torch.save computes one per tensor by default).
@@ -152,7 +153,7 @@ def mode_reference(req: dict, out: Path) -> dict:
                                     out_dir=out, rotate=int(req.get("rotate", 3)), store_limit=req.get("store_limit"))
         if not plan["fits"]:
             gb = lambda b: f"{b / 1e9:.1f} GB"  # noqa: E731
-            return {"status": "task_error", "plan": plan,
+            return {"status": WorkerStatus.task_error, "plan": plan,
                     "error": f"{task.path}: one reference and one candidate forward need about {gb(plan['needs_bytes'])} "
                              f"of GPU memory and {device} has {gb(plan['gpu_free'])} free; use a smaller preset or "
                              f"--set, or a GPU with more memory"}
@@ -188,7 +189,7 @@ def mode_reference(req: dict, out: Path) -> dict:
         stochastic, randomness = reference_randomness(model, first, outs0, device, seed, task.tolerance)
     plan["trials"] = len(dists)
     _save({k: v.detach().cpu() for k, v in model.state_dict().items()}, out / "state.pt")
-    return {"status": "ok", "seed": seed, "distributions": dists, "output_bytes": plan["output_bytes"],
+    return {"status": WorkerStatus.ok, "seed": seed, "distributions": dists, "output_bytes": plan["output_bytes"],
             "structure": structure, "degenerate": degenerate.reason(), "stochastic": stochastic,
             "random": randomness, "plan": plan,
             "parameter_names": [n for n, _ in model.named_parameters()], **_work(task)}
@@ -253,9 +254,9 @@ def import_candidate(req: dict, log: _build.BuildLog, source_path: str | None = 
 def _compile_failure(e: BaseException, log: _build.BuildLog, req: dict) -> dict:
     from kernelskill.results import Diagnostic
     if isinstance(e, _build.CompileOnly):
-        return {"status": "compile_only", "build": _buildlog(log)}
+        return {"status": WorkerStatus.compile_only, "build": _buildlog(log)}
     if isinstance(e, _build.BuildFailed):
-        return {"status": "compile_error", "build": _buildlog(log), "error": str(e)}
+        return {"status": WorkerStatus.compile_error, "build": _buildlog(log), "error": str(e)}
     line, text = guards.candidate_line(e)
     if isinstance(e, SyntaxError) and e.filename and e.filename.endswith("candidate_module.py"):
         line, text = e.lineno, e.text or ""
@@ -264,7 +265,7 @@ def _compile_failure(e: BaseException, log: _build.BuildLog, req: dict) -> dict:
                       if isinstance(e, SyntaxError) else None, source_line=text or "", origin="python")
     log.diagnostics.append(diag)
     log.log_tail = _build.tail(traceback.format_exc())
-    return {"status": "compile_error", "build": _buildlog(log), "error": diag.message}
+    return {"status": WorkerStatus.compile_error, "build": _buildlog(log), "error": diag.message}
 
 
 def _buildlog(log: _build.BuildLog) -> dict:
@@ -283,8 +284,8 @@ def mode_compile(req: dict, out: Path) -> dict:
     if not isinstance(getattr(module, "ModelNew", None), type):
         from kernelskill.results import Diagnostic
         log.diagnostics.append(Diagnostic("error", "the candidate defines no class `ModelNew`", origin="python"))
-        return {"status": "compile_error", "build": _buildlog(log), "error": "no ModelNew"}
-    return {"status": "ok", "build": _buildlog(log), "module": module}
+        return {"status": WorkerStatus.compile_error, "build": _buildlog(log), "error": "no ModelNew"}
+    return {"status": WorkerStatus.ok, "build": _buildlog(log), "module": module}
 
 
 def _reference_data(req: dict):
@@ -330,7 +331,7 @@ def mode_run(req: dict, out: Path) -> dict:
     rotate = max(1, min(cfg_rotate(req), (meta.get("plan") or {}).get("rotate", 3)))
 
     compiled = mode_compile(req, out)
-    if compiled["status"] != "ok":
+    if compiled["status"] != WorkerStatus.ok:
         return compiled
     module = compiled.pop("module")
     set_phase(out, "run")
@@ -358,7 +359,7 @@ def mode_run(req: dict, out: Path) -> dict:
                 sets.append(xs)
             del xs, clones, result, flat
     verify_s = _clock() - t0
-    res = {"status": "ok", "build": compiled["build"], "checks": checks, "aligned": aligned,
+    res = {"status": WorkerStatus.ok, "build": compiled["build"], "checks": checks, "aligned": aligned,
            "verify_seconds": verify_s, "pid": os.getpid(), "gpu_uuid": _gpu_uuid(device), "flags_after": guards.flag_changes(before, guards.backend_flags())}
     (out / "checks.json").write_text(json.dumps(res, default=str))
     if req.get("timing") and _await_decision(out, req):
@@ -488,15 +489,15 @@ def mode_profile(req: dict, out: Path) -> dict:
         warm_s = _WARMED[device] = warm_profiler(device)
     task, mod, init, trials, state = _reference_data(req)
     compiled = mode_compile(req, out)
-    if compiled["status"] != "ok":
+    if compiled["status"] != WorkerStatus.ok:
         return compiled
     if not _await_decision(out, req):
-        return {"status": "stopped", "build": compiled["build"]}
+        return {"status": WorkerStatus.stopped, "build": compiled["build"]}
     set_phase(out, "profile")
     t0 = _clock()
     model, _ = _candidate_model(compiled.pop("module"), init, state, req, device)
     kernels = guards.kernel_breakdown(model, trials.get(0), device, Path(req["candidate_path"]).read_text())
-    return {"status": "ok", "build": compiled["build"], "kernels": kernels,
+    return {"status": WorkerStatus.ok, "build": compiled["build"], "kernels": kernels,
             "cost_s": {"profiler_setup": round(warm_s, 3), "profile": round(_clock() - t0, 3)}}
 
 
@@ -516,7 +517,7 @@ def mode_race(req: dict, out: Path) -> dict:
         try:
             module = import_candidate(req, log, path, f"candidate_{i}")
         except Exception as e:  # noqa: BLE001 — a candidate that built before fails to now: data
-            return {"status": "compile_error", "error": f"candidate {i}: {type(e).__name__}: {e}"[:1000],
+            return {"status": WorkerStatus.compile_error, "error": f"candidate {i}: {type(e).__name__}: {e}"[:1000],
                     "build": _buildlog(log)}
         models[f"c{i}"], _ = _candidate_model(module, init, state, req, device)
     set_phase(out, "run")
@@ -528,7 +529,7 @@ def mode_race(req: dict, out: Path) -> dict:
         if name != "eager":
             _save({idx: _cpu(flatten(o)[0]) for idx, o in outs.items()}, out / f"timed_outputs_{name}.pt")
             _write_json_atomic(out / "timed_keys.json", sorted(outs))
-    return {"status": "ok", "build": _buildlog(log),
+    return {"status": WorkerStatus.ok, "build": _buildlog(log),
             "timing": {"times": timed["times"], "reps": timed["reps"], "threads": torch.get_num_threads(),
                        "rounds": rounds, "chosen_round": timed["round"]}}
 
@@ -591,7 +592,7 @@ def mode_refserve(req: dict, out: Path) -> dict:
                 w.unlink()
                 served += 1
                 set_phase(out, "serve")          # each answer restarts the phase's clock
-    return {"status": "ok", "served": served}
+    return {"status": WorkerStatus.ok, "served": served}
 
 
 def cfg_rotate(req: dict) -> int:
@@ -625,13 +626,13 @@ def _compile_baseline(req: dict, ref_model, xs: list, device: str):
 def mode_ceilings(req: dict, out: Path) -> dict:
     from kernelskill.evaluate import roofline
     device = _setup(req)
-    return {"status": "ok", "ceilings": roofline.measure(device)}
+    return {"status": WorkerStatus.ok, "ceilings": roofline.measure(device)}
 
 
 def mode_machine(req: dict, out: Path) -> dict:
     from kernelskill.evaluate import machine
     device = _setup(req)
-    return {"status": "ok", "gpu": machine.gpu_facts(device)}
+    return {"status": WorkerStatus.ok, "gpu": machine.gpu_facts(device)}
 
 
 def mode_ncu(req: dict, out: Path) -> dict:
@@ -640,7 +641,7 @@ def mode_ncu(req: dict, out: Path) -> dict:
     _, _, init, trials, state = _reference_data(req)
     xs = trials.get(0)
     compiled = mode_compile(req, out)
-    if compiled["status"] != "ok":
+    if compiled["status"] != WorkerStatus.ok:
         return compiled
     set_phase(out, "run")
     model, _ = _candidate_model(compiled.pop("module"), init, state, req, device)
@@ -652,7 +653,7 @@ def mode_ncu(req: dict, out: Path) -> dict:
         model(*xs)
         torch.cuda.synchronize()
         torch.cuda.cudart().cudaProfilerStop()
-    return {"status": "ok", "build": compiled["build"]}
+    return {"status": WorkerStatus.ok, "build": compiled["build"]}
 
 
 def worker_env(device: str) -> dict:
@@ -715,17 +716,17 @@ def main(argv: list[str]) -> int:
     try:
         result = MODES[req["mode"]](req, out)
     except torch.OutOfMemoryError as e:
-        result = {"status": "runtime_error", "error": f"out of memory: {str(e).splitlines()[0]}",
+        result = {"status": WorkerStatus.runtime_error, "error": f"out of memory: {str(e).splitlines()[0]}",
                   "traceback": _build.tail(traceback.format_exc())}
     except Exception as e:  # noqa: BLE001 — the worker reports every failure as data
         line, text = guards.candidate_line(e)
         task_error = guards.is_task_error(e)          # its message names the file and line already
-        result = {"status": "task_error" if task_error else "runtime_error",
+        result = {"status": WorkerStatus.task_error if task_error else "runtime_error",
                   "error": (str(e) if task_error else f"{type(e).__name__}: {e}")[:2000], "line": line,
                   "source_line": text,
                   "traceback": _build.tail(traceback.format_exc())}
         if guards.is_triton_compile_error(e):
-            result["status"] = "compile_error"
+            result["status"] = WorkerStatus.compile_error
     result.pop("module", None)
     result["env"] = worker_env(req["device"])
     tmp = out / "result.json.tmp"
