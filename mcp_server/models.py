@@ -14,13 +14,13 @@ from kernelskill.results import CompileResult, EvalResult, TimingStats
 from kernelskill.skills.book import arch_key
 from kernelskill.skills.stats import SkillStats
 from kernelskill.skills import Skill
-from kernelskill.vocab import OP_CLASSES
+from kernelskill.vocab import OP_CLASSES, Backend, Bottleneck, Status
 
 
 class Compilation(BaseModel):
     """Whether the candidate's extensions built, with the compiler's messages mapped to its lines."""
     ok: bool
-    backend: str = Field(description="cuda | triton | cpp | none, detected from the source")
+    backend: str = Field(description=f"{' | '.join(Backend)} | none, detected from the source")
     summary: str
     next_step: str
     result: CompileResult
@@ -28,8 +28,8 @@ class Compilation(BaseModel):
 
 class Evaluation(BaseModel):
     """One evaluation: compile → verify (seeded trials) → time against the eager reference."""
-    status: str = Field(description="ok | compile_error | runtime_error | timeout | crashed | incorrect | flagged "
-                        "| stochastic (the task's reference differs from itself under one seed)")
+    status: Status = Field(description="the verdict; stochastic: the task's reference differs from itself under "
+                           "one seed")
     correct: bool | None = Field(description="all correctness trials passed; null when it never ran")
     speedup: float | None = Field(description="reference median time / candidate median time (>1 is "
                                   "faster); null when not timed or withheld")
@@ -165,8 +165,8 @@ class SkillInfo(BaseModel):
 class SkillList(BaseModel):
     skills: list[SkillInfo]
     op_classes: list[str] = Field(default_factory=list, description="the task's op classes the gate used")
-    backend: str
-    bottleneck: str | None = None
+    backend: Backend
+    bottleneck: Bottleneck | None = None
     note: str = ""
 
 

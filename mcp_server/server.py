@@ -27,6 +27,7 @@ from kernelskill import __version__
 from kernelskill.errors import UserError, one_line
 from kernelskill.evaluate.isolation import Cancelled
 from kernelskill.skills import SkillBook
+from kernelskill.vocab import Backend, Bottleneck, Status
 
 from .jobs import JobInfo, JobKind
 from .models import (Compilation, DistilledSkill, Evaluation, MachineInfo, Profile, RecordedAttempt, SkillList,
@@ -54,8 +55,6 @@ TimeoutArg = Annotated[float | None, Field(gt=0, allow_inf_nan=False, descriptio
     "when you suspect a hang."))]
 PresetArg = Annotated[str | None, Field(description=(
     "A size preset from the task's task.toml, e.g. 'small' (use it on a server without a GPU)."))]
-BackendName = Literal["cuda", "triton", "cpp"]
-Bottleneck = Literal["memory-bound", "compute-bound", "launch-bound", "latency-bound"]
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 # Builds and runs agent-written native code for minutes (in an isolated worker, writing only the
 # build cache): never read-only, so a client that auto-approves read-only tools still asks.
@@ -162,8 +161,12 @@ def build_server(config: ServerConfig | None = None, toolbox: Toolbox | None = N
 
 
 def _describe(fn: Callable) -> str:
-    """A docstring as one paragraph: the description an LLM reads, without source indentation."""
-    return " ".join(inspect.cleandoc(fn.__doc__ or "").split())
+    """A docstring as one paragraph: the description an LLM reads, without source indentation.
+
+    ``{statuses}`` in it becomes the verdicts from the Status enum, so the text never lags the schema
+    (a replace, not str.format: other docstrings hold braces of their own)."""
+    text = " ".join(inspect.cleandoc(fn.__doc__ or "").split())
+    return text.replace("{statuses}", " | ".join(Status))
 
 
 def _add_tools(server: MCPServer) -> None:  # noqa: C901 - one short function per tool
@@ -176,7 +179,7 @@ def _add_tools(server: MCPServer) -> None:  # noqa: C901 - one short function pe
 
     @tool(annotations=RUNS_CODE)
     async def compile(source: SourceArg, ctx: Context,
-                      backend: Annotated[BackendName | None, Field(description=(
+                      backend: Annotated[Backend | None, Field(description=(
                           "Assert the backend; it is detected from the source (cuda: load_inline with "
                           "cuda_sources; triton: @triton.jit; cpp: load_inline with cpp_sources only)."))] = None,
                       ) -> Compilation:
@@ -192,8 +195,7 @@ def _add_tools(server: MCPServer) -> None:  # noqa: C901 - one short function pe
                          "Seeded correctness trials (a second input distribution is added)."))] = 5,
                      preset: PresetArg = None, run_timeout_s: TimeoutArg = None) -> Evaluation:
         """Check a candidate against the task's reference on seeded trials, without timing it. Returns status
-        (ok | compile_error | runtime_error | timeout | crashed | incorrect | flagged | stochastic: the task's
-        reference differs from itself), a summary and a next_step; when incorrect, result.verify.mismatch
+        ({statuses}; stochastic: the task's reference differs from itself), a summary and a next_step; when incorrect, result.verify.mismatch
         shows the worst elements (expected vs got). The candidate runs in an isolated worker process; expect
         seconds to minutes (progress is reported)."""
         return await _call(ctx, lambda tb, progress: tb.verify(task, source, trials, preset, progress, run_timeout_s))
@@ -261,7 +263,7 @@ def _add_tools(server: MCPServer) -> None:  # noqa: C901 - one short function pe
             bottleneck: Annotated[Bottleneck | None, Field(description=(
                 "The bottleneck read from a profile; keeps the skills that address it."))] = None,
             query: Annotated[str | None, Field(description="Keywords, e.g. 'shared memory tiling'.")] = None,
-            backend: Annotated[BackendName | None, Field(description=(
+            backend: Annotated[Backend | None, Field(description=(
                 "Backend of the kernels you will write; default: cuda on a GPU server, else cpp."))] = None,
             limit: Annotated[int, Field(ge=1, le=50, description="How many skills to return.")] = 5,
             preset: PresetArg = None) -> SkillList:

@@ -27,7 +27,7 @@ from kernelskill.evaluate import api
 from kernelskill.evaluate.build import cache_root
 from kernelskill.results import CompileResult, EvalResult, TimingStats
 from kernelskill.skills import SkillBook
-from kernelskill.vocab import BACKENDS
+from kernelskill.vocab import BACKENDS, Backend
 from kernelskill.skills.predicates import gate_features, task_facts
 from kernelskill.task import TASK_FILE_NAMES
 
@@ -216,11 +216,12 @@ class Toolbox:
                             f"most recent are kept)")
         return text
 
-    def compile(self, source: str, backend: str | None = None, progress: Progress = _quiet) -> Compilation:
+    def compile(self, source: str, backend: Backend | str | None = None, progress: Progress = _quiet) -> Compilation:
         """Build the candidate's extensions only; each build step comes back as progress."""
         cand = self.candidate(source)
         if backend and backend != cand.backend:
-            raise UserError(f"backend={backend!r} but the source is a {cand.backend!r} candidate (cuda: "
+            # '{backend}', not !r: the server passes a Backend, whose repr is not its value
+            raise UserError(f"backend='{backend}' but the source is a {cand.backend!r} candidate (cuda: "
                             f"load_inline with cuda_sources; triton: @triton.jit kernels; cpp: load_inline with "
                             f"cpp_sources only). Fix the source or leave backend out")
         progress(PHASES["build"][0], STEPS, PHASES["build"][1])
@@ -324,9 +325,9 @@ class Toolbox:
 
     # ---- skills -------------------------------------------------------------------------------
     @property
-    def default_backend(self) -> str:
+    def default_backend(self) -> Backend:
         """The backend this server can run: cuda with a GPU, else C++ on the CPU."""
-        return "cuda" if self.has_cuda else "cpp"
+        return Backend.cuda if self.has_cuda else Backend.cpp
 
     @property
     def arch(self) -> str | None:
@@ -364,4 +365,4 @@ class Toolbox:
         return catalog.record_attempt(self.book, features=self.summary(rt)["op_classes"], skill_id=skill_id,
                                       outcome=outcome, speedup=speedup, verdict=verdict, candidate_hash=cand.hash,
                                       backend=cand.backend if cand.backend in BACKENDS else None,
-                                      arch=self.arch if cand.backend in ("cuda", "triton") else None)
+                                      arch=self.arch if cand.backend in (Backend.cuda, Backend.triton) else None)
