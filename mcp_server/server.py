@@ -195,9 +195,9 @@ def _add_tools(server: MCPServer) -> None:  # noqa: C901 - one short function pe
                          "Seeded correctness trials (a second input distribution is added)."))] = 5,
                      preset: PresetArg = None, run_timeout_s: TimeoutArg = None) -> Evaluation:
         """Check a candidate against the task's reference on seeded trials, without timing it. Returns status
-        ({statuses}; stochastic: the task's reference differs from itself), a summary and a next_step; when incorrect, result.verify.mismatch
-        shows the worst elements (expected vs got). The candidate runs in an isolated worker process; expect
-        seconds to minutes (progress is reported)."""
+        (one of {statuses}; stochastic: the task's reference differs from itself), a summary and a
+        next_step; when incorrect, result.verify.mismatch shows the worst elements (expected vs got). The
+        candidate runs in an isolated worker process; expect seconds to minutes (progress is reported)."""
         return await _call(ctx, lambda tb, progress: tb.verify(task, source, trials, preset, progress, run_timeout_s))
 
     @tool(annotations=RUNS_CODE)
