@@ -12,6 +12,7 @@ from pathlib import Path
 
 from .errors import UserError
 from .shipped import EXAMPLES_DIR
+from .vocab import Status
 
 COMMAND_MODULES = ("kernelskill.cli_skills", "kernelskill.cli_optimize", "kernelskill.mcp_server.cli",
                    "kernelskill.tui.cli", "kernelskill.cli_bench")
@@ -142,7 +143,7 @@ def cmd_eval(args) -> int:
 
 def _exit_code(result) -> int:
     """0 ok, 1 the candidate failed, 2 the task's fault (a reference that differs from itself)."""
-    return 0 if result.ok else 2 if result.status == "stochastic" else 1
+    return 0 if result.ok else 2 if result.status == Status.stochastic else 1
 
 
 @contextlib.contextmanager
@@ -233,7 +234,7 @@ def _emit(result, args, printer) -> None:
         print(json.dumps(result.to_dict(), indent=2))
         return
     printer(result)
-    if getattr(result, "status", None) == "timeout":      # a CompileResult has no status
+    if getattr(result, "status", None) == Status.timeout:      # a CompileResult has no status
         print("  the limits: --build-timeout S (default 900) and --run-timeout S (default 300)")
 
 

@@ -16,6 +16,7 @@ from typing import Any, Mapping
 
 from .errors import UserError
 from .skills import user_home
+from .vocab import BACKENDS
 
 ROLES = ("planner", "coder", "debugger")
 ROLE_DEFAULTS = {"planner": 0.8, "coder": 0.1, "debugger": 0.1}
@@ -45,7 +46,7 @@ _TYPES: dict[str, tuple] = {
     "search.seed": (int,), "agents.prompts_dir": (str,), "search.stop_at_roof": (int, float),
 }
 _ROLE_KEYS = {"model": (str,), "temperature": (int, float), "max_tokens": (int,), "prompt_tokens": (int,)}
-_CHOICES = {"search.policy": ("stark", "line"), "agents.backend": ("auto", "cuda", "triton", "cpp")}
+_CHOICES = {"search.policy": ("stark", "line"), "agents.backend": ("auto", *BACKENDS)}
 
 
 @dataclass

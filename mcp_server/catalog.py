@@ -11,7 +11,7 @@ from kernelskill.errors import UserError
 from kernelskill.skills.stats import OUTCOMES
 from kernelskill.skills import SkillBook, arch_allows
 from kernelskill.task import TASK_FILE_NAMES, Task
-from kernelskill.vocab import BACKENDS, BOTTLENECKS
+from kernelskill.vocab import BACKENDS, BOTTLENECKS, Status
 
 from .models import RecordedAttempt, SkillInfo, SkillList, SkillStatsInfo, TaskEntry, TaskList
 from .roots import Roots, example_dir, example_names
@@ -133,8 +133,9 @@ def record_attempt(book: SkillBook, *, features: list[str], skill_id: str, outco
     quality = "unmeasured"
     if verdict is not None:
         status, measured, timed_quality = (tuple(verdict) + (None,))[:3]
-        if outcome == "success" and status != "ok":
-            raise UserError(f"this source was last evaluated here as {status!r}; only a correct candidate can "
+        if outcome == "success" and status != Status.ok:
+            # '{status}', not !r: a Status's repr is not its value
+            raise UserError(f"this source was last evaluated here as '{status}'; only a correct candidate can "
                             f"be a success. Record outcome 'failure', or fix it and evaluate again")
         if measured is not None:
             speedup, quality = measured, timed_quality or "good"

@@ -221,7 +221,7 @@ class Toolbox:
         cand = self.candidate(source)
         if backend and backend != cand.backend:
             # '{backend}', not !r: the server passes a Backend, whose repr is not its value
-            raise UserError(f"backend='{backend}' but the source is a {cand.backend!r} candidate (cuda: "
+            raise UserError(f"backend='{backend}' but the source is a '{cand.backend}' candidate (cuda: "
                             f"load_inline with cuda_sources; triton: @triton.jit kernels; cpp: load_inline with "
                             f"cpp_sources only). Fix the source or leave backend out")
         progress(PHASES["build"][0], STEPS, PHASES["build"][1])

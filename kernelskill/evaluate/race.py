@@ -16,6 +16,7 @@ import numpy as np
 from ..candidate import Candidate
 from ..results import MeasurementQuality, RaceEntry, RaceResult
 from ..task import Task
+from ..vocab import WorkerStatus
 from .api import Options, _request, _resolve, _workdir, reference, reference_server, resolve_device
 from .isolation import run_worker
 from .quality import GOOD, RoundJudge
@@ -62,7 +63,7 @@ def _run(task, cands, names, device, opts, req, judge, ref_dir, meta, base, serv
         out = run_worker(req, build_timeout=opts.build_timeout, run_timeout=opts.run_timeout, keep=base,
                          on_phase=judge.on_phase, on_poll=judge.poll, on_round=judge.on_round, cancel=opts.cancel)
         res = out.result or {}
-        if res.get("status") != "ok":
+        if res.get("status") != WorkerStatus.ok:
             why = res.get("error") or out.died or res.get("status") or "no result"
             return RaceResult(status="failed", message=f"race failed: {why}"[:1000],
                               seconds=round(time.perf_counter() - started, 3))
