@@ -3,6 +3,7 @@ the enums serialize to the plain strings that JSON, event files and stored runs 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -98,3 +99,8 @@ def test_roofline_classes_are_bottlenecks():
     roof = {"fraction": 0.5, "roof": "memory"}
     assert roofline.classify(roof, 1.0) is Bottleneck.memory_bound
     assert roofline.classify({**roof, "fraction": 0.01}, 1.0) is Bottleneck.latency_bound
+
+
+def test_the_evaluator_docs_describe_every_status():
+    table = (Path(__file__).parents[1] / "docs" / "evaluator.md").read_text()
+    assert all(f"| `{s}` |" in table for s in Status)
