@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 from .errors import UserError
+from .vocab import Status
 
 EPILOG = """examples:
   kernelskill optimize examples/softmax_rows --preset small --device cpu --budget 10
@@ -81,7 +82,7 @@ class Progress:
               if node.get("speedup") is not None else "")
         what = node["status"] + sp
         msg = node.get("message") or ""
-        detail = f" — {msg[:70]}" if msg and (node["status"] != "ok" or not evaluated) else ""
+        detail = f" — {msg[:70]}" if msg and (node["status"] != Status.ok or not evaluated) else ""
         self._line(f"[{n}{total}] {node['id']} ← {node['parent']} {node['kind']:<6} "
                    f"{node.get('skill_id') or '-'}: {what}{detail}")
 

@@ -19,6 +19,7 @@ from kernelskill.events import (AgentDelta, AgentFinished, AgentStarted, BestImp
                                 NodeSelected, RunError, RunFinished, RunStarted)
 from kernelskill.runs import RunState
 from kernelskill.trajectory import Node
+from kernelskill.vocab import Status
 
 from ..launch import RunRequest, build_optimizer, resume_flags
 from ..model import RunView, failure_note, fmt_speedup
@@ -477,7 +478,7 @@ class RunScreen(KeepsFocus, Screen):
             if path is None:
                 return
             code = (path / "best.py").read_text(encoding="utf-8")
-            self.diff_base = Node(id=f"{path.name}/best", parent=None, kind="root", code=code, status="ok")
+            self.diff_base = Node(id=f"{path.name}/best", parent=None, kind="root", code=code, status=Status.ok)
             current = self.query_one(CandidateTree).current_id
             if current in self.view.tree:
                 self._show(current)
