@@ -257,7 +257,7 @@ class Optimizer:
     def _arch(self) -> str | None:
         """The GPU's compute capability from the baseline's environment (None on the CPU or when unknown)."""
         from .skills import parse_arch
-        cap = ((self.tree.root.result or {}).get("env") or {}).get("capability") if self.backend != Backend.cpp else None
+        cap = ((self.tree.root.result or {}).get("env") or {}).get("capability") if self.backend != "cpp" else None
         try:
             return f"sm_{parse_arch(str(cap))[0]}" if cap else None
         except UserError:

@@ -721,7 +721,7 @@ def main(argv: list[str]) -> int:
     except Exception as e:  # noqa: BLE001 — the worker reports every failure as data
         line, text = guards.candidate_line(e)
         task_error = guards.is_task_error(e)          # its message names the file and line already
-        result = {"status": WorkerStatus.task_error if task_error else "runtime_error",
+        result = {"status": WorkerStatus.task_error if task_error else WorkerStatus.runtime_error,
                   "error": (str(e) if task_error else f"{type(e).__name__}: {e}")[:2000], "line": line,
                   "source_line": text,
                   "traceback": _build.tail(traceback.format_exc())}

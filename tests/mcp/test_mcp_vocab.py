@@ -21,7 +21,8 @@ def _enum(schema: dict, name: str) -> list[str]:
 async def test_schemas_list_exactly_the_enums_values(server):
     async with Client(server) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
-    backends, bottlenecks, statuses = [b.value for b in Backend], [b.value for b in Bottleneck], [s.value for s in Status]
+    backends, bottlenecks = [b.value for b in Backend], [b.value for b in Bottleneck]
+    statuses = [s.value for s in Status]
     assert _enum(tools["compile"].input_schema, "Backend") == backends
     assert _enum(tools["lookup_skills"].input_schema, "Backend") == backends
     assert _enum(tools["lookup_skills"].input_schema, "Bottleneck") == bottlenecks
