@@ -379,7 +379,7 @@ class Optimizer:
             self.tree.promote(pick.id)
             self.emit(BestImproved(node_id=pick.id, speedup=pick.speedup, previous=best.speedup if best else None,
                                    why=why))
-        if res.status != "ok":           # a RaceResult: ok | failed
+        if res.status != "ok":
             return None
         entry = res.entries[pool.index(pick)]
         return entry.speedup, entry.speedup_ci, res.quality.verdict if res.quality else None
