@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .errors import UserError
-from .skills import user_home
+from .paths import user_home
 
 ROLES = ("planner", "coder", "debugger")
 ROLE_DEFAULTS = {"planner": 0.8, "coder": 0.1, "debugger": 0.1}

@@ -50,7 +50,7 @@ class RunRequest:
 def build_optimizer(req: RunRequest, config: Config, *, llm=None):
     """The task and an Optimizer configured as ``config`` with the form's values on top (UserError
     for anything the user must fix)."""
-    from kernelskill.cli import resolve_task_path
+    from kernelskill.paths import resolve_task_path
     from kernelskill.optimizer import Optimizer
     from kernelskill.task import Task
     if not req.task.strip():
@@ -101,7 +101,7 @@ def list_examples(root: Path) -> list[Example]:
 
 def describe_task(spec: str) -> tuple[str, str]:
     """(one line about the task at ``spec``, a style): its description, or what is wrong with the path."""
-    from kernelskill.cli import resolve_task_path
+    from kernelskill.paths import resolve_task_path
     if not spec.strip():
         return "", ""
     p = Path(resolve_task_path(spec.strip()))
@@ -124,7 +124,7 @@ def _task_toml(d: Path) -> dict[str, Any]:
 
 def presets_of(spec: str) -> tuple[str, ...]:
     """Preset names of a task directory or file path (none for a plain file or a bad path)."""
-    from kernelskill.cli import resolve_task_path
+    from kernelskill.paths import resolve_task_path
     p = Path(resolve_task_path(spec.strip())) if spec.strip() else None
     return tuple(_task_toml(p).get("presets", {})) if p and p.is_dir() else ()
 

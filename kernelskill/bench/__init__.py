@@ -1,6 +1,6 @@
 """``kernelskill bench``: a suite of tasks through an executor, scored with KernelBench's metrics.
 
-    from kernelskill.suite import discover, resolve_suite, select
+    from kernelskill.bench.suite import discover, resolve_suite, select
     tasks = select(discover(resolve_suite("examples")), levels={1, 2}, limit=5)
     plans = plan(tasks, BenchSettings(device="cpu"))
     records, reused = run(plans, make_executor("pool", "cpu"), ResultStore(out / "results.jsonl"))
@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 
 from ..candidate import source_hash
 from ..errors import StochasticTask, TaskError, UserError
-from ..suite import SuiteTask
+from .suite import SuiteTask
 from ..task import Task
 
 BACKENDS = {"cpu": ("cpp",), "cuda": ("cuda", "triton")}

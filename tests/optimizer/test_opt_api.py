@@ -9,7 +9,7 @@ import pytest
 
 import kernelskill
 from kernelskill.cli import build_parser, main
-from kernelskill.cli_optimize import _flags
+from kernelskill.cli.optimize import _flags
 from kernelskill.errors import UserError
 from kernelskill.llm import ScriptedLLM
 from kernelskill.results import EvalResult

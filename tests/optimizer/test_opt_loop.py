@@ -103,7 +103,7 @@ def test_a_run_you_can_audit(tmp_path, capsys):
     """Every reply (an unusable one too) and its parse error stay on the node; report.md has per-node
     model and evaluation seconds and the whole plan; the progress shows no stale best and the outcome
     is printed once."""
-    from kernelskill.cli_optimize import Progress
+    from kernelskill.cli.optimize import Progress
     script = Scenario()
     calls = {"planner": 0}
 

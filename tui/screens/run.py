@@ -488,14 +488,7 @@ class RunScreen(KeepsFocus, Screen):
 
     def action_history(self) -> None:
         """Back to the History screen below this one, else a new one on top (a live run keeps going)."""
-        from .history import HistoryScreen
-        stack = self.app.screen_stack
-        below = [s for s in stack[:-1] if isinstance(s, HistoryScreen)]
-        if below and not any(isinstance(s, RunScreen) and s.view.active for s in stack[stack.index(below[-1]) + 1:]):
-            while self.app.screen is not below[-1]:
-                self.app.pop_screen()
-        else:
-            self.app.push_screen(HistoryScreen())
+        self.app.back_to_history()
 
     def action_back(self) -> None:
         """esc: clear and hide the tree's filter when it is open, else back."""

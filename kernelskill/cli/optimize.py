@@ -10,7 +10,7 @@ import json
 import sys
 from typing import Any
 
-from .errors import UserError
+from ..errors import UserError
 
 EPILOG = """examples:
   kernelskill optimize examples/softmax_rows --preset small --device cpu --budget 10
@@ -137,11 +137,11 @@ def _setup_error(e: UserError) -> None:
 
 
 def cmd_optimize(args) -> int:
-    from .cli import _load_task
-    from .config import load_config
-    from .optimizer import Optimizer
+    from .common import load_task
+    from ..config import load_config
+    from ..optimizer import Optimizer
     try:
-        task = _load_task(args)
+        task = load_task(args)
         config = load_config(_flags(args))
         opt = Optimizer(task, config=config)
     except UserError as e:
@@ -150,8 +150,8 @@ def cmd_optimize(args) -> int:
 
 
 def cmd_resume(args) -> int:
-    from .optimizer import Optimizer
-    from .runs import find_run
+    from ..optimizer import Optimizer
+    from ..runs import find_run
     try:
         path = find_run(args.run, _runs_dir(args))
         flags = {k: v for k, v in _flags(args).items() if k != "runs_dir"}
@@ -162,7 +162,7 @@ def cmd_resume(args) -> int:
 
 
 def cmd_runs_list(args) -> int:
-    from .runs import list_runs
+    from ..runs import list_runs
     runs = list_runs(_runs_dir(args))
     rows = [_summary(r) for r in runs]
     if args.json:
@@ -178,7 +178,7 @@ def cmd_runs_list(args) -> int:
 
 
 def cmd_runs_show(args) -> int:
-    from .runs import find_run, load_run
+    from ..runs import find_run, load_run
     state = load_run(find_run(args.run, _runs_dir(args)))
     if args.json:
         print(json.dumps({**_summary(state), "nodes": [n.to_dict() | {"result": None} for n in state.tree]}, indent=2))
@@ -196,7 +196,7 @@ def _runs_dir(args) -> str:
     """--runs-dir, else runs_dir from the config files, else runs/."""
     if getattr(args, "runs_dir", None):
         return args.runs_dir
-    from .config import load_config
+    from ..config import load_config
     return load_config().data["runs_dir"]
 
 
@@ -228,14 +228,14 @@ def _budget_args(p: argparse.ArgumentParser) -> None:
 
 def add_parser(sub) -> None:
     """Register optimize, resume and runs."""
-    from .cli import _task_args
+    from .common import task_args
     fmt = argparse.RawDescriptionHelpFormatter
     p = sub.add_parser("optimize", help="let the agents write a faster, verified kernel for a task",
                        description="Search for a faster ModelNew with the planner, coder and debugger agents; every "
                        "candidate is compiled, verified and timed by the evaluator.", epilog=EPILOG, formatter_class=fmt)
     p.add_argument("task", help="task file or directory, or the name of a shipped example")
     p.add_argument("--device", help="cpu, cuda or cuda:N (default: auto)")
-    _task_args(p)
+    task_args(p)
     p.add_argument("--policy", choices=("stark", "line"), help="search policy (default stark)")
     p.add_argument("--seed", type=int, help="seed of the search policy (deterministic choices)")
     _budget_args(p)

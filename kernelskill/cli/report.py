@@ -1,7 +1,7 @@
 """Human-readable summaries of results for the terminal (the CLI's default output)."""
 from __future__ import annotations
 
-from .results import CompileResult, EvalResult
+from ..results import CompileResult, EvalResult
 
 _MARK = {"ok": "✓", "incorrect": "✗", "flagged": "⚑", "compile_error": "✗", "runtime_error": "✗",
          "timeout": "⏱", "crashed": "✗", "stochastic": "⚠"}
