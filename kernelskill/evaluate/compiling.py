@@ -70,6 +70,7 @@ def compile(candidate, *, device: str = "auto", opts: Options | None = None) -> 
 
 
 def has_triton() -> bool:
+    """Whether this Python has the triton package (without importing it)."""
     return importlib.util.find_spec("triton") is not None
 
 

@@ -70,9 +70,11 @@ class Evaluation:
 
     @property
     def reply(self) -> WorkerReply | None:
+        """The run worker's reply; None before it ran, or when it never reported."""
         return self.outcome.result if self.outcome else None
 
     def run(self) -> EvalResult:
+        """plan → build (verify, time) → profile → judge, and --ncu; the verdict."""
         if self.plan():
             return self.result
         with reference_server(self.task, self.device, self.opts, self.ref_dir, self.meta) as self.server:
@@ -141,6 +143,7 @@ class Evaluation:
             self.verified = self.verify_outputs(self.outcome.out_dir)   # verify only: no await
 
     def phase(self, name: str) -> None:
+        """Each phase the worker reports: the round judge's clock, then the caller's progress."""
         self.rounds.on_phase(name)
         if self.on_phase:
             self.on_phase(name)
@@ -151,6 +154,7 @@ class Evaluation:
         self.rounds.poll(out_dir)
 
     def verify_outputs(self, out_dir: Path) -> tuple:
+        """verify_run on the worker's outputs, with the trials compared already."""
         return verdict.verify_run(out_dir, self.task, self.ref_dir, self.meta, self.trials)
 
     def verify(self, out_dir: Path) -> bool:
@@ -192,6 +196,7 @@ class Evaluation:
 
     # ---- judge ----------------------------------------------------------------------------------
     def finish(self, status: str, message: str) -> None:
+        """The verdict: status, message, every flag raised, and the evaluation's seconds."""
         r = self.result
         r.status, r.message = status, message
         r.flags = list(dict.fromkeys(r.flags + self.flags))

@@ -121,6 +121,7 @@ def workdir(opts: Options) -> Path:
 
 
 def mkdir(p: Path) -> Path:
+    """``p``, created with its parents if missing."""
     p.mkdir(parents=True, exist_ok=True)
     return p
 
