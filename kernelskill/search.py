@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from .trajectory import Node, Trajectory
+
+if TYPE_CHECKING:
+    from .config import SearchSettings
 
 
 @dataclass
@@ -112,12 +115,11 @@ class LinePolicy:
         return Selection(base.id, "expand", f"line: base {base.id} ({tree.speedup_of(base):.2f}×)")
 
 
-def make_policy(search: dict) -> Policy:
-    """The policy named in the ``[search]`` config table."""
-    if search["policy"] == "line":
-        return LinePolicy(search["line_ratio"], search["line_gain"], search["max_repairs"])
-    return StarkPolicy(search["epsilon"], search["root_children"], search["close_after"], search["max_repairs"],
-                       search["seed"])
+def make_policy(search: SearchSettings) -> Policy:
+    """The policy named in the ``[search]`` config section."""
+    if search.policy == "line":
+        return LinePolicy(search.line_ratio, search.line_gain, search.max_repairs)
+    return StarkPolicy(search.epsilon, search.root_children, search.close_after, search.max_repairs, search.seed)
 
 
 # ---- what each agent sees (STARK's role-specific context windows) -------------------------------

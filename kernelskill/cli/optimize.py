@@ -197,7 +197,7 @@ def _runs_dir(args) -> str:
     if getattr(args, "runs_dir", None):
         return args.runs_dir
     from ..config import load_config
-    return load_config().data["runs_dir"]
+    return load_config().runs_dir
 
 
 def _summary(state) -> dict[str, Any]:

@@ -484,7 +484,7 @@ class RunScreen(KeepsFocus, Screen):
             self.query_one(NodeDetail).active = "tab-diff"
             self.notify(f"Diff now compares against the best of {path.name} (m twice: back to parents).", timeout=6)
         here = getattr(self.optimizer, "path", None) or self._replay_path
-        self.app.push_screen(RunPickerScreen(Path(self.app.config.data["runs_dir"]), exclude=here), chosen)
+        self.app.push_screen(RunPickerScreen(Path(self.app.config.runs_dir), exclude=here), chosen)
 
     def action_history(self) -> None:
         """Back to the History screen below this one, else a new one on top (a live run keeps going)."""
