@@ -39,7 +39,7 @@ ROLES = ("planner", "coder", "debugger")
 
 FAILED_RESULT = {
     "status": "compile_error", "message": "build failed: 12 errors",
-    "compile": {"ok": False, "log_tail": "g++ ... error: expected ';' before 'return'\n" * 200,
+    "compile": {"ok": False, "backend": "cpp", "log_tail": "g++ ... error: expected ';' before 'return'\n" * 200,
                 "diagnostics": [{"file": "candidate", "line": 9 + i, "column": 5, "severity": "error",
                                  "message": f"expected ';' before 'return' (error {i})", "origin": "cpp",
                                  "source_line": "    return y;"} for i in range(20)]},

@@ -242,7 +242,8 @@ class Optimizer:
     def _arch(self) -> str | None:
         """The GPU's compute capability from the baseline's environment (None on the CPU or when unknown)."""
         from .skills import parse_arch
-        cap = ((self.tree.root.result or {}).get("env") or {}).get("capability") if self.backend != "cpp" else None
+        root = self.tree.root.result
+        cap = root.env.capability if root is not None and self.backend != "cpp" else None
         try:
             return f"sm_{parse_arch(str(cap))[0]}" if cap else None
         except UserError:
@@ -282,7 +283,7 @@ class Optimizer:
             raise TaskError(f"{self.task.path}: the reference itself failed to run: {result.status}: {result.message}")
         _stop_if_stochastic(result)
         root = Node(id="n0", parent=None, kind="root", code=self.task.source, code_hash=cand.hash,
-                    result=result.to_dict(), status=result.status, speedup=1.0, message=result.message,
+                    result=result, status=result.status, speedup=1.0, message=result.message,
                     eval_seconds=seconds)
         self.tree.add(root)
         self.emit(BaselineMeasured(node=root.to_dict(), seconds=seconds))
@@ -375,7 +376,7 @@ class Optimizer:
         best = self.tree.best()
         if limit is None or best is None or not best.measured_well:
             return None
-        frac = ((best.result or {}).get("profile") or {}).get("roofline", {}).get("fraction")
+        frac = best.profile.roofline.get("fraction") if best.profile is not None else None
         return "roof" if isinstance(frac, (int, float)) and frac >= limit else None
 
     def _budget_update(self) -> None:
@@ -410,7 +411,7 @@ class Optimizer:
             node.eval_seconds = time.perf_counter() - t
             self.timers["eval"] += node.eval_seconds
         _stop_if_stochastic(result)
-        node.result, node.status, node.message = result.to_dict(), result.status, result.message
+        node.result, node.status, node.message = result, result.status, result.message
         node.speedup = result.speedup if result.ok else None
         return True
 

@@ -42,7 +42,7 @@ def test_optimize_with_the_scripted_llm_and_a_budget(tmp_path):
 
     # an int is the attempts budget; the evaluator replays the measured reference (no build, no timing)
     measured = state.tree.root.result
-    replay = lambda task, cand, opts=None, **kw: EvalResult.from_dict(measured)   # noqa: E731
+    replay = lambda task, cand, opts=None, **kw: EvalResult.from_dict(measured.to_dict())   # noqa: E731
     task = kernelskill.Task.load(RELU_TASK)
     run = kernelskill.optimize(task, llm=ScriptedLLM(Scenario(coder_codes=[GOOD])), budget=2, runs_dir=tmp_path / "r2",
                                flags=flags, evaluator=replay)

@@ -13,9 +13,11 @@ from kernelskill.events import (EVENTS, AgentDelta, AgentFinished, AgentStarted,
 from kernelskill.runs import RunStore, load_run, read_events
 from kernelskill.trajectory import LLMCall, Node
 
-ROOT = Node(id="n0", parent=None, kind="root", code="ref", status="ok", speedup=1.0, result={"status": "ok"})
+from helpers import eval_result
+
+ROOT = Node(id="n0", parent=None, kind="root", code="ref", status="ok", speedup=1.0, result=eval_result("ok"))
 CHILD = Node(id="n1", parent="n0", kind="plan", code="new", status="ok", speedup=1.7, skill_id="s",
-             calls=[LLMCall(role="coder", prompt_tokens=10, completion_tokens=20, cost=0.5)], result={"status": "ok"})
+             calls=[LLMCall(role="coder", prompt_tokens=10, completion_tokens=20, cost=0.5)], result=eval_result("ok"))
 SAMPLES = [
     RunStarted(run_id="r", task="t.py", task_hash="h", backend="cpp", device="cpu", policy="stark", config={"a": 1}),
     BaselineMeasured(node=ROOT.to_dict(), seconds=1.5),

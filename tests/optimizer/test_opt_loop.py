@@ -13,6 +13,7 @@ from kernelskill.runs import load_run, read_events
 from kernelskill.skills import SkillBook
 from kernelskill.task import Task
 
+from helpers import eval_result
 from scenario import EVAL_FLAGS, GOOD, RELU_TASK, Scenario
 
 
@@ -174,7 +175,7 @@ def test_the_debugger_sees_the_working_code_the_failed_one_came_from():
     tree.add(Node(id="n0", parent=None, kind="root", code=REF, status="ok", speedup=1.0))
     tree.add(Node(id="n1", parent="n0", kind="plan", code=GOOD, status="ok", speedup=1.5))
     broken = tree.add(Node(id="n2", parent="n1", kind="plan", code=BUGGY, status="incorrect",
-                           result={"status": "incorrect"}, message="1 element outside tolerance"))
+                           result=eval_result("incorrect"), message="1 element outside tolerance"))
     assert team.repair(tree, broken, Node(id=tree.new_id(), parent="n2", kind="repair", code=""), 1)
     prompt = script.prompts("debugger")[0]
     base = prompt.split("## The working code it started from", 1)[1].split("## The failed candidate", 1)[0]

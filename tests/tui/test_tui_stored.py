@@ -15,6 +15,7 @@ from kernelskill.tui.screens.run import RunScreen
 from kernelskill.tui.widgets.activity import ActivityLog
 from kernelskill.tui.widgets.candidate_tree import CandidateTree
 
+from helpers import eval_result
 from conftest import EXAMPLES, STORED_RUN, STORED_RUNS, labels, run_async, until
 
 
@@ -87,7 +88,7 @@ def test_node_detail_shows_the_roofline_position_and_bottleneck():
             "speedup_ci": [1.4, 1.6], "custom_share": 1.0, "bottleneck": "memory-bound",
             "roofline": {"floor_ms": 1.0, "fraction": 0.5, "eager_fraction": 0.33, "achieved_gbs": 1500.0,
                          "roof": "memory", "ceilings": "GPU (measured now)"}}
-    node = Node(id="n1", parent="n0", kind="plan", code="", status="ok", result={"profile": prof})
+    node = Node(id="n1", parent="n0", kind="plan", code="", status="ok", result=eval_result(profile=prof))
     text = profile_text(node).plain
     assert "floor 1.000 ms · 50% of its pace (eager 33%) · 1500 GB/s · memory roof" in text
     assert "bottleneck memory-bound" in text

@@ -286,10 +286,9 @@ class RunScreen(KeepsFocus, Screen):
             activity.note(f"▶ attempt {ev.attempt}: {ev.action} {ev.node_id} ({ev.reason})", "bold")
         elif isinstance(ev, CandidateEvaluated):
             note = failure_note(ev.node)
-            sp = ev.node.get("speedup")
-            dup = ev.node.get("duplicate_of")
-            prof = ((ev.node.get("result") or {}).get("profile") or {})
-            ok = f"{ev.node['id']} ok {fmt_speedup(sp, prof.get('speedup_ci'))}{quality_note(prof)}" + (
+            node = self.view.tree.get(ev.node["id"])         # parsed once, by the view's apply above
+            dup = node.duplicate_of
+            ok = f"{node.id} ok {fmt_speedup(node.speedup, node.speedup_ci)}{quality_note(node.profile)}" + (
                 f" (same code as {dup}, not evaluated again)" if dup else "")
             activity.note(f"■ {note or ok}", "red" if note else "green")
             if note and not replay and ev.evaluated:
