@@ -416,14 +416,11 @@ class Optimizer:
         return True
 
     def _record(self, node: Node) -> None:
-        skill = self.book.skills.get(node.skill_id)
-        if skill is None:
+        if node.skill_id not in self.book.skills:
             return
-        ops = self.team.op_classes
-        op = next((o for o in ops if o in skill.applies_to), ops[0] if ops else None)
         sp = node.speedup if node.speedup and node.speedup > 0 else None
-        self.book.record(node.skill_id, op, self.tree.outcome(node), sp, quality=node.quality or "good",
-                         backend=self.backend, arch=self.team.arch)
+        self.book.record_outcome(node.skill_id, self.team.op_classes, self.tree.outcome(node), sp,
+                                 quality=node.quality or "good", backend=self.backend, arch=self.team.arch)
 
     def _info(self) -> dict[str, Any]:
         from . import __version__

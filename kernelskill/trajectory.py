@@ -171,7 +171,7 @@ class Trajectory:
                 return False
             self.add(Node.from_dict(event.node))
             return True
-        if isinstance(event, BestImproved) and event.node_id in self.nodes:
+        if isinstance(event, BestImproved) and event.node_id in self.nodes and event.node_id != self.best_id:
             self.promote(event.node_id)
             return True
         return False

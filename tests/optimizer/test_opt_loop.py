@@ -287,3 +287,24 @@ def test_the_coder_sees_the_nearest_successful_relatives():
     assert "one loop: relu and scale in registers" in nearby
     assert "n2 (2 steps away; skill openmp-parallel-for): correct, 2.50× — OpenMP over rows" in nearby
     assert "#pragma omp parallel for" in nearby and "broken tail" not in nearby
+
+
+def test_the_optimizer_and_the_mcp_tool_record_a_skill_outcome_in_the_same_row(run_copy, tmp_path, monkeypatch):
+    """One way to record a skill outcome (SkillBook.record_outcome): a failure the loop saw and one an
+    MCP client reports for the same skill, task and backend count in one (op class, backend, arch) row."""
+    pytest.importorskip("mcp.server.mcpserver")
+    from kernelskill.mcp_server.toolbox import ServerConfig, Toolbox
+    from kernelskill.results import CompileResult, EvalResult
+    monkeypatch.setenv("KERNELSKILL_HOME", str(tmp_path / "home"))       # an empty stats store
+    wrong = lambda task, cand, opts=None, **kw: EvalResult(                # noqa: E731
+        status="incorrect", compile=CompileResult(ok=True, backend="cpp"), message="1 element outside tolerance")
+    opt = Optimizer.from_run(run_copy, llm=ScriptedLLM(Scenario(coder_codes=[GOOD])), flags={"budget.attempts": 1},
+                             evaluator=wrong)
+    opt.run()
+    n1 = opt.tree.get("n1")
+    assert n1.skill_id and n1.status == "incorrect"
+    with Toolbox.open(ServerConfig(roots=[RELU_TASK.parent])) as tb:
+        recorded = tb.record_attempt(str(RELU_TASK), GOOD, n1.skill_id, "failure")
+    stats = SkillBook.load().stats.get(n1.skill_id)
+    assert list(stats.contexts) == [(recorded.op_class, "cpp", "*")]
+    assert stats.failed == stats.tried == 2
