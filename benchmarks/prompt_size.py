@@ -46,8 +46,9 @@ FAILED_RESULT = {
 }
 
 
-def grow(depth: int, root_result: dict, max_repairs: int = 3):
-    """The tree described above; returns (tree, deepest correct node, deepest failed node)."""
+def grow(depth: int, root_result, max_repairs: int = 3):
+    """The tree described above; returns (tree, deepest correct node, deepest failed node).
+    ``root_result``: the reference's EvalResult (or its ``to_dict()``: a Node parses it)."""
     from kernelskill.trajectory import Node, Trajectory
     from scenario import BUGGY, GOOD, REF
     tree = Trajectory()
@@ -73,7 +74,7 @@ def grow(depth: int, root_result: dict, max_repairs: int = 3):
     return tree, parent, failed
 
 
-def prompt_sizes(depth: int, root_result: dict, task=None, budget: int | None = None,
+def prompt_sizes(depth: int, root_result, task=None, budget: int | None = None,
                  machine: str = "(not measured)") -> dict[str, dict]:
     """{role: {"chars": …, "tokens": …, "messages": …, "trimmed": …, "prompt": …}} for a tree of
     ``depth`` levels; ``budget``: every role's prompt-token cap."""

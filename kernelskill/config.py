@@ -2,8 +2,10 @@
 
 The user config is ``$KERNELSKILL_HOME/config.toml``; the project one is ``kernelskill.toml`` in
 the working directory. Every layer is validated against ``DEFAULTS``: an unknown key or a value of
-the wrong type is a ``UserError`` that names the file and the key. ``Config.sources`` remembers
-where each setting came from, so errors can say which one to fix.
+the wrong type is a ``UserError`` that names the file and the key. The merged layers are then
+built once into typed sections (``config.budget.attempts``, ``config.search.policy``: the
+dataclasses below, whose defaults are the defaults), and ``Config.sources`` remembers where each
+setting came from, so errors can say which one to fix.
 """
 from __future__ import annotations
 
@@ -155,9 +157,17 @@ class Config:
         """Set one setting by its dotted key (``("prices", model)`` for a price: model names may
         contain dots); ``where`` is recorded as its source. The value is not validated here:
         ``flatten`` does that for whole layers."""
-        data = self.data
-        _set(data, dotted, value)
-        self.__init__(data, self.sources)
+        parts = list(dotted) if isinstance(dotted, tuple) else dotted.split(".")
+        head = getattr(self, parts[0])            # AttributeError: not a setting (a bug of the caller's)
+        if len(parts) == 1:
+            setattr(self, parts[0], value)         # runs_dir
+        elif isinstance(head, dict):
+            _set(head, tuple(parts[1:]), value)    # prices.<model>
+        elif len(parts) == 2:
+            getattr(head, parts[1])
+            setattr(head, parts[1], value)
+        else:
+            _set(getattr(head, parts[1]), tuple(parts[2:]), value)     # llm.roles.<role>.<key>
         if where is not None:
             self.sources[dotted if isinstance(dotted, str) else ".".join(dotted)] = where
 

@@ -47,7 +47,7 @@ def test_optimize_with_the_scripted_llm_and_a_budget(tmp_path):
     run = kernelskill.optimize(task, llm=ScriptedLLM(Scenario(coder_codes=[GOOD])), budget=2, runs_dir=tmp_path / "r2",
                                flags=flags, evaluator=replay)
     assert (run.reason, run.attempts, run.best_node) == ("attempts", 2, "n1")
-    assert run.best_speedup == EvalResult.from_dict(measured).speedup
+    assert run.best_speedup == measured.speedup
     with pytest.raises(UserError, match="expected an int"):
         kernelskill.optimize(task, llm=ScriptedLLM([]), budget="3")
 
