@@ -12,12 +12,9 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from .trajectory import Node, Trajectory
-
-if TYPE_CHECKING:
-    from .config import SearchSettings
 
 
 @dataclass
@@ -115,8 +112,9 @@ class LinePolicy:
         return Selection(base.id, "expand", f"line: base {base.id} ({tree.speedup_of(base):.2f}×)")
 
 
-def make_policy(search: SearchSettings) -> Policy:
-    """The policy named in the ``[search]`` config section."""
+def make_policy(search) -> Policy:
+    """The policy named in the ``[search]`` config section (a ``config.SearchSettings``; not imported:
+    the config is a layer above the search)."""
     if search.policy == "line":
         return LinePolicy(search.line_ratio, search.line_gain, search.max_repairs)
     return StarkPolicy(search.epsilon, search.root_children, search.close_after, search.max_repairs, search.seed)
