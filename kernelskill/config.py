@@ -164,7 +164,7 @@ class Config:
         elif isinstance(head, dict):
             _set(head, tuple(parts[1:]), value)    # prices.<model>
         elif len(parts) == 2:
-            getattr(head, parts[1])
+            getattr(head, parts[1])                # AttributeError for a key the section lacks (setattr would add it)
             setattr(head, parts[1], value)
         else:
             _set(getattr(head, parts[1]), tuple(parts[2:]), value)     # llm.roles.<role>.<key>
