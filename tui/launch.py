@@ -6,7 +6,7 @@ prompts, the LLM client) to belong in the run's worker thread, not the UI.
 """
 from __future__ import annotations
 
-import copy
+import dataclasses
 import functools
 import tomllib
 from dataclasses import dataclass
@@ -63,17 +63,15 @@ def apply_request(config: Config, req: RunRequest) -> Config:
     """A copy of ``config`` with the form's values, validated like any config layer."""
     flags = {k: v for k, v in req.flags().items() if v is not None}
     checked = flatten(nest(flags), "the form")
-    out = Config(copy.deepcopy(config.data), dict(config.sources))
+    out = config.copy()
     for key, value in checked.items():
-        table, _, name = key.rpartition(".")
-        (out.data[table] if table else out.data)[name] = value
-        out.sources[key] = "the form"
+        out.set(key, value, "the form")
     if req.api_key_env == "":
-        out.data["llm"]["api_key_env"] = None          # cleared on the form: no key
+        out.llm.api_key_env = None          # cleared on the form: no key
     for name, value in req.budget().items():
         if value is not None and value < 0:
             raise UserError(f"the form: budget {name} must not be negative")
-        out.data["budget"][name] = value
+        setattr(out.budget, name, value)
     return out
 
 
@@ -145,5 +143,5 @@ def resume_flags(config: Config) -> dict[str, Any]:
     ``[llm]`` table, per-role models included) and every budget that is set; the rest stays the run's."""
     def given(d: dict) -> dict:
         return {k: given(v) if isinstance(v, dict) else v for k, v in d.items() if v is not None}
-    llm = flatten({"llm": given(config.data["llm"])}, "the TUI's settings")
-    return {**llm, **{f"budget.{k}": v for k, v in config.data["budget"].items() if v is not None}}
+    llm = flatten({"llm": given(dataclasses.asdict(config.llm))}, "the TUI's settings")
+    return {**llm, **{f"budget.{k}": v for k, v in dataclasses.asdict(config.budget).items() if v is not None}}

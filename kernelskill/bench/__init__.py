@@ -216,7 +216,7 @@ class OptimizeJob(_Shippable):
             opts = dataclasses.replace(eval_options(config, device), baseline=self.baseline, threads=threads)
             out = optimize(self.load_task(), config=config, runs_dir=self.runs_dir, device=device, eval_opts=opts)
             best = load_run(out.path).tree.get(out.best_node) if out.best_node else None
-            result = best.result if best else None
+            result = best.result.to_dict() if best and best.result else None   # a JSON record
             status = "ok" if best else "no_correct"
             message = (f"best {out.best_node} at {out.best_speedup:.2f}× after {out.attempts} attempts" if best
                        else f"no correct candidate after {out.attempts} attempts ({out.reason})")

@@ -107,7 +107,7 @@ def _levels(text: str | None) -> set[int] | None:
         raise UserError(f"--levels {text!r}: expected numbers separated by commas, e.g. 1,2") from None
 
 
-def _optimize_config(args) -> dict:
+def _optimize_config(args):
     """The optimizer's config (files, env, then these flags), its endpoint checked before any run."""
     from ..config import load_config
     from ..llm import make_llm
@@ -115,7 +115,7 @@ def _optimize_config(args) -> dict:
              "budget.attempts": args.budget, "eval.trials": args.trials, "eval.time_cap_s": args.time_cap}
     config = load_config(flags)
     make_llm(config).check()
-    return config.data
+    return config
 
 
 def setup(args):
@@ -141,8 +141,9 @@ def setup(args):
                              baseline=args.baseline, trials=args.trials or 5,
                              timing={**DEFAULT_TIMING, **({"time_cap_s": args.time_cap} if args.time_cap else {})})
     if args.optimize:
-        settings.optimize_config = _optimize_config(args)
-        key_env = settings.optimize_config["llm"]["api_key_env"]
+        config = _optimize_config(args)
+        settings.optimize_config = config.data      # plain tables: they travel to the bench's workers (Ray too)
+        key_env = config.llm.api_key_env
         env = {key_env: os.environ[key_env]} if key_env else {}     # Ray workers read the key by that name
     executor = make_executor(args.executor, device, workers=args.workers, jobs=args.jobs,
                              ray_address=args.ray_address, env=env)

@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 from ..errors import UserError
+from ..trajectory import Node
 
 EPILOG = """examples:
   kernelskill optimize examples/softmax_rows --preset small --device cpu --budget 10
@@ -57,8 +58,8 @@ class Progress:
             verb = "resuming" if ev.resumed else "run"
             self._line(f"{verb} {ev.run_id}: backend {ev.backend} on {ev.device}, policy {ev.policy}")
         elif name == "BaselineMeasured":
-            base = ((ev.node.get("result") or {}).get("profile") or {}).get("baseline") or {}
-            ms = base.get("median_ms")
+            prof = Node.from_dict(ev.node).profile
+            ms = prof.baseline.median_ms if prof is not None and prof.baseline else None
             self._line("baseline: reference measured" + (f", {ms:.3f} ms" if ms else "") + f" ({ev.seconds:.1f} s)")
         elif name == "BestImproved":
             self.best = (ev.node_id, ev.speedup)
@@ -76,9 +77,8 @@ class Progress:
     def _attempt(self, node: dict, evaluated: bool) -> None:
         n = int(node["id"][1:]) if node["id"][1:].isdigit() else 0
         total = f"/{self.limit}" if self.limit else ""
-        prof = (node.get("result") or {}).get("profile") or {}
-        sp = (" " + _sp(node["speedup"], prof.get("speedup_ci"), (prof.get("quality") or {}).get("verdict"))
-              if node.get("speedup") is not None else "")
+        parsed = Node.from_dict(node)
+        sp = " " + _sp(parsed.speedup, parsed.speedup_ci, parsed.quality) if parsed.speedup is not None else ""
         what = node["status"] + sp
         msg = node.get("message") or ""
         detail = f" — {msg[:70]}" if msg and (node["status"] != "ok" or not evaluated) else ""
@@ -197,7 +197,7 @@ def _runs_dir(args) -> str:
     if getattr(args, "runs_dir", None):
         return args.runs_dir
     from ..config import load_config
-    return load_config().data["runs_dir"]
+    return load_config().runs_dir
 
 
 def _summary(state) -> dict[str, Any]:

@@ -135,7 +135,7 @@ class HistoryScreen(KeepsFocus, Screen):
 
     @property
     def runs_dir(self) -> Path:
-        return Path(self.app.config.data["runs_dir"])
+        return Path(self.app.config.runs_dir)
 
     def action_reload(self) -> None:
         self.query_one("#history-title", Label).update(f"Loading runs from {self.runs_dir}/ …")

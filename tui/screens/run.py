@@ -286,10 +286,9 @@ class RunScreen(KeepsFocus, Screen):
             activity.note(f"▶ attempt {ev.attempt}: {ev.action} {ev.node_id} ({ev.reason})", "bold")
         elif isinstance(ev, CandidateEvaluated):
             note = failure_note(ev.node)
-            sp = ev.node.get("speedup")
-            dup = ev.node.get("duplicate_of")
-            prof = ((ev.node.get("result") or {}).get("profile") or {})
-            ok = f"{ev.node['id']} ok {fmt_speedup(sp, prof.get('speedup_ci'))}{quality_note(prof)}" + (
+            node = self.view.tree.get(ev.node["id"])         # parsed once, by the view's apply above
+            dup = node.duplicate_of
+            ok = f"{node.id} ok {fmt_speedup(node.speedup, node.speedup_ci)}{quality_note(node.profile)}" + (
                 f" (same code as {dup}, not evaluated again)" if dup else "")
             activity.note(f"■ {note or ok}", "red" if note else "green")
             if note and not replay and ev.evaluated:
@@ -484,7 +483,7 @@ class RunScreen(KeepsFocus, Screen):
             self.query_one(NodeDetail).active = "tab-diff"
             self.notify(f"Diff now compares against the best of {path.name} (m twice: back to parents).", timeout=6)
         here = getattr(self.optimizer, "path", None) or self._replay_path
-        self.app.push_screen(RunPickerScreen(Path(self.app.config.data["runs_dir"]), exclude=here), chosen)
+        self.app.push_screen(RunPickerScreen(Path(self.app.config.runs_dir), exclude=here), chosen)
 
     def action_history(self) -> None:
         """Back to the History screen below this one, else a new one on top (a live run keeps going)."""
