@@ -2,7 +2,7 @@
 
 The front ends install under the kernelskill namespace (``kernelskill.tui``, ``kernelskill.mcp_server``),
 never as generic top-level names in site-packages; the shipped skills and example tasks travel
-inside the package (``kernelskill/_skills``, ``kernelskill/_examples``; ``kernelskill/shipped.py``
+inside the package (``kernelskill/_skills``, ``kernelskill/_examples``; ``kernelskill/paths.py``
 finds them in either layout). Every directory is listed as a package, data-only ones included, so
 that setuptools neither drops nor warns about them."""
 from pathlib import Path

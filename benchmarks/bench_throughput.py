@@ -24,8 +24,9 @@ from pathlib import Path
 from kernelskill.bench import BenchSettings, ResultStore, plan, run, unique_jobs
 from kernelskill.bench.report import machine_info
 from kernelskill.evaluate.api import resolve_device
-from kernelskill.executors import cpu_cores, make_executor
-from kernelskill.suite import EXAMPLES_DIR, discover, select
+from kernelskill.bench.executors import cpu_cores, make_executor
+from kernelskill.paths import EXAMPLES_DIR
+from kernelskill.bench.suite import discover, select
 
 
 def measure(device: str, name: str, workers: int, note: str, tasks: list[str] | None = None) -> dict:

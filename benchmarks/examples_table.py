@@ -22,10 +22,11 @@ import torch
 
 from kernelskill.bench import BenchSettings, ResultStore, plan, run, summarize, task_rows
 from kernelskill.bench.report import solutions_markdown, verdicts_line
-from kernelskill.cli_bench import Progress
+from kernelskill.cli.bench import Progress
 from kernelskill.evaluate.api import resolve_device
-from kernelskill.executors import PoolExecutor, cpu_cores
-from kernelskill.suite import EXAMPLES_DIR, discover, select
+from kernelskill.bench.executors import PoolExecutor, cpu_cores
+from kernelskill.paths import EXAMPLES_DIR
+from kernelskill.bench.suite import discover, select
 
 
 def main() -> int:

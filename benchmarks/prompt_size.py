@@ -39,15 +39,16 @@ ROLES = ("planner", "coder", "debugger")
 
 FAILED_RESULT = {
     "status": "compile_error", "message": "build failed: 12 errors",
-    "compile": {"ok": False, "log_tail": "g++ ... error: expected ';' before 'return'\n" * 200,
+    "compile": {"ok": False, "backend": "cpp", "log_tail": "g++ ... error: expected ';' before 'return'\n" * 200,
                 "diagnostics": [{"file": "candidate", "line": 9 + i, "column": 5, "severity": "error",
                                  "message": f"expected ';' before 'return' (error {i})", "origin": "cpp",
                                  "source_line": "    return y;"} for i in range(20)]},
 }
 
 
-def grow(depth: int, root_result: dict, max_repairs: int = 3):
-    """The tree described above; returns (tree, deepest correct node, deepest failed node)."""
+def grow(depth: int, root_result, max_repairs: int = 3):
+    """The tree described above; returns (tree, deepest correct node, deepest failed node).
+    ``root_result``: the reference's EvalResult (or its ``to_dict()``: a Node parses it)."""
     from kernelskill.trajectory import Node, Trajectory
     from scenario import BUGGY, GOOD, REF
     tree = Trajectory()
@@ -73,7 +74,7 @@ def grow(depth: int, root_result: dict, max_repairs: int = 3):
     return tree, parent, failed
 
 
-def prompt_sizes(depth: int, root_result: dict, task=None, budget: int | None = None,
+def prompt_sizes(depth: int, root_result, task=None, budget: int | None = None,
                  machine: str = "(not measured)") -> dict[str, dict]:
     """{role: {"chars": …, "tokens": …, "messages": …, "trimmed": …, "prompt": …}} for a tree of
     ``depth`` levels; ``budget``: every role's prompt-token cap."""

@@ -13,7 +13,7 @@ __version__ = "0.1.0"
 __all__ = ["Candidate", "Task", "EvalResult", "CompileResult", "VerifyResult", "ProfileResult",
            "UserError", "TaskError", "optimize", "Budget"]
 
-_LAZY = {"optimize": "optimizer", "Budget": "optimizer"}
+_LAZY = {"optimize": "optimizer", "Budget": "config"}
 
 
 def __getattr__(name: str):

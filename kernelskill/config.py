@@ -2,20 +2,22 @@
 
 The user config is ``$KERNELSKILL_HOME/config.toml``; the project one is ``kernelskill.toml`` in
 the working directory. Every layer is validated against ``DEFAULTS``: an unknown key or a value of
-the wrong type is a ``UserError`` that names the file and the key. ``Config.sources`` remembers
-where each setting came from, so errors can say which one to fix.
+the wrong type is a ``UserError`` that names the file and the key. The merged layers are then
+built once into typed sections (``config.budget.attempts``, ``config.search.policy``: the
+dataclasses below, whose defaults are the defaults), and ``Config.sources`` remembers where each
+setting came from, so errors can say which one to fix.
 """
 from __future__ import annotations
 
 import copy
 import os
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 from .errors import UserError
-from .skills import user_home
+from .paths import user_home
 from .vocab import BACKENDS
 
 ROLES = ("planner", "coder", "debugger")
@@ -24,22 +26,84 @@ PROJECT_FILE = "kernelskill.toml"
 ENV_VARS = {"KERNELSKILL_BASE_URL": "llm.base_url", "KERNELSKILL_MODEL": "llm.model",
             "KERNELSKILL_API_KEY_ENV": "llm.api_key_env"}
 
-# None means "no value" (any of the listed types is accepted).
-DEFAULTS: dict[str, Any] = {
-    "llm": {"base_url": None, "model": None, "api_key_env": None, "timeout_s": 300.0,
-            "first_token_timeout_s": 120.0, "call_timeout_s": 900.0, "max_retries": 4,
-            "retry_base_s": 1.0, "retry_max_s": 30.0, "stream": True, "stream_usage": True,
-            "max_tokens": None, "roles": {}},
-    "prices": {},
-    "budget": {"attempts": 30, "tokens": None, "usd": None, "minutes": None},
-    "search": {"policy": "stark", "epsilon": 0.3, "root_children": 5, "close_after": 3, "max_repairs": 3,
-               "seed": None, "line_ratio": 1.3, "line_gain": 0.3, "context_nodes": 5, "finalists": 3,
-               "stop_at_roof": None},
-    "eval": {"device": "auto", "trials": 5, "time_cap_s": 10.0, "warmup": 3, "min_reps": 30,
-             "max_reps": 200, "build_timeout_s": 900.0, "run_timeout_s": 300.0, "retimes": 2, "backoff_s": 1.0},
-    "agents": {"backend": "auto", "skills_limit": 6, "prompts_dir": None, "prompt_tokens": 12000},
-    "runs_dir": "runs",
-}
+# ---- the sections: each table of the config as a dataclass; their defaults are the defaults ------
+@dataclass
+class LLMSettings:
+    """The ``[llm]`` table: the endpoint, its timeouts and retries, and per-role overrides."""
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: str | None = None
+    timeout_s: float = 300.0
+    first_token_timeout_s: float = 120.0
+    call_timeout_s: float = 900.0
+    max_retries: int = 4
+    retry_base_s: float = 1.0
+    retry_max_s: float = 30.0
+    stream: bool = True
+    stream_usage: bool = True
+    max_tokens: int | None = None
+    roles: dict = field(default_factory=dict)      # role → {model, temperature, max_tokens, prompt_tokens}
+
+
+@dataclass
+class Budget:
+    """The ``[budget]`` table as an object: limits on attempts, LLM tokens, USD and wall minutes
+    (None: no limit). ``kernelskill.optimize(task, budget=Budget(attempts=10, usd=2.0))``."""
+    attempts: int | None = 30
+    tokens: int | None = None
+    usd: float | None = None
+    minutes: float | None = None
+
+
+@dataclass
+class SearchSettings:
+    """The ``[search]`` table: the selection policy and its knobs."""
+    policy: str = "stark"
+    epsilon: float = 0.3
+    root_children: int = 5
+    close_after: int = 3
+    max_repairs: int = 3
+    seed: int | None = None
+    line_ratio: float = 1.3
+    line_gain: float = 0.3
+    context_nodes: int = 5
+    finalists: int = 3
+    stop_at_roof: float | None = None
+
+
+@dataclass
+class EvalSettings:
+    """The ``[eval]`` table: the evaluator's device, trials and timing."""
+    device: str = "auto"
+    trials: int = 5
+    time_cap_s: float = 10.0
+    warmup: int = 3
+    min_reps: int = 30
+    max_reps: int = 200
+    build_timeout_s: float = 900.0
+    run_timeout_s: float = 300.0
+    retimes: int = 2
+    backoff_s: float = 1.0
+
+
+@dataclass
+class AgentSettings:
+    """The ``[agents]`` table."""
+    backend: str = "auto"
+    skills_limit: int = 6
+    prompts_dir: str | None = None
+    prompt_tokens: int = 12000
+
+
+# The tables in the order run.toml stores them; ``prices`` is {model: {input, output}} and
+# ``runs_dir`` a plain string.
+SECTIONS: dict[str, type] = {"llm": LLMSettings, "budget": Budget, "search": SearchSettings,
+                             "eval": EvalSettings, "agents": AgentSettings}
+# The defaults as nested tables (what every layer is validated against). None means "no value"
+# (any of the types listed in _TYPES is accepted).
+DEFAULTS: dict[str, Any] = {"llm": asdict(LLMSettings()), "prices": {}, "budget": asdict(Budget()),
+                            "search": asdict(SearchSettings()), "eval": asdict(EvalSettings()),
+                            "agents": asdict(AgentSettings()), "runs_dir": "runs"}
 _TYPES: dict[str, tuple] = {
     "llm.base_url": (str,), "llm.model": (str,), "llm.api_key_env": (str,), "llm.max_tokens": (int,),
     "budget.tokens": (int,), "budget.usd": (int, float), "budget.minutes": (int, float),
@@ -57,37 +121,82 @@ class RoleConfig:
     prompt_tokens: int | None = None     # the prompt's budget (agents.prompt_tokens unless set per role)
 
 
-@dataclass
 class Config:
-    """The merged settings (``data``, shaped like ``DEFAULTS``) and where each one came from."""
-    data: dict[str, Any]
-    sources: dict[str, str] = field(default_factory=dict)
+    """The merged settings as typed sections (``config.budget.attempts``, ``config.search.policy``)
+    and where each one came from (``sources``).
+
+    ``Config(data)`` takes nested tables shaped like ``DEFAULTS`` (already validated: ``load_config``
+    checks every layer and names the file and key of a bad value); ``data`` gives them back, for
+    run.toml and the CLI's config display (``get``/``where``). Change a setting with ``set``.
+    """
+
+    def __init__(self, data: Mapping[str, Any] | None = None, sources: dict[str, str] | None = None):
+        data = data or {}
+        self.llm: LLMSettings = _section(LLMSettings, data.get("llm"))
+        self.prices: dict[str, dict] = copy.deepcopy(dict(data.get("prices") or {}))
+        self.budget: Budget = _section(Budget, data.get("budget"))
+        self.search: SearchSettings = _section(SearchSettings, data.get("search"))
+        self.eval: EvalSettings = _section(EvalSettings, data.get("eval"))
+        self.agents: AgentSettings = _section(AgentSettings, data.get("agents"))
+        self.runs_dir: str = data.get("runs_dir", DEFAULTS["runs_dir"])
+        self.sources: dict[str, str] = dict(sources or {})
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The settings as nested tables, in ``DEFAULTS``' order (a fresh copy: change them with ``set``)."""
+        return {"llm": asdict(self.llm), "prices": copy.deepcopy(self.prices), "budget": asdict(self.budget),
+                "search": asdict(self.search), "eval": asdict(self.eval), "agents": asdict(self.agents),
+                "runs_dir": self.runs_dir}
 
     def get(self, dotted: str) -> Any:
-        node: Any = self.data
-        for part in dotted.split("."):
-            node = node[part]
-        return node
+        return _lookup(self.data, dotted)
 
     def where(self, dotted: str) -> str:
         return self.sources.get(dotted, "defaults")
 
+    def set(self, dotted: str | tuple, value: Any, where: str | None = None) -> None:
+        """Set one setting by its dotted key (``("prices", model)`` for a price: model names may
+        contain dots); ``where`` is recorded as its source. The value is not validated here:
+        ``flatten`` does that for whole layers."""
+        parts = list(dotted) if isinstance(dotted, tuple) else dotted.split(".")
+        head = getattr(self, parts[0])            # AttributeError: not a setting (a bug of the caller's)
+        if len(parts) == 1:
+            setattr(self, parts[0], value)         # runs_dir
+        elif isinstance(head, dict):
+            _set(head, tuple(parts[1:]), value)    # prices.<model>
+        elif len(parts) == 2:
+            getattr(head, parts[1])                # AttributeError for a key the section lacks (setattr would add it)
+            setattr(head, parts[1], value)
+        else:
+            _set(getattr(head, parts[1]), tuple(parts[2:]), value)     # llm.roles.<role>.<key>
+        if where is not None:
+            self.sources[dotted if isinstance(dotted, str) else ".".join(dotted)] = where
+
+    def copy(self) -> "Config":
+        return Config(self.data, self.sources)
+
     def role(self, role: str) -> RoleConfig:
         """Model, temperature and token cap of one agent role."""
-        table = self.data["llm"]["roles"].get(role, {})
-        return RoleConfig(model=table.get("model") or self.data["llm"]["model"] or "",
+        table = self.llm.roles.get(role, {})
+        return RoleConfig(model=table.get("model") or self.llm.model or "",
                           temperature=float(table.get("temperature", ROLE_DEFAULTS.get(role, 0.2))),
-                          max_tokens=table.get("max_tokens", self.data["llm"]["max_tokens"]),
-                          prompt_tokens=table.get("prompt_tokens", self.data["agents"]["prompt_tokens"]) or None)
+                          max_tokens=table.get("max_tokens", self.llm.max_tokens),
+                          prompt_tokens=table.get("prompt_tokens", self.agents.prompt_tokens) or None)
 
     def price(self, model: str) -> tuple[float, float]:
         """(input, output) USD per 1M tokens for ``model``; (0, 0) when not in the table."""
-        p = self.data["prices"].get(model) or {}
+        p = self.prices.get(model) or {}
         return float(p.get("input", 0.0)), float(p.get("output", 0.0))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data without empty values (what run.toml stores)."""
-        return _drop_none(copy.deepcopy(self.data))
+        return _drop_none(self.data)
+
+
+def _section(cls: type, table: Mapping[str, Any] | None) -> Any:
+    """One section from its table; keys the section does not have are a bug of ours, not the user's
+    (every layer was validated against ``DEFAULTS``), so they raise."""
+    return cls(**copy.deepcopy(dict(table or {})))
 
 
 def _drop_none(d: Any) -> Any:
@@ -187,6 +296,7 @@ def read_toml(path: Path) -> dict[str, Any]:
 
 
 def _set(data: dict, dotted: str | tuple, value: Any) -> None:
+    """The one dotted-key setter: ``a.b.c`` (or a tuple of parts) into nested tables."""
     parts = list(dotted) if isinstance(dotted, tuple) else dotted.split(".")
     node = data
     for part in parts[:-1]:

@@ -118,8 +118,8 @@ class OpenAIChat:
 
     def __init__(self, config, *, sleep: Callable[[float], None] = time.sleep):
         self.config = config
-        llm = config.data["llm"]
-        self.base_url, self.model = llm["base_url"], llm["model"]
+        llm = config.llm
+        self.base_url, self.model = llm.base_url, llm.model
         self._sleep = sleep
         if not self.base_url:
             raise UserError("no LLM endpoint: set base_url in kernelskill.toml [llm] or KERNELSKILL_BASE_URL "
@@ -127,7 +127,7 @@ class OpenAIChat:
         if not self.model and not all(config.role(r).model for r in ("planner", "coder", "debugger")):
             raise UserError("no LLM model: set model in kernelskill.toml [llm] or KERNELSKILL_MODEL "
                             "(or pass --model)")
-        key_env = llm["api_key_env"]
+        key_env = llm.api_key_env
         key = os.environ.get(key_env) if key_env else None
         if key_env and not key:
             raise UserError(f"the API key variable {key_env} is not set (named by llm.api_key_env, from "
@@ -137,10 +137,10 @@ class OpenAIChat:
         except ImportError:
             raise UserError("the LLM client needs the openai package: pip install 'kernelskill[llm]'") from None
         self._openai = openai
-        self._stream_usage = bool(llm["stream_usage"])
+        self._stream_usage = bool(llm.stream_usage)
         # Local servers need no key, but the client insists on one.
         self._client = openai.OpenAI(base_url=self.base_url, api_key=key or "not-needed",
-                                     timeout=llm["timeout_s"], max_retries=0)
+                                     timeout=llm.timeout_s, max_retries=0)
 
     def check(self) -> None:
         """Fail fast, before anything runs: the endpoint's host must accept connections, and each role's
@@ -167,11 +167,11 @@ class OpenAIChat:
 
     @property
     def _first_token_s(self) -> float:
-        return float(self.config.data["llm"]["first_token_timeout_s"])
+        return float(self.config.llm.first_token_timeout_s)
 
     @property
     def _call_s(self) -> float:
-        return float(self.config.data["llm"]["call_timeout_s"])
+        return float(self.config.llm.call_timeout_s)
 
     def _timeout(self, read: float):
         """The client's timeouts (openai.Timeout) for a request that may wait ``read`` seconds for data:
@@ -192,8 +192,8 @@ class OpenAIChat:
     def complete(self, messages: list[Message], *, role: str,
                  stream_cb: StreamCallback | None = None) -> LLMResponse:
         rc = self.config.role(role)
-        llm = self.config.data["llm"]
-        call = _Call(model=rc.model, temperature=rc.temperature, max_tokens=rc.max_tokens, stream=llm["stream"])
+        llm = self.config.llm
+        call = _Call(model=rc.model, temperature=rc.temperature, max_tokens=rc.max_tokens, stream=llm.stream)
         started = time.perf_counter()
         retries = 0
         while True:
@@ -207,10 +207,10 @@ class OpenAIChat:
                     continue
                 if code != 429 and code < 500:
                     raise UserError(self._status_error(code, e, call.model)) from None
-                if retries >= llm["max_retries"]:
+                if retries >= llm.max_retries:
                     raise UserError(f"LLM endpoint {self.base_url} kept failing (HTTP {code} after {retries + 1} "
                                     f"tries): {_brief(e)}") from None
-                delay = max(_retry_after(e), llm["retry_base_s"] * 2 ** retries)
+                delay = max(_retry_after(e), llm.retry_base_s * 2 ** retries)
             except _Silent as e:               # a stuck model is reported, not waited on again
                 raise UserError(self._silent(call.model, e.key, e.seconds, e.what)) from None
             except self._openai.APITimeoutError:    # streaming: a silent gap; plain: the whole call
@@ -219,11 +219,11 @@ class OpenAIChat:
                 what = "" if call.stream else f"did not finish its reply within {limit:.0f} s"
                 raise UserError(self._silent(call.model, key, limit, what)) from None
             except self._openai.APIConnectionError as e:
-                if retries >= llm["max_retries"]:
+                if retries >= llm.max_retries:
                     raise UserError(self._unreachable(e) + f" after {retries + 1} tries") from None
-                delay = llm["retry_base_s"] * 2 ** retries
+                delay = llm.retry_base_s * 2 ** retries
             retries += 1
-            self._sleep(min(delay, llm["retry_max_s"]))
+            self._sleep(min(delay, llm.retry_max_s))
         prompt = usage.get("prompt_tokens")
         completion = usage.get("completion_tokens")
         estimated = prompt is None or completion is None
@@ -292,7 +292,7 @@ class OpenAIChat:
 
     def _status_error(self, code: int, e: Exception, model: str) -> str:
         if code in (401, 403):
-            env = self.config.data["llm"]["api_key_env"]
+            env = self.config.llm.api_key_env
             hint = f"check the key in ${env}" if env else "set llm.api_key_env to the variable that holds the key"
             return f"LLM endpoint {self.base_url} refused the credentials (HTTP {code}); {hint}"
         if code == 404:

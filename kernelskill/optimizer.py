@@ -9,7 +9,6 @@ thread (the TUI); they take effect between attempts.
 """
 from __future__ import annotations
 
-import copy
 import dataclasses
 import random
 import threading
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .candidate import Candidate
-from .config import ROLES, Config, load_config
+from .config import ROLES, Budget, Config, load_config  # Budget: kernelskill.Budget is read from here
 from .errors import StochasticTask, TaskError, UserError
 from .events import (BaselineMeasured, BestImproved, BudgetUpdate, CandidateEvaluated, Event, EventBus,
                      EvaluationStep, FinalistsRetimed, NodeSelected, RunError, RunFinished, RunStarted)
@@ -36,27 +35,17 @@ class Spend:
     usd: float = 0.0
     seconds: float = 0.0          # wall time over all sessions of the run
 
-    def exceeded(self, budget: dict) -> str | None:
+    def exceeded(self, budget: Budget) -> str | None:
         """The first budget reached (attempts, tokens, usd, minutes), else None."""
-        if budget["attempts"] is not None and self.attempts >= budget["attempts"]:
+        if budget.attempts is not None and self.attempts >= budget.attempts:
             return "attempts"
-        if budget["tokens"] is not None and self.tokens >= budget["tokens"]:
+        if budget.tokens is not None and self.tokens >= budget.tokens:
             return "tokens"
-        if budget["usd"] is not None and self.usd >= budget["usd"]:
+        if budget.usd is not None and self.usd >= budget.usd:
             return "usd"
-        if budget["minutes"] is not None and self.seconds >= budget["minutes"] * 60:
+        if budget.minutes is not None and self.seconds >= budget.minutes * 60:
             return "minutes"
         return None
-
-
-@dataclass
-class Budget:
-    """The ``[budget]`` table as an object: limits on attempts, LLM tokens, USD and wall minutes
-    (None: no limit). ``kernelskill.optimize(task, budget=Budget(attempts=10, usd=2.0))``."""
-    attempts: int | None = 30
-    tokens: int | None = None
-    usd: float | None = None
-    minutes: float | None = None
 
 
 @dataclass
@@ -88,17 +77,16 @@ def eval_options(config: Config, device: str):
     """Evaluator Options from the [eval] table."""
     from .evaluate.api import Options
     from .evaluate.timing import TimingConfig
-    e = config.data["eval"]
-    return Options(device=device, trials=e["trials"], build_timeout=e["build_timeout_s"],
-                   run_timeout=e["run_timeout_s"],
-                   timing=TimingConfig(warmup=e["warmup"], min_reps=e["min_reps"], max_reps=e["max_reps"],
-                                       time_cap_s=e["time_cap_s"], retimes=e["retimes"], backoff_s=e["backoff_s"]))
+    e = config.eval
+    return Options(device=device, trials=e.trials, build_timeout=e.build_timeout_s, run_timeout=e.run_timeout_s,
+                   timing=TimingConfig(warmup=e.warmup, min_reps=e.min_reps, max_reps=e.max_reps,
+                                       time_cap_s=e.time_cap_s, retimes=e.retimes, backoff_s=e.backoff_s))
 
 
 def resolve_target(config: Config) -> tuple[str, str]:
     """(backend, device): auto picks cpp on a CPU, cuda on a GPU."""
     from .evaluate.api import resolve_device
-    backend, device = config.data["agents"]["backend"], config.data["eval"]["device"]
+    backend, device = config.agents.backend, config.eval.device
     if device == "auto":
         device = "cpu" if backend == Backend.cpp else resolve_device("auto")
     else:
@@ -127,9 +115,8 @@ class Optimizer:
         from .skills import SkillBook
         self.task = task
         self.config = config or load_config()
-        search = self.config.data["search"]
-        if search["seed"] is None:           # fixed now, so a resumed run draws the same numbers
-            search["seed"] = random.randrange(2**31)
+        if self.config.search.seed is None:     # fixed now, so a resumed run draws the same numbers
+            self.config.search.seed = random.randrange(2**31)
         self.backend, self.device = resolve_target(self.config)
         self.eval_opts = eval_opts or eval_options(self.config, self.device)
         if racer is None and evaluator is None:
@@ -140,19 +127,19 @@ class Optimizer:
         # Head-to-head re-times (evaluate.race): a child whose interval overlaps the best's, and the
         # finalists at the end. None (a custom evaluator without one): the low ends of the intervals decide.
         self.racer = racer
-        self.prompts = load_prompts(self.config.data["agents"]["prompts_dir"])
+        self.prompts = load_prompts(self.config.agents.prompts_dir)
         self.book = skills if skills is not None else SkillBook.load()
         if llm is None:
             from .llm import make_llm
             llm = make_llm(self.config)
         self.llm = llm
-        self.policy = make_policy(search)
+        self.policy = make_policy(self.config.search)
         self.bus = EventBus()
         self.state = state
         self.tree = state.tree if state else Trajectory()
         self.spend = Spend(state.attempts, state.tokens, state.usd, state.seconds) if state else Spend()
         self.run_id = state.path.name if state else new_run_id(task.name)
-        self.runs_dir = Path(runs_dir or self.config.data["runs_dir"])
+        self.runs_dir = Path(runs_dir or self.config.runs_dir)
         self.path = state.path if state else self.runs_dir / self.run_id
         # Seconds spent: in LLM calls, in evaluations, in run() before the loop, in run() overall.
         self.timers = {"llm": 0.0, "eval": 0.0, "setup": 0.0, "wall": 0.0}
@@ -222,10 +209,9 @@ class Optimizer:
                 self._baseline()
             arch = self._arch()
             from .agents.team import Team
-            agents = self.config.data["agents"]
             self.team = Team(self.llm, self.prompts, self.backend, self.task, summary, self.book, emit=self.emit,
-                             arch=arch, skills_limit=agents["skills_limit"],
-                             context_nodes=self.config.data["search"]["context_nodes"], machine=self._machine(),
+                             arch=arch, skills_limit=self.config.agents.skills_limit,
+                             context_nodes=self.config.search.context_nodes, machine=self._machine(),
                              budgets={role: self.config.role(role).prompt_tokens for role in ROLES})
             reason = self._loop()
             final = self._finalists() if reason != "stopped" else None
@@ -257,7 +243,8 @@ class Optimizer:
     def _arch(self) -> str | None:
         """The GPU's compute capability from the baseline's environment (None on the CPU or when unknown)."""
         from .skills import parse_arch
-        cap = ((self.tree.root.result or {}).get("env") or {}).get("capability") if self.backend != "cpp" else None
+        root = self.tree.root.result
+        cap = root.env.capability if root is not None and self.backend != "cpp" else None
         try:
             return f"sm_{parse_arch(str(cap))[0]}" if cap else None
         except UserError:
@@ -277,7 +264,7 @@ class Optimizer:
             self.spend.seconds = self._elapsed()
             if self._stop.is_set():
                 return "stopped"
-            reason = self.spend.exceeded(self.config.data["budget"]) or self._at_roof()
+            reason = self.spend.exceeded(self.config.budget) or self._at_roof()
             if reason:
                 return reason
             sel = self.policy.select(self.tree)
@@ -297,7 +284,7 @@ class Optimizer:
             raise TaskError(f"{self.task.path}: the reference itself failed to run: {result.status}: {result.message}")
         _stop_if_stochastic(result)
         root = Node(id="n0", parent=None, kind="root", code=self.task.source, code_hash=cand.hash,
-                    result=result.to_dict(), status=result.status, speedup=1.0, message=result.message,
+                    result=result, status=result.status, speedup=1.0, message=result.message,
                     eval_seconds=seconds)
         self.tree.add(root)
         self.emit(BaselineMeasured(node=root.to_dict(), seconds=seconds))
@@ -352,7 +339,7 @@ class Optimizer:
         """Re-time the top candidates head to head; the winner (with confidence) becomes the best.
 
         Returns (speedup, interval, quality) of the best as that race measured it, or None."""
-        k = self.config.data["search"]["finalists"]
+        k = self.config.search.finalists
         pool = self.tree.leaders(k)
         if not pool:
             return None
@@ -386,17 +373,17 @@ class Optimizer:
 
     def _at_roof(self) -> str | None:
         """"roof" when the best runs within the configured share of its roofline floor's pace."""
-        limit = self.config.data["search"]["stop_at_roof"]
+        limit = self.config.search.stop_at_roof
         best = self.tree.best()
         if limit is None or best is None or not best.measured_well:
             return None
-        frac = ((best.result or {}).get("profile") or {}).get("roofline", {}).get("fraction")
+        frac = best.profile.roofline.get("fraction") if best.profile is not None else None
         return "roof" if isinstance(frac, (int, float)) and frac >= limit else None
 
     def _budget_update(self) -> None:
         self.spend.seconds = self._elapsed()
         self.emit(BudgetUpdate(attempts=self.spend.attempts, tokens=self.spend.tokens, usd=round(self.spend.usd, 6),
-                               seconds=round(self.spend.seconds, 3), limits=dict(self.config.data["budget"])))
+                               seconds=round(self.spend.seconds, 3), limits=dataclasses.asdict(self.config.budget)))
 
     def _evaluate(self, node: Node) -> bool:
         """Evaluate the node's code unless identical code was evaluated before; True when it ran."""
@@ -425,19 +412,16 @@ class Optimizer:
             node.eval_seconds = time.perf_counter() - t
             self.timers["eval"] += node.eval_seconds
         _stop_if_stochastic(result)
-        node.result, node.status, node.message = result.to_dict(), result.status, result.message
+        node.result, node.status, node.message = result, result.status, result.message
         node.speedup = result.speedup if result.ok else None
         return True
 
     def _record(self, node: Node) -> None:
-        skill = self.book.skills.get(node.skill_id)
-        if skill is None:
+        if node.skill_id not in self.book.skills:
             return
-        ops = self.team.op_classes
-        op = next((o for o in ops if o in skill.applies_to), ops[0] if ops else None)
         sp = node.speedup if node.speedup and node.speedup > 0 else None
-        self.book.record(node.skill_id, op, self.tree.outcome(node), sp, quality=node.quality or "good",
-                         backend=self.backend, arch=self.team.arch)
+        self.book.record_outcome(node.skill_id, self.team.op_classes, self.tree.outcome(node), sp,
+                                 quality=node.quality or "good", backend=self.backend, arch=self.team.arch)
 
     def _info(self) -> dict[str, Any]:
         from . import __version__
@@ -473,18 +457,14 @@ def optimize(task, *, llm=None, budget: "int | Budget | None" = None, config: Co
     if config is None:
         config = load_config(settings)
     else:                                   # a copy: the caller's Config is not changed
-        config = Config(copy.deepcopy(config.data), dict(config.sources))
+        config = config.copy()
         for key, value in flatten(nest(settings), "optimize()").items():
-            parts = list(key) if isinstance(key, tuple) else key.split(".")
-            node = config.data
-            for part in parts[:-1]:
-                node = node.setdefault(part, {})
-            node[parts[-1]] = value
+            config.set(key, value)
     if isinstance(budget, Budget):          # every limit as given; None is no limit
         for key, value in dataclasses.asdict(budget).items():
             if value is not None:
                 flatten(nest({f"budget.{key}": value}), "optimize(budget=…)")     # validates
-            config.data["budget"][key] = value
+        config.budget = dataclasses.replace(budget)
     opt = Optimizer(task, llm=llm, config=config, **kw)
     if on_event is not None:
         opt.bus.subscribe(on_event)

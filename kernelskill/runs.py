@@ -22,7 +22,7 @@ import tomli_w
 from .errors import UserError
 from .events import (BaselineMeasured, BestImproved, BudgetUpdate, CandidateEvaluated, Event, RunError,
                      RunFinished, event_from_dict)
-from .trajectory import Node, Trajectory
+from .trajectory import Trajectory
 
 
 def new_run_id(task_name: str) -> str:
@@ -209,13 +209,9 @@ def load_run(path: Path | str) -> RunState:
     events = read_events(path)
     state = RunState(path=path, info=info, tree=Trajectory(), events=events)
     for ev in events:
-        if isinstance(ev, BaselineMeasured) and not len(state.tree):
-            state.tree.add(Node.from_dict(ev.node))
-        elif isinstance(ev, CandidateEvaluated) and ev.node["id"] not in state.tree:
-            state.tree.add(Node.from_dict(ev.node))
-        elif isinstance(ev, BestImproved) and ev.node_id in state.tree:
-            state.tree.promote(ev.node_id)
-        elif isinstance(ev, BudgetUpdate):
+        if state.tree.apply(ev):
+            continue
+        if isinstance(ev, BudgetUpdate):
             state.tokens, state.usd, state.seconds = ev.tokens, ev.usd, ev.seconds
         elif isinstance(ev, RunFinished):
             state.finished = ev

@@ -112,12 +112,12 @@ class LinePolicy:
         return Selection(base.id, "expand", f"line: base {base.id} ({tree.speedup_of(base):.2f}×)")
 
 
-def make_policy(search: dict) -> Policy:
-    """The policy named in the ``[search]`` config table."""
-    if search["policy"] == "line":
-        return LinePolicy(search["line_ratio"], search["line_gain"], search["max_repairs"])
-    return StarkPolicy(search["epsilon"], search["root_children"], search["close_after"], search["max_repairs"],
-                       search["seed"])
+def make_policy(search) -> Policy:
+    """The policy named in the ``[search]`` config section (a ``config.SearchSettings``; not imported:
+    the config is a layer above the search)."""
+    if search.policy == "line":
+        return LinePolicy(search.line_ratio, search.line_gain, search.max_repairs)
+    return StarkPolicy(search.epsilon, search.root_children, search.close_after, search.max_repairs, search.seed)
 
 
 # ---- what each agent sees (STARK's role-specific context windows) -------------------------------

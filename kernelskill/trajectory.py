@@ -1,9 +1,10 @@
 """Short-term memory: the search tree of one run, rooted at the reference.
 
-A ``Node`` is one attempt: the code, the plan and skill that made it, its evaluation (as a dict),
-and the LLM calls it cost. The tree answers what the loop asks: has this (parent, skill,
+A ``Node`` is one attempt: the code, the plan and skill that made it, its evaluation (an
+``EvalResult``, parsed once when the node is made or read back), and the LLM calls it cost. The tree answers what the loop asks: has this (parent, skill,
 mechanism) been tried, was this exact code evaluated before, what did the debugger already try on
-this lineage, what counts as success for the skill statistics.
+this lineage, what counts as success for the skill statistics. ``Trajectory.apply`` rebuilds the tree
+from a run's events: the one replay, for resume, the run store's readers and the dashboard.
 """
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterator
 
+from .events import BaselineMeasured, BestImproved, CandidateEvaluated, Event
 from .mechanisms import similar, spans_overlap
+from .results import EvalResult, ProfileResult
 from .vocab import FAILURES, Status
 
 INVALID = "invalid"                  # the agents produced no usable candidate (malformed, blocked)
@@ -52,7 +55,7 @@ class Node:
     anchored_code: str = ""              # the planner's code with IMPROVE anchors
     changed: list[int] = field(default_factory=list)   # lines of the parent's code inside the spans
     diagnosis: str = ""                  # the debugger's, for repairs
-    result: dict | None = None           # EvalResult.to_dict()
+    result: EvalResult | None = None
     status: str = "pending"              # an EvalResult status, or "invalid"
     speedup: float | None = None
     message: str = ""
@@ -62,6 +65,12 @@ class Node:
     eval_seconds: float = 0.0
     created: float = field(default_factory=time.time)
     children: list[str] = field(default_factory=list, compare=False)
+
+    def __post_init__(self) -> None:
+        # A result given as plain data (an event's node, a stored run) is parsed here, once:
+        # readers use the EvalResult's attributes.
+        if isinstance(self.result, dict):
+            self.result = EvalResult.from_dict(self.result)
 
     @property
     def ok(self) -> bool:
@@ -78,13 +87,17 @@ class Node:
     @property
     def quality(self) -> str | None:
         """The measurement quality of its timing (good | noisy | contended), None if untimed."""
-        q = ((self.result or {}).get("profile") or {}).get("quality")
-        return q.get("verdict") if isinstance(q, dict) else None
+        return self.result.quality if self.result is not None else None
 
     @property
     def speedup_ci(self) -> list[float]:
-        ci = ((self.result or {}).get("profile") or {}).get("speedup_ci") or []
+        ci = self.profile.speedup_ci if self.profile is not None else []
         return list(ci) if len(ci) == 2 else []
+
+    @property
+    def profile(self) -> ProfileResult | None:
+        """Its evaluation's profile (timing, roofline, bottleneck), None when it was not timed."""
+        return self.result.profile if self.result is not None else None
 
     @property
     def measured_well(self) -> bool:
@@ -102,8 +115,9 @@ class Node:
         return sum(c.cost for c in self.calls)
 
     def to_dict(self) -> dict:
-        """Plain data (shallow: ``result`` is shared, it is never changed after evaluation)."""
+        """Plain data: what events.jsonl stores (``result`` as ``EvalResult.to_dict()``)."""
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "children"}
+        d["result"] = self.result.to_dict() if self.result is not None else None
         d["calls"] = [dataclasses.asdict(c) for c in self.calls]
         d["anchors"] = [dict(a) for a in self.anchors]
         return d
@@ -138,6 +152,27 @@ class Trajectory:
 
     def get(self, node_id: str) -> Node:
         return self.nodes[node_id]
+
+    def apply(self, event: Event) -> bool:
+        """Fold one event of a run into the tree; True when the tree changed.
+
+        The one replay of events.jsonl (``runs.load_run`` for resume and ``runs show``, the TUI's
+        ``RunView`` live and replayed). Events about anything but the tree are ignored, and so is a
+        node the tree holds already: applying a run's events twice builds the same tree."""
+        if isinstance(event, BaselineMeasured):
+            if len(self.nodes):
+                return False
+            self.add(Node.from_dict(event.node))
+            return True
+        if isinstance(event, CandidateEvaluated):
+            if event.node["id"] in self.nodes:
+                return False
+            self.add(Node.from_dict(event.node))
+            return True
+        if isinstance(event, BestImproved) and event.node_id in self.nodes and event.node_id != self.best_id:
+            self.promote(event.node_id)
+            return True
+        return False
 
     def new_id(self) -> str:
         return f"n{len(self.nodes)}"

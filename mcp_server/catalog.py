@@ -128,8 +128,7 @@ def record_attempt(book: SkillBook, *, features: list[str], skill_id: str, outco
     if speedup is not None and not (math.isfinite(speedup) and speedup > 0):
         raise UserError(f"speedup {speedup!r}: a speedup is a finite number above 0; leave it out when "
                         f"there is no measurement")
-    skill = book.get(skill_id)
-    op_class = next((f for f in features if f in skill.applies_to), features[0] if features else None)
+    book.get(skill_id)                 # an unknown id is the caller's mistake before anything else
     quality = "unmeasured"
     if verdict is not None:
         status, measured, timed_quality = (tuple(verdict) + (None,))[:3]
@@ -139,7 +138,8 @@ def record_attempt(book: SkillBook, *, features: list[str], skill_id: str, outco
                             f"be a success. Record outcome 'failure', or fix it and evaluate again")
         if measured is not None:
             speedup, quality = measured, timed_quality or "good"
-    st = book.record(skill_id, op_class, outcome, speedup, quality=quality, backend=backend, arch=arch)
+    op_class, st = book.record_outcome(skill_id, features, outcome, speedup, quality=quality, backend=backend,
+                                       arch=arch)
     return RecordedAttempt(skill_id=skill_id, outcome=outcome, op_class=op_class, speedup=speedup,
                            candidate_hash=candidate_hash, measured_by_server=verdict is not None,
                            ranked=outcome == "failure" or quality == "good",

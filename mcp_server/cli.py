@@ -95,8 +95,9 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     return 0
 
 
-def standalone(argv: list[str] | None = None) -> int:
-    """``kernelskill-mcp``: the same options without the ``mcp`` subcommand."""
+def main(argv: list[str] | None = None) -> int:
+    """The ``kernelskill-mcp`` console entry point: the options of ``kernelskill mcp``, without the
+    subcommand."""
     parser = argparse.ArgumentParser(prog="kernelskill-mcp", description="The KernelSkill MCP server.",
                                      epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelskill.shipped import EXAMPLES_DIR
+from kernelskill.paths import EXAMPLES_DIR
 from kernelskill.errors import UserError
 from kernelskill.task import Task
 

@@ -369,8 +369,3 @@ def serve(config: ServerConfig, transport: str = "stdio", http: HttpPolicy | Non
         from .http import HttpPolicy, run_http
         anyio.run(run_http, server, http or HttpPolicy(), sock)
 
-
-def main(argv: list[str] | None = None) -> int:
-    """The ``kernelskill-mcp`` console entry point (same options as ``kernelskill mcp``)."""
-    from .cli import standalone
-    return standalone(argv)

@@ -75,3 +75,13 @@ def kernelbench_file(root, folder="level2", name="7_Scale.py"):
     path.parent.mkdir(parents=True)
     path.write_text(SCALE_TASK)
     return path
+
+
+def eval_result(status: str = "ok", profile: dict | None = None, **fields):
+    """A whole EvalResult from the few fields a test cares about: a node's result is always one
+    (``Node.result``), so the build and the profile's device are filled in as an evaluation leaves them."""
+    from kernelskill.results import EvalResult
+    data = {"status": status, "compile": {"ok": status != "compile_error", "backend": "cpp"}, **fields}
+    if profile is not None:
+        data["profile"] = {"device": "cpu", **profile}
+    return EvalResult.from_dict(data)

@@ -28,8 +28,9 @@ import pytest
 from kernelskill.bench import BenchSettings, EvalJob, ResultStore, TaskPlan, plan, summarize, task_rows
 from kernelskill.cli import main
 from kernelskill.errors import UserError
-from kernelskill.executors import PoolExecutor, cpu_cores, make_executor
-from kernelskill.suite import EXAMPLES_DIR, SuiteTask, discover, resolve_suite, select
+from kernelskill.bench.executors import PoolExecutor, cpu_cores, make_executor
+from kernelskill.paths import EXAMPLES_DIR
+from kernelskill.bench.suite import SuiteTask, discover, resolve_suite, select
 
 from helpers import RELU_TASK, toolkit_candidate
 
@@ -351,7 +352,7 @@ def test_an_honest_solution_that_fails_exits_1(tmp_path):
 
 
 def test_progress_redraws_one_line_on_a_terminal():
-    from kernelskill.cli_bench import Progress
+    from kernelskill.cli.bench import Progress
 
     class Terminal(io.StringIO):
         def isatty(self):
@@ -393,7 +394,7 @@ def test_usage_errors_exit_2_with_a_clear_message(suite, tmp_path, monkeypatch):
 
 
 def test_import_kernelskill_does_not_import_ray():
-    code = ("import sys, kernelskill, kernelskill.cli, kernelskill.bench, kernelskill.executors;"
+    code = ("import sys, kernelskill, kernelskill.cli, kernelskill.bench, kernelskill.bench.executors;"
             "kernelskill.cli.build_parser(); assert 'ray' not in sys.modules, 'ray imported'")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from kernelskill.cli import PhaseCountdown
+from kernelskill.cli.common import PhaseCountdown
 
 from helpers import RELU_TASK
 

@@ -95,7 +95,7 @@ def test_interrupting_the_caller_kills_the_worker(tmp_path, fast):
     """Ctrl-C (or any exception) in the caller while a worker runs: the worker's group dies with it."""
     import time
 
-    from kernelskill.evaluate.api import _request
+    from kernelskill.evaluate.options import request
     from kernelskill.evaluate.isolation import run_worker
     pid_file = tmp_path / "pid"
     cand = Candidate.from_source(f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
@@ -110,7 +110,7 @@ def test_interrupting_the_caller_kills_the_worker(tmp_path, fast):
     base = tmp_path / "work"
     base.mkdir()
     with pytest.raises(KeyboardInterrupt):
-        run_worker(_request("compile", None, cand, "cpu", fast, base), build_timeout=600, run_timeout=600,
+        run_worker(request("compile", None, cand, "cpu", fast, base), build_timeout=600, run_timeout=600,
                    keep=base, on_phase=interrupt)
     pid = int(pid_file.read_text())
     with pytest.raises(ProcessLookupError):

@@ -14,7 +14,8 @@ import torch
 
 from kernelskill import Candidate, Task
 from kernelskill.evaluate import evaluate, isolation, verdict
-from kernelskill.evaluate.api import _request, reference
+from kernelskill.evaluate.options import request
+from kernelskill.evaluate.reference import reference
 
 from helpers import RELU_TASK, toolkit_candidate
 
@@ -122,7 +123,7 @@ def _compile_request(fast, tmp_path, threads=None):
     opts = dataclasses.replace(fast, threads=threads) if threads else fast
     base = tmp_path / f"req{len(list(tmp_path.iterdir()))}"
     base.mkdir()
-    return _request("compile", None, Candidate.from_source(GOOD), "cpu", opts, base), base
+    return request("compile", None, Candidate.from_source(GOOD), "cpu", opts, base), base
 
 
 def _spare_pids() -> list[int]:
@@ -132,11 +133,11 @@ def _spare_pids() -> list[int]:
 def test_a_prestarted_worker_serves_the_next_request_and_leaves_its_files_in_place(prestart, fast, tmp_path):
     req, base = _compile_request(fast, tmp_path)
     first = isolation.run_worker(req, build_timeout=600, run_timeout=60, keep=base)
-    assert first.result["status"] == "ok" and not first.prestarted
+    assert first.result.status == "ok" and not first.prestarted
     (spare,) = _spare_pids()
     req, base = _compile_request(fast, tmp_path)
     second = isolation.run_worker(req, build_timeout=600, run_timeout=60, keep=base)
-    assert second.result["status"] == "ok" and second.prestarted
+    assert second.result.status == "ok" and second.prestarted
     # Its folders became the caller's; the spare that served is gone, a new one waits.
     assert second.out_dir == base / "out" and (base / "out" / "result.json").exists()
     assert (base / "scratch").is_dir()
@@ -152,12 +153,12 @@ def test_on_a_gpu_the_next_spare_starts_while_the_worker_runs(prestart, fast, tm
     seen = []
     first = isolation.run_worker(req, build_timeout=600, run_timeout=60, keep=base,
                                  on_phase=lambda phase: seen.append((phase, list(_spare_pids()))))
-    assert first.result["status"] == "ok" and not first.prestarted
+    assert first.result.status == "ok" and not first.prestarted
     assert seen and all(pids for _, pids in seen), seen       # started before the first phase was seen
     req, base = _compile_request(fast, tmp_path)
     req["device"] = "cuda"
     second = isolation.run_worker(req, build_timeout=600, run_timeout=60, keep=base)
-    assert second.result["status"] == "ok" and second.prestarted
+    assert second.result.status == "ok" and second.prestarted
     assert len(_spare_pids()) == 1                             # one waits for the next: never two
 
 
@@ -166,7 +167,7 @@ def test_a_spare_started_for_another_environment_is_not_used(prestart, fast, tmp
     isolation.run_worker(req, build_timeout=600, run_timeout=60, keep=base)
     req, base = _compile_request(fast, tmp_path, threads=2)    # OMP_NUM_THREADS differs
     out = isolation.run_worker(req, build_timeout=600, run_timeout=60, keep=base)
-    assert out.result["status"] == "ok" and not out.prestarted
+    assert out.result.status == "ok" and not out.prestarted
 
 
 def test_evaluations_with_prestarted_workers_are_judged_the_same(prestart, fast):
@@ -220,7 +221,8 @@ from pathlib import Path
 sys.path.insert(0, {tests!r})
 from kernelskill import Candidate, Task
 from kernelskill.evaluate import isolation
-from kernelskill.evaluate.api import Options, _request, reference
+from kernelskill.evaluate.options import Options, request
+from kernelskill.evaluate.reference import reference
 from kernelskill.evaluate.timing import TimingConfig
 from helpers import RELU_TASK, toolkit_candidate
 opts = Options(device="cpu", timing=TimingConfig(warmup=1, min_reps=5, max_reps=20, time_cap_s=0.5, retimes=0))
@@ -228,7 +230,7 @@ task = Task.load(RELU_TASK)
 ref_dir = reference(task, "cpu", opts)
 base = Path({base!r})
 base.mkdir(parents=True, exist_ok=True)
-req = _request("run", task, Candidate.from_source(toolkit_candidate("return ext.relu2(x)")), "cpu", opts, base)
+req = request("run", task, Candidate.from_source(toolkit_candidate("return ext.relu2(x)")), "cpu", opts, base)
 req.update(ref_dir=str(ref_dir), timing=dataclasses.asdict(opts.timing), profile=False, poison_bytes=0)
 # The bench's shape: the worker is run from a thread other than the main one.
 threading.Thread(target=isolation.run_worker, args=(req,), daemon=True,

@@ -167,11 +167,11 @@ def test_a_candidate_just_faster_than_the_floor_gets_a_note_and_raises_nothing()
 
 
 def test_the_raise_is_stored_in_the_ceilings_cache_and_later_floors_use_it(monkeypatch, tmp_path):
-    from kernelskill.evaluate import api
+    from kernelskill.evaluate.ceilings import ceilings_key, store_raised_ceiling
     from kernelskill.results import CompileResult, EvalResult
     monkeypatch.setenv("KERNELSKILL_CACHE", str(tmp_path))
     env = {"gpu": "NVIDIA H100 80GB HBM3"}
-    key, _ = api._ceilings_key("cuda", env)
+    key, _ = ceilings_key("cuda", env)
     stored = {**H100ISH, "version": roofline.CEILINGS_VERSION, "quality": "good"}
     roofline.store(tmp_path, key, stored)
     task = Task.load(RELU_TASK)
@@ -184,11 +184,11 @@ def test_the_raise_is_stored_in_the_ceilings_cache_and_later_floors_use_it(monke
 
     # A flagged evaluation: eager ran beside a candidate that may have touched it, so nothing is stored.
     r = evaluated("flagged", eager_ms)
-    api.store_raised_ceiling(r, "cuda", env, stored)
+    store_raised_ceiling(r, "cuda", env, stored)
     assert r.profile.roofline["raised_ceiling"]["stored"] is False
     assert roofline.cached(tmp_path, key)["peak_flops"]["float32"] == 50e12
     r = evaluated("ok", eager_ms)
-    api.store_raised_ceiling(r, "cuda", env, stored)
+    store_raised_ceiling(r, "cuda", env, stored)
     assert r.profile.roofline["raised_ceiling"]["stored"] is True
     data = json.loads((tmp_path / "ceilings" / f"{key}.json").read_text())
     assert data["peak_flops"]["float32"] == pytest.approx(1e12 / (eager_ms / 1e3))
@@ -204,17 +204,17 @@ def test_the_raise_is_stored_in_the_ceilings_cache_and_later_floors_use_it(monke
 
 
 def test_a_candidate_never_raises_a_ceiling(monkeypatch, tmp_path):
-    from kernelskill.evaluate import api
+    from kernelskill.evaluate.ceilings import ceilings_key, store_raised_ceiling
     from kernelskill.results import CompileResult, EvalResult
     monkeypatch.setenv("KERNELSKILL_CACHE", str(tmp_path))
-    key, _ = api._ceilings_key("cuda", {"gpu": "G"})
+    key, _ = ceilings_key("cuda", {"gpu": "G"})
     roofline.store(tmp_path, key, {**H100ISH, "version": roofline.CEILINGS_VERSION})
     task = Task.load(RELU_TASK)
     for cand_ms in (19.5, 15.0):                # within 5 % of the 20 ms floor, and far below it
         prof, flags = _eager_prof(25.0, cand_ms), []
         _roofline(prof, task, GEMM, H100ISH, flags)
         assert "raised_ceiling" not in prof.roofline
-        api.store_raised_ceiling(EvalResult(status="ok", compile=CompileResult(ok=True, backend="cuda"), profile=prof), "cuda", {"gpu": "G"}, H100ISH)
+        store_raised_ceiling(EvalResult(status="ok", compile=CompileResult(ok=True, backend="cuda"), profile=prof), "cuda", {"gpu": "G"}, H100ISH)
         assert roofline.cached(tmp_path, key)["peak_flops"]["float32"] == 50e12
     assert any("below the roofline floor" in f for f in flags)
 
@@ -299,17 +299,15 @@ def test_timed_outputs_are_rechecked_while_the_worker_profiles(fast, monkeypatch
     # Correct in the trials, then it replays its last result: only the re-check of the timed
     # calls' outputs can see it. With profiling on, the parent runs that check while the worker
     # profiles (reading the file in full: the worker is alive); without, after the worker exits.
-    from kernelskill.evaluate import api
+    from kernelskill.evaluate import verdict
     calls, phases = [], []
-    real = api.replay_flags
+    real = verdict.replay_flags
 
     def spy(*a, live, **k):
         calls.append(live)
         return real(*a, live=live, **k)
 
-    monkeypatch.setattr(api, "replay_flags", spy)
-    from kernelskill.evaluate import verdict
-    monkeypatch.setattr(verdict, "replay_flags", spy)
+    monkeypatch.setattr(verdict, "replay_flags", spy)     # the evaluation calls it as verdict.replay_flags
     r = evaluate(RELU_TASK, Candidate.from_source(STALE), opts=fast, profile=profile, on_phase=phases.append)
     assert r.status == "flagged", r.message
     assert any(f.startswith("replay: outputs of timed calls do not match") for f in r.flags), r.flags

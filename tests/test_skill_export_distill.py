@@ -20,6 +20,8 @@ from kernelskill.skills.distill import draft
 from kernelskill.skills.export import MAX_DESCRIPTION
 from kernelskill.trajectory import Node
 
+from helpers import eval_result
+
 REPO = Path(__file__).resolve().parent.parent
 TASK = REPO / "examples" / "relu_gelu"
 
@@ -101,7 +103,7 @@ def profile(speedup, ci, fraction, launches, quality="good", bottleneck="memory-
 def node(id_, parent, status="ok", speedup=None, ci=(), fraction=0.2, launches=4, quality="good", **kw) -> dict:
     n = Node(id=id_, parent=parent, kind="root" if parent is None else "plan", code=f"# code of {id_}\n",
              status=status, speedup=speedup, **kw)
-    n.result = {"status": status, "profile": profile(speedup, list(ci), fraction, launches, quality)}
+    n.result = eval_result(status, profile(speedup, list(ci), fraction, launches, quality))
     return n.to_dict()
 
 

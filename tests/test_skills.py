@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelskill import cli_skills
+from kernelskill.cli import skills as cli_skills
 from kernelskill.errors import UserError
 from kernelskill.skills import (CATEGORIES, Skill, SkillBook, arch_allows, check_dir,
                                 parse_skill, shipped_dir, user_home)
@@ -520,7 +520,7 @@ def test_cli_search_by_task_and_bottleneck(capsys, home):
                           "--backend", "cuda", "--json"], capsys)
     got = [d["id"] for d in json.loads(out)]
     book = SkillBook.load()
-    from kernelskill.cli_skills import _task_summary
+    from kernelskill.cli.skills import _task_summary
     from kernelskill.skills.predicates import task_facts
     info = _task_summary("softmax_rows")
     feats = info["op_classes"] + info["features"]          # op classes and task features

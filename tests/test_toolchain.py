@@ -17,7 +17,7 @@ from kernelskill import Candidate
 from kernelskill.evaluate import compile, evaluate
 from kernelskill.evaluate import toolchain
 from kernelskill.evaluate.api import Options
-from kernelskill.executors import BuildEta
+from kernelskill.bench.executors import BuildEta
 
 from helpers import RELU_TASK
 

@@ -11,7 +11,7 @@ from kernelskill.agents import analyzer
 from kernelskill.events import CandidateEvaluated, RunStarted, event_from_dict
 from kernelskill.evaluate import roofline
 from kernelskill.mcp_server import advice
-from kernelskill.report import _MARK
+from kernelskill.cli.report import _MARK
 from kernelskill.results import CompileResult, EvalResult, ProfileResult, TimingStats
 from kernelskill.trajectory import INVALID, Node
 from kernelskill.tui.model import STATUS_STYLE, failure_note

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelskill.shipped import EXAMPLES_DIR, SKILLS_DIR
+from kernelskill.paths import EXAMPLES_DIR, SKILLS_DIR
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ("pyproject.toml", "setup.py", "README.md", "kernelskill", "tui", "mcp_server", "skills", "examples")
@@ -20,9 +20,9 @@ SOURCES = ("pyproject.toml", "setup.py", "README.md", "kernelskill", "tui", "mcp
 PROBE = r"""
 import json, sys
 import kernelskill
-from kernelskill.shipped import EXAMPLES_DIR, SKILLS_DIR
+from kernelskill.paths import EXAMPLES_DIR, SKILLS_DIR
 from kernelskill.skills import SkillBook
-from kernelskill.suite import discover, resolve_suite
+from kernelskill.bench.suite import discover, resolve_suite
 from kernelskill.tui.launch import list_examples
 from kernelskill.mcp_server.roots import example_names
 print(json.dumps({
@@ -93,7 +93,7 @@ def test_every_shipped_skill_is_in_the_wheel(installed):
 
 def test_every_example_task_and_file_is_in_the_wheel(installed):
     _, found = installed
-    from kernelskill.suite import discover
+    from kernelskill.bench.suite import discover
     tasks = sorted(t.id for t in discover(EXAMPLES_DIR))
     assert len(tasks) >= 24 and found["suite"] == tasks
     assert found["tui"] == found["mcp"] == sorted(p.parent.name for p in EXAMPLES_DIR.glob("*/reference.py"))
@@ -113,10 +113,10 @@ def test_the_installed_command_runs_a_shipped_example(installed, tmp_path):
 
 def test_an_install_without_its_skills_says_so(tmp_path, monkeypatch):
     """A broken install (the skills directory missing) is an error that names it, never 0 skills."""
-    import kernelskill.shipped as shipped
+    import kernelskill.paths as paths
     from kernelskill.errors import UserError
     from kernelskill.skills import SkillBook
-    monkeypatch.setattr(shipped, "SKILLS_DIR", tmp_path / "_skills")
+    monkeypatch.setattr(paths, "SKILLS_DIR", tmp_path / "_skills")
     monkeypatch.setenv("KERNELSKILL_HOME", str(tmp_path / "home"))
     with pytest.raises(UserError, match="shipped skills are missing"):
         SkillBook.load()

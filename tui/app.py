@@ -12,16 +12,22 @@ from textual.app import App, ScreenStackError, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
-from kernelskill.shipped import EXAMPLES_DIR
+from kernelskill.paths import EXAMPLES_DIR
 from kernelskill.config import Config
 
+from kernelskill.runs import RunState, load_run
+
+from .launch import RunRequest
+from .screens.history import HistoryScreen
 from .screens.home import HomeScreen
 from .screens.overlays import ConfirmScreen, HelpScreen
+from .screens.run import RunScreen
 from .widgets.notices import NoticeBar
 
 
 class KernelSkillApp(App):
-    """Home → Run (live) and History → Run (stored, read-only)."""
+    """Home → Run (live) and History → Run (stored, read-only). The app moves between screens
+    (``open_run``, ``open_history``, ``go_home``): no screen imports another."""
 
     TITLE = "KernelSkill"
     CSS_PATH = "app.tcss"
@@ -44,22 +50,59 @@ class KernelSkillApp(App):
         task, preset, open_run, history = self._start
         self.push_screen(HomeScreen(task, preset))
         if history:
-            from .screens.history import HistoryScreen
             self.push_screen(HistoryScreen())
         if open_run is not None:
-            from kernelskill.runs import load_run
-            from .screens.run import RunScreen
-            self.push_screen(RunScreen.stored(load_run(open_run)))
+            self.open_run("stored", load_run(open_run))
         replay, speed = self._replay
         if replay is not None:
-            from kernelskill.runs import load_run
-            from .screens.run import RunScreen
-            self.push_screen(RunScreen.replayed(load_run(replay), speed))
+            self.open_run("replayed", load_run(replay), speed=speed)
+
+    # ---- navigation: the screens ask, the app moves ----------------------------------------------
+    def active_runs(self) -> list[RunScreen]:
+        """Run screens whose run is going (live, resumed or replaying)."""
+        return [s for s in self.screen_stack if isinstance(s, RunScreen) and s.view.active]
+
+    def live_runs(self) -> list[RunScreen]:
+        """Run screens whose optimizer is working (what quitting must stop first)."""
+        return [s for s in self.active_runs() if s.optimizer]
+
+    def open_run(self, how: str, source: RunState | RunRequest, speed: float = 1.0) -> None:
+        """A Run screen on top: ``live`` (a RunRequest), ``stored``, ``replayed`` or ``resumed`` (a RunState)."""
+        if how == "live":
+            self.push_screen(RunScreen.live(source))
+        elif how == "replayed":
+            self.push_screen(RunScreen.replayed(source, speed))
+        elif how in ("stored", "resumed"):
+            self.push_screen(getattr(RunScreen, how)(source))
+        else:
+            raise ValueError(f"open_run: {how!r}")
+
+    def open_history(self) -> None:
+        """History on top (unless it is the current screen)."""
+        if not isinstance(self.screen, HistoryScreen):
+            self.push_screen(HistoryScreen())
+
+    def back_to_history(self) -> None:
+        """Back to the History screen below, else a new one on top: a live run above that History is
+        never popped (it keeps going)."""
+        stack = self.screen_stack
+        below = [s for s in stack[:-1] if isinstance(s, HistoryScreen)]
+        if below and not any(isinstance(s, RunScreen) and s.view.active for s in stack[stack.index(below[-1]) + 1:]):
+            while self.screen is not below[-1]:
+                self.pop_screen()
+        else:
+            self.push_screen(HistoryScreen())
+
+    def go_home(self) -> None:
+        """Back to the Home screen below, else a new one on top."""
+        for screen in self.screen_stack:
+            if isinstance(screen, HomeScreen):
+                while self.screen is not screen:
+                    self.pop_screen()
+                return
+        self.push_screen(HomeScreen())
 
     # ---- quitting, help, commands -----------------------------------------------------------------
-    def live_runs(self) -> list:
-        from .screens.run import RunScreen
-        return [s for s in self.screen_stack if isinstance(s, RunScreen) and s.view.active and s.optimizer]
 
     def action_ask_quit(self) -> None:
         """q: quit; with a run working, ask first (yes stops it after the attempt in flight, saved)."""
@@ -90,20 +133,13 @@ class KernelSkillApp(App):
                 yield SystemCommand(binding.description, f"{binding.key_display or key} on this screen",
                                     partial(screen.run_action, binding.action))
         yield SystemCommand("Keys of this screen", "? or F1: what each key does here", self.action_help)
-        yield SystemCommand("History", "the stored runs: open, replay, resume, export, delete", self._to_history)
+        yield SystemCommand("History", "the stored runs: open, replay, resume, export, delete", self.open_history)
         yield SystemCommand("Demo", "replay the run shipped with KernelSkill (no model, no GPU)", self.action_demo)
         yield from super().get_system_commands(screen)
 
-    def _to_history(self) -> None:
-        from .screens.history import HistoryScreen
-        if not isinstance(self.screen, HistoryScreen):
-            self.push_screen(HistoryScreen())
-
     def action_demo(self) -> None:
-        from kernelskill.runs import load_run
         from .demo import DEMO_RUN
-        from .screens.run import RunScreen
-        self.push_screen(RunScreen.replayed(load_run(DEMO_RUN)))
+        self.open_run("replayed", load_run(DEMO_RUN))
 
     # ---- notifications -------------------------------------------------------------------------
     def _refresh_notifications(self) -> None:

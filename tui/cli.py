@@ -36,7 +36,7 @@ def cmd_tui(args) -> int:
     if args.speed is not None and not args.speed > 0:
         raise UserError(f"--speed must be above 0 (1 is the run's own pace), got {args.speed:g}")
     config = load_config({"runs_dir": args.runs_dir} if args.runs_dir else None)
-    runs_dir = config.data["runs_dir"]
+    runs_dir = config.runs_dir
     open_run = stored_run(args.open, runs_dir) if args.open else None
     replay = demo_run() if args.demo else stored_run(args.replay, runs_dir) if args.replay else None
     app = KernelSkillApp(config, task=args.task, preset=args.preset, open_run=open_run, history=args.history,

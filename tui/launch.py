@@ -6,7 +6,7 @@ prompts, the LLM client) to belong in the run's worker thread, not the UI.
 """
 from __future__ import annotations
 
-import copy
+import dataclasses
 import functools
 import tomllib
 from dataclasses import dataclass
@@ -50,7 +50,7 @@ class RunRequest:
 def build_optimizer(req: RunRequest, config: Config, *, llm=None):
     """The task and an Optimizer configured as ``config`` with the form's values on top (UserError
     for anything the user must fix)."""
-    from kernelskill.cli import resolve_task_path
+    from kernelskill.paths import resolve_task_path
     from kernelskill.optimizer import Optimizer
     from kernelskill.task import Task
     if not req.task.strip():
@@ -63,17 +63,15 @@ def apply_request(config: Config, req: RunRequest) -> Config:
     """A copy of ``config`` with the form's values, validated like any config layer."""
     flags = {k: v for k, v in req.flags().items() if v is not None}
     checked = flatten(nest(flags), "the form")
-    out = Config(copy.deepcopy(config.data), dict(config.sources))
+    out = config.copy()
     for key, value in checked.items():
-        table, _, name = key.rpartition(".")
-        (out.data[table] if table else out.data)[name] = value
-        out.sources[key] = "the form"
+        out.set(key, value, "the form")
     if req.api_key_env == "":
-        out.data["llm"]["api_key_env"] = None          # cleared on the form: no key
+        out.llm.api_key_env = None          # cleared on the form: no key
     for name, value in req.budget().items():
         if value is not None and value < 0:
             raise UserError(f"the form: budget {name} must not be negative")
-        out.data["budget"][name] = value
+        setattr(out.budget, name, value)
     return out
 
 
@@ -101,7 +99,7 @@ def list_examples(root: Path) -> list[Example]:
 
 def describe_task(spec: str) -> tuple[str, str]:
     """(one line about the task at ``spec``, a style): its description, or what is wrong with the path."""
-    from kernelskill.cli import resolve_task_path
+    from kernelskill.paths import resolve_task_path
     if not spec.strip():
         return "", ""
     p = Path(resolve_task_path(spec.strip()))
@@ -124,7 +122,7 @@ def _task_toml(d: Path) -> dict[str, Any]:
 
 def presets_of(spec: str) -> tuple[str, ...]:
     """Preset names of a task directory or file path (none for a plain file or a bad path)."""
-    from kernelskill.cli import resolve_task_path
+    from kernelskill.paths import resolve_task_path
     p = Path(resolve_task_path(spec.strip())) if spec.strip() else None
     return tuple(_task_toml(p).get("presets", {})) if p and p.is_dir() else ()
 
@@ -145,5 +143,5 @@ def resume_flags(config: Config) -> dict[str, Any]:
     ``[llm]`` table, per-role models included) and every budget that is set; the rest stays the run's."""
     def given(d: dict) -> dict:
         return {k: given(v) if isinstance(v, dict) else v for k, v in d.items() if v is not None}
-    llm = flatten({"llm": given(config.data["llm"])}, "the TUI's settings")
-    return {**llm, **{f"budget.{k}": v for k, v in config.data["budget"].items() if v is not None}}
+    llm = flatten({"llm": given(dataclasses.asdict(config.llm))}, "the TUI's settings")
+    return {**llm, **{f"budget.{k}": v for k, v in dataclasses.asdict(config.budget).items() if v is not None}}

@@ -14,6 +14,7 @@ from typing import Any
 from kernelskill.errors import UserError
 from kernelskill.events import (AgentFinished, BaselineMeasured, BestImproved, BudgetUpdate, CandidateEvaluated,
                                 EvaluationStep, Event, NodeSelected, RunError, RunFinished, RunStarted)
+from kernelskill.results import ProfileResult
 from kernelskill.runs import REASONS, RunState
 from kernelskill.trajectory import INVALID, Node, Trajectory
 from kernelskill.vocab import FAILURES, Status, covering
@@ -54,8 +55,9 @@ def fmt_seconds(s: float) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
 
 
-def profile_of(node: Node | None) -> dict[str, Any]:
-    return ((node.result or {}).get("profile") or {}) if node else {}
+def profile_of(node: Node | None) -> ProfileResult | None:
+    """The node's profile (timing, roofline, kernels, bottleneck), None when it has none."""
+    return node.profile if node is not None else None
 
 
 @dataclass
@@ -104,24 +106,15 @@ class RunView:
             self.task = self.task or ev.task.rsplit("/", 1)[-1].removesuffix(".py")
             if self.live:
                 self.phase, self.current = "running", "measuring the reference"
-        elif isinstance(ev, BaselineMeasured) and not len(self.tree):
-            self.tree.add(Node.from_dict(ev.node))
-            self.current = "baseline measured"
+        elif isinstance(ev, (BaselineMeasured, CandidateEvaluated, BestImproved)):
+            if self.tree.apply(ev):          # the one replay (kernelskill.trajectory); the view follows it
+                self._follow(ev)
         elif isinstance(ev, NodeSelected):
             verb = "repairing" if ev.action == "repair" else "expanding"
             self.current = f"attempt {ev.attempt}: {verb} {ev.node_id}"
-        elif isinstance(ev, CandidateEvaluated) and ev.node["id"] not in self.tree:
-            self.tree.add(Node.from_dict(ev.node))
-            self.attempts = max(self.attempts, len(self.tree) - 1)
-            best = self.tree.best()
-            self.curve.append(best.speedup if best else 0.0)
         elif isinstance(ev, EvaluationStep):
             # a build's steps while a candidate is evaluated: the summary's "now" line follows them
             self.current = f"evaluating {ev.node_id}: {ev.text} ({ev.seconds:.0f} s)"
-        elif isinstance(ev, BestImproved) and ev.node_id in self.tree:
-            self.tree.promote(ev.node_id)
-            if self.curve:
-                self.curve[-1] = self.tree.best().speedup or 0.0
         elif isinstance(ev, AgentFinished) and ev.call:
             # Counted now so the meters move within an attempt; BudgetUpdate sets the exact sums.
             self.tokens += int(ev.call.get("prompt_tokens", 0)) + int(ev.call.get("completion_tokens", 0))
@@ -136,6 +129,17 @@ class RunView:
         elif isinstance(ev, RunError):
             self.phase, self.error = "error", ev.message
             self.current = f"stopped by an error ({ev.kind})"
+
+    def _follow(self, ev: Event) -> None:
+        """The display state a change of the tree moves: the "now" line, attempts, the best-speedup curve."""
+        if isinstance(ev, BaselineMeasured):
+            self.current = "baseline measured"
+        elif isinstance(ev, CandidateEvaluated):
+            self.attempts = max(self.attempts, len(self.tree) - 1)
+            best = self.tree.best()
+            self.curve.append(best.speedup if best else 0.0)
+        elif isinstance(ev, BestImproved) and self.curve:
+            self.curve[-1] = self.tree.best().speedup or 0.0
 
     # ---- reading --------------------------------------------------------------------------------
     @property

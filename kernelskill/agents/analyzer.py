@@ -1,6 +1,6 @@
 """The Analyzer: a deterministic summary of a node's profile for the planner (no LLM).
 
-Reads the EvalResult dict — timing, speedup and its interval, the kernel breakdown, the custom
+Reads a node's EvalResult — timing, speedup and its interval, the kernel breakdown, the custom
 share, the roofline and bottleneck class when the evaluator measured them — and says where the
 time goes and what kind of change could help.
 """
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..results import EvalResult
 from ..vocab import Bottleneck, covering
 
 _BOTTLENECK_HINTS = covering(Bottleneck, {
@@ -30,52 +31,50 @@ def _ms(x: float | None) -> str:
     return f"{x * 1e3:.1f} µs" if x < 1 else f"{x:.3f} ms"
 
 
-def analyze(result: dict[str, Any] | None) -> str:
-    """Bottleneck summary text of one evaluation (an ``EvalResult.to_dict()``)."""
-    if not result:
+def analyze(result: EvalResult | None) -> str:
+    """Bottleneck summary text of one evaluation."""
+    if result is None:
         return "not evaluated"
-    lines = [f"status {result.get('status')}: {result.get('message', '')}".rstrip(": ")]
-    prof = result.get("profile") or {}
-    if not prof:
+    lines = [f"status {result.status}: {result.message}".rstrip(": ")]
+    prof = result.profile
+    if prof is None:
         lines.append("no profile (the candidate failed before timing, or timing was off)")
         return "\n".join(lines)
-    cand, base = prof.get("candidate") or {}, prof.get("baseline") or {}
-    sp = prof.get("speedup")
-    ci = prof.get("speedup_ci") or []
+    cand, base = prof.candidate, prof.baseline
+    sp, ci = prof.speedup, prof.speedup_ci or []
     sp_text = f"{sp:.2f}×" + (f" [{ci[0]:.2f}–{ci[1]:.2f}]" if len(ci) == 2 else "") if sp else "withheld"
-    lines.append(f"time: {_ms(cand.get('median_ms'))} (IQR {_ms(cand.get('iqr_ms'))}) vs PyTorch eager "
-                 f"{_ms(base.get('median_ms'))} → speedup {sp_text}")
-    q = prof.get("quality") or {}
-    if q.get("verdict") and q["verdict"] != "good":
-        lines.append(f"measurement {q['verdict']}: " + "; ".join((q.get("reasons") or [])[:2])
+    lines.append(f"time: {_ms(cand.median_ms if cand else None)} (IQR {_ms(cand.iqr_ms if cand else None)}) vs "
+                 f"PyTorch eager {_ms(base.median_ms if base else None)} → speedup {sp_text}")
+    verdict = prof.quality.verdict if prof.quality is not None else None
+    if verdict and verdict != "good":
+        lines.append(f"measurement {verdict}: " + "; ".join(prof.quality.reasons[:2])
                      + " — the speedup is uncertain; do not read a small difference as progress")
-    share = prof.get("custom_share")
+    share = prof.custom_share
     if share is not None:
         lines.append(f"custom kernels: {share:.0%} of the time")
-    kernels = sorted(prof.get("kernels") or [], key=lambda k: -k.get("share", 0))
+    kernels = sorted(prof.kernels or [], key=lambda k: -(k.share or 0))
     if kernels:
         lines.append("where the time goes:")
         for k in kernels[:5]:
-            mark = "*" if k.get("custom") else " "
-            lines.append(f"  {k.get('share', 0):6.1%}  {_ms(k.get('time_ms')):>10}  {mark} {k.get('name', '')[:80]}")
-    roof = {k: v for k, v in (prof.get("roofline") or {}).items() if isinstance(v, (int, float, str))}
+            mark = "*" if k.custom else " "
+            lines.append(f"  {k.share or 0:6.1%}  {_ms(k.time_ms):>10}  {mark} {k.name[:80]}")
+    roof = {k: v for k, v in (prof.roofline or {}).items() if isinstance(v, (int, float, str))}
     if roof:
         lines.append("roofline: " + ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(roof.items())))
     frac = roof.get("fraction")
-    if isinstance(frac, (int, float)) and frac >= AT_ROOF and q.get("verdict", "good") == "good":
+    if isinstance(frac, (int, float)) and frac >= AT_ROOF and (verdict or "good") == "good":
         lines.append(f"AT THE ROOF: this code runs at {frac:.0%} of the roofline floor's pace (the compulsory "
                      "bytes and FLOPs at the device's measured ceilings). Tuning this kernel further gains "
                      "at most a few percent; only an algorithm that moves fewer bytes or does fewer FLOPs "
                      "(fusion with neighbours, a cheaper formulation) can go further. Say so if none fits.")
-    bottleneck = prof.get("bottleneck")
-    if bottleneck:
-        lines.append("bottleneck: " + _BOTTLENECK_HINTS.get(bottleneck, bottleneck))
+    if prof.bottleneck:
+        lines.append("bottleneck: " + _BOTTLENECK_HINTS.get(prof.bottleneck, prof.bottleneck))
     if share is not None and share < 0.5 and kernels:
-        outside = [k["name"] for k in kernels if not k.get("custom")][:3]
+        outside = [k.name for k in kernels if not k.custom][:3]
         if outside:
             lines.append(f"most time is outside the custom kernels ({', '.join(outside)}): move that work into "
                          "the kernel or fuse it")
-    for note in prof.get("notes") or []:
+    for note in prof.notes or []:
         lines.append(f"note: {note}")
     return "\n".join(lines)
 

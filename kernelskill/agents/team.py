@@ -7,6 +7,7 @@ leaves the node ``invalid`` with the reason, and no candidate to evaluate.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable
 
 from ..events import AgentDelta, AgentFinished, AgentStarted, Event
@@ -60,9 +61,9 @@ class Team:
     def allowed_skills(self, node: Node) -> list:
         """The gate's skills for the task and this node's profile: its bottleneck, roofline fraction,
         custom share, launches and Nsight Compute metrics (an unknown class gates nothing out)."""
-        profile = dict((node.result or {}).get("profile") or {})
-        if profile.get("bottleneck") not in BOTTLENECKS:
-            profile["bottleneck"] = None
+        profile = node.profile
+        if profile is not None and profile.bottleneck not in BOTTLENECKS:
+            profile = dataclasses.replace(profile, bottleneck=None)
         return self.book.gate(self.features, profile, backend=self.backend, arch=self.arch, limit=self.skills_limit,
                               facts=self.facts)
 

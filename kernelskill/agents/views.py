@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from ..results import EvalResult
 from ..trajectory import Node, Trajectory
 from ..vocab import RUN_FAILURES
 from .analyzer import analyze
@@ -124,31 +125,30 @@ def render_relatives(tree: Trajectory, node_id: str, k: int = 3) -> str:
     return "\n".join(blocks)
 
 
-def render_failure(result: dict[str, Any] | None, message: str = "") -> str:
+def render_failure(result: EvalResult | None, message: str = "") -> str:
     """What the debugger reads: status, compiler diagnostics, the mismatch report, the log tail."""
-    if not result:
+    if result is None:
         return message or "no evaluation"
-    lines = [f"status: {result.get('status')} — {result.get('message', '')}"]
-    comp = result.get("compile") or {}
-    diags = comp.get("diagnostics") or []
-    if diags:
+    lines = [f"status: {result.status} — {result.message}"]
+    comp = result.compile
+    if comp.diagnostics:
         lines.append("compiler diagnostics:")
-        for d in diags[:12]:
-            where = f"line {d.get('line')}" if d.get("line") else d.get("file", "")
-            lines.append(f"  {where}: {d.get('severity')}: {d.get('message')}"
-                         + (f"\n      {d['source_line'].strip()}" if d.get("source_line") else ""))
-    if not comp.get("ok", True) and not diags and comp.get("log_tail"):
-        lines.append("build log (tail):\n" + comp["log_tail"][-MAX_LOG:])
-    ver = result.get("verify") or {}
-    if ver.get("mismatch"):
-        lines.append("mismatch report:\n" + ver["mismatch"][-MAX_LOG:])
-    for t in (ver.get("trials") or [])[:6]:
-        if not t.get("ok"):
-            lines.append(f"  trial {t.get('trial')} ({t.get('distribution')}): {t.get('check')} — {t.get('message')}")
-    if result.get("flags"):
-        lines.append("flags: " + "; ".join(result["flags"][:6]))
-    if result.get("log_tail") and result.get("status") in RUN_FAILURES:
-        lines.append("log (tail):\n" + result["log_tail"][-MAX_LOG:])
+        for d in comp.diagnostics[:12]:
+            where = f"line {d.line}" if d.line else d.file
+            lines.append(f"  {where}: {d.severity}: {d.message}"
+                         + (f"\n      {d.source_line.strip()}" if d.source_line else ""))
+    if not comp.ok and not comp.diagnostics and comp.log_tail:
+        lines.append("build log (tail):\n" + comp.log_tail[-MAX_LOG:])
+    ver = result.verify
+    if ver is not None and ver.mismatch:
+        lines.append("mismatch report:\n" + ver.mismatch[-MAX_LOG:])
+    for t in (ver.trials if ver is not None else [])[:6]:
+        if not t.ok:
+            lines.append(f"  trial {t.trial} ({t.distribution}): {t.check} — {t.message}")
+    if result.flags:
+        lines.append("flags: " + "; ".join(result.flags[:6]))
+    if result.log_tail and result.status in RUN_FAILURES:
+        lines.append("log (tail):\n" + result.log_tail[-MAX_LOG:])
     return "\n".join(lines)
 
 

@@ -1,6 +1,6 @@
 """``kernelskill bench``: a suite of tasks through an executor, scored with KernelBench's metrics.
 
-    from kernelskill.suite import discover, resolve_suite, select
+    from kernelskill.bench.suite import discover, resolve_suite, select
     tasks = select(discover(resolve_suite("examples")), levels={1, 2}, limit=5)
     plans = plan(tasks, BenchSettings(device="cpu"))
     records, reused = run(plans, make_executor("pool", "cpu"), ResultStore(out / "results.jsonl"))
@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 
 from ..candidate import source_hash
 from ..errors import StochasticTask, TaskError, UserError
-from ..suite import SuiteTask
+from .suite import SuiteTask
 from ..task import Task
 
 BACKENDS = {"cpu": ("cpp",), "cuda": ("cuda", "triton")}
@@ -216,7 +216,7 @@ class OptimizeJob(_Shippable):
             opts = dataclasses.replace(eval_options(config, device), baseline=self.baseline, threads=threads)
             out = optimize(self.load_task(), config=config, runs_dir=self.runs_dir, device=device, eval_opts=opts)
             best = load_run(out.path).tree.get(out.best_node) if out.best_node else None
-            result = best.result if best else None
+            result = best.result.to_dict() if best and best.result else None   # a JSON record
             status = "ok" if best else "no_correct"
             message = (f"best {out.best_node} at {out.best_speedup:.2f}× after {out.attempts} attempts" if best
                        else f"no correct candidate after {out.attempts} attempts ({out.reason})")

@@ -157,7 +157,7 @@ def machine_info(executor) -> dict:
 
     import torch
 
-    from ..executors import cpu_cores
+    from .executors import cpu_cores
     cpu = platform.processor() or platform.machine()
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():

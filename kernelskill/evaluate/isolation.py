@@ -19,6 +19,7 @@ from pathlib import Path
 
 from . import lifeline
 from .build import cache_root, tail
+from .reply import WorkerReply
 
 _SECRET = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION)", re.I)
 _SECRET_PREFIXES = ("OPENAI_", "ANTHROPIC_", "AWS_", "AZURE_", "GOOGLE_", "GCP_", "HF_", "HUGGING",
@@ -50,7 +51,7 @@ def spawn(argv: list[str], scratch: Path, extra_env: dict[str, str] | None = Non
 @dataclass
 class WorkerOutcome:
     """How the worker ended and what it left behind."""
-    result: dict | None          # the worker's result.json, None if it never wrote one
+    result: WorkerReply | None   # the worker's result.json, parsed; None if it never wrote one
     returncode: int | None
     phase: str                   # the last phase it reported (setup, build, run, done)
     timed_out: bool
@@ -306,7 +307,7 @@ def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
     result = None
     if result_path.exists() and not timed_out:
         try:
-            result = json.loads(result_path.read_text())
+            result = WorkerReply.parse(json.loads(result_path.read_text()))
         except json.JSONDecodeError:
             result = None
     return WorkerOutcome(result=result, returncode=proc.returncode, phase=phase, timed_out=timed_out,

@@ -12,6 +12,10 @@ import io
 import re
 import shutil
 
+from . import roofline
+from .isolation import run_worker
+from .options import request, workdir
+
 SECTIONS = ("SpeedOfLight", "Occupancy", "WarpStateStats", "LaunchStats")
 _STALL = re.compile(r"smsp__average_warps?_issue_stalled_(\w+?)_per_issue_active\.ratio$")
 # Column → field, first match wins (names differ a little across ncu versions).
@@ -101,9 +105,6 @@ def ncu_binary() -> str | None:
 
 def run_ncu(result, task, cand, device: str, ref_dir, opts) -> None:
     """Fill ``result.profile.ncu`` (and refine the bottleneck), or add a note saying why not."""
-    from . import roofline
-    from .api import _request, _workdir
-    from .isolation import run_worker
     prof = result.profile
     if not device.startswith("cuda"):
         prof.notes.append("ncu: Nsight Compute profiles CUDA devices only (this run was on the CPU)")
@@ -112,8 +113,8 @@ def run_ncu(result, task, cand, device: str, ref_dir, opts) -> None:
     if exe is None:
         prof.notes.append("ncu: Nsight Compute (ncu) is not on PATH; install it with the CUDA toolkit")
         return
-    base = _workdir(opts)
-    req = _request("ncu", task, cand, device, opts, base)
+    base = workdir(opts)
+    req = request("ncu", task, cand, device, opts, base)
     req["ref_dir"] = str(ref_dir)
     report = base / "ncu.csv"
     launcher = [exe, "--profile-from-start", "off", "--target-processes", "all", "--csv", "--page", "raw",
@@ -130,6 +131,6 @@ def run_ncu(result, task, cand, device: str, ref_dir, opts) -> None:
             prof.bottleneck = roofline.classify(prof.roofline, prof.candidate.median_ms,
                                                 gpu=True, ncu=summary)
     else:
-        why = (out.result or {}).get("error") or out.died or "no kernels were profiled"
+        why = (out.result.error if out.result else None) or out.died or "no kernels were profiled"
         prof.notes.append(f"ncu: no metrics ({why}); ncu said: {(text or out.log_tail)[-300:].strip()}")
     shutil.rmtree(base, ignore_errors=True)

@@ -15,11 +15,11 @@ import numpy as np
 
 from ..candidate import Candidate
 from ..results import MeasurementQuality, RaceEntry, RaceResult
-from ..task import Task
 from ..vocab import WorkerStatus
-from .api import Options, _request, _resolve, _workdir, reference, reference_server, resolve_device
 from .isolation import run_worker
+from .options import Options, request, resolve, resolve_device, workdir
 from .quality import GOOD, RoundJudge
+from .reference import reference, reference_server
 from .timing import TimingConfig, speedup_ci, stats
 from .verdict import reference_outputs, replay_flags
 
@@ -35,7 +35,7 @@ def race(task, candidates: list, *, opts: Options | None = None) -> RaceResult:
     two candidates, ``ratio`` > 1 means the second is faster."""
     started = time.perf_counter()
     opts = opts or Options()
-    task, _ = _resolve(task, None)
+    task, _ = resolve(task, None)
     cands = [c if isinstance(c, Candidate) else Candidate.from_source(str(c)) for c in candidates]
     if not cands:
         return RaceResult(status="failed", message="no candidates to race")
@@ -43,8 +43,8 @@ def race(task, candidates: list, *, opts: Options | None = None) -> RaceResult:
     timing = opts.timing or TimingConfig()
     ref_dir = reference(task, device, opts)
     meta = json.loads((ref_dir / "meta.json").read_text())
-    base = _workdir(opts)
-    req = _request("race", task, None, device, opts, base)
+    base = workdir(opts)
+    req = request("race", task, None, device, opts, base)
     paths = []
     for i, c in enumerate(cands):
         path = base / f"race_{i}.py"
@@ -62,12 +62,12 @@ def _run(task, cands, names, device, opts, req, judge, ref_dir, meta, base, serv
     try:
         out = run_worker(req, build_timeout=opts.build_timeout, run_timeout=opts.run_timeout, keep=base,
                          on_phase=judge.on_phase, on_poll=judge.poll, on_round=judge.on_round, cancel=opts.cancel)
-        res = out.result or {}
-        if res.get("status") != WorkerStatus.ok:
-            why = res.get("error") or out.died or res.get("status") or "no result"
+        reply = out.result
+        if not reply or reply.status != WorkerStatus.ok:
+            why = (reply.error if reply else None) or out.died or (reply.status if reply else None) or "no result"
             return RaceResult(status="failed", message=f"race failed: {why}"[:1000],
                               seconds=round(time.perf_counter() - started, 3))
-        times = res["timing"]["times"]
+        times = reply.timing["times"]
         ref_outs, dists = reference_outputs(ref_dir, server), meta["distributions"]
         entries = []
         for c, name in zip(cands, names):
@@ -78,7 +78,7 @@ def _run(task, cands, names, device, opts, req, judge, ref_dir, meta, base, serv
     finally:
         if opts.keep_dir is None:
             shutil.rmtree(base, ignore_errors=True)
-    q = judge.summary(res["timing"].get("chosen_round"))
+    q = judge.summary(reply.timing.get("chosen_round"))
     result = RaceResult(status="ok", entries=entries, quality=MeasurementQuality.from_dict(q) if q else None)
     if len(names) > 1:
         result.ratio, result.ratio_ci = speedup_ci(times[names[0]]["ms"], times[names[1]]["ms"])

@@ -630,7 +630,7 @@ def warm(cache: Path, flag_sets: list[list[str]], wait: bool = True, say=print) 
 
 def shipped_flag_sets() -> list[list[str]]:
     """The extra_cflags of the shipped C++ solutions (examples/*/solutions/cpp_*.py)."""
-    from ..shipped import EXAMPLES_DIR
+    from ..paths import EXAMPLES_DIR
     sets = []
     for path in sorted(EXAMPLES_DIR.glob("*/solutions/cpp_*.py")):
         m = re.search(r"extra_cflags\s*=\s*(\[[^\]]*\])", path.read_text())

@@ -9,7 +9,7 @@ storing everything:
   device (``torch.device(device)`` around ``get_inputs()``), so nothing is written;
 - **outputs**: ``stored`` (one file per trial) when they fit the disk budget, else ``recompute``:
   a trusted reference worker recomputes trial i's output when the parent compares it
-  (``RefServer`` in ``api``), and each file is deleted once compared;
+  (``RefServer`` in ``reference``), and each file is deleted once compared;
 - **rotate**: how many input sets the timed calls rotate through, as many as fit the device.
 
 The plan, the footprint and the budgets it was made from are in the reference's ``meta.json``

@@ -10,8 +10,9 @@ import numpy as np
 import torch
 
 from ..results import KernelStat, MeasurementQuality, ProfileResult
-from . import quality, static
+from . import quality
 from .correctness import compare_trial, summarize, verify_outputs
+from .reply import WorkerReply
 from .timing import speedup_ci, stats
 
 SPEEDUP_REVIEW = 10.0
@@ -27,7 +28,7 @@ def _stored_output(path: str, mtime: float) -> list:
 class ReferenceOutputs:
     """The reference's outputs, trial by trial: stored files of the reference cache (memory-mapped),
     or — when the memory plan did not store them — recomputed on demand by a trusted reference
-    worker (``server``, api.RefServer)."""
+    worker (``server``, reference.RefServer)."""
 
     def __init__(self, ref_dir, server=None):
         import json
@@ -175,41 +176,6 @@ def verify_run(out_dir, task, ref_dir, meta, judge: TrialJudge | None = None) ->
     return verify, cheats
 
 
-def judge_outputs(result, task, out, ref_dir, meta, flags, res, started, finish, verified=None, ceilings=None,
-                  replay=None, server=None):
-    dists = meta["distributions"]
-    verify, cheats = verified or verify_run(out.out_dir, task, ref_dir, meta)
-    flags = flags + cheats
-    if verify is None:
-        return finish(result, "flagged", "outputs are not plain torch.Tensor objects", flags, started)
-    result.verify = verify
-    if meta.get("degenerate"):
-        flags.append(f"degenerate-task: {meta['degenerate']}; a speedup on it means nothing")
-    if meta.get("plan"):
-        from .trials import describe
-        verify.memory_plan = {**meta["plan"], "summary": describe(meta["plan"])}
-    if meta.get("random"):
-        flags.append(random_reference_flag(meta["random"]))
-    if res.get("timing") and verify.correct:
-        ref_outs = reference_outputs(ref_dir, server)
-        result.profile = _profile(res, result, task, out, ref_outs, dists, flags, meta, replay)
-        _roofline(result.profile, task, meta, ceilings or {}, flags, res["timing"]["times"],
-                  flush_l2=res["timing"].get("flush_l2", True))
-    cheat_flags = [f for f in flags if static.is_cheat(f) or f.split(":")[0] in
-                   ("tensor-subclass", "backend-flag", "replay", "timer-mismatch", "output-type")]
-    if cheat_flags:
-        return finish(result, "flagged", cheat_flags[0], flags, started)
-    if not verify.correct:
-        first = next((t for t in verify.trials if not t.ok), None)
-        msg = f"trial {first.trial} failed the {first.check} check: {first.message}" if first else \
-            verify.mismatch.splitlines()[-1]
-        return finish(result, "incorrect", msg, flags, started)
-    prof = result.profile
-    msg = f"correct on {len(verify.trials)} trials" + (f"; {prof.speedup_text()} vs eager"
-                                                       if prof and prof.speedup else "")
-    return finish(result, "ok", msg, flags, started)
-
-
 def replay_flags(out_dir, task, ref_outs: list, dists: list[str], live: bool,
                  file: str = "timed_outputs.pt") -> list[str]:
     """Flags when the outputs of the timed calls differ from the reference (a result computed once
@@ -243,23 +209,25 @@ def replay_flags(out_dir, task, ref_outs: list, dists: list[str], live: bool,
     return []
 
 
-def _profile(res, result, task, out, ref_outs, dists, flags, meta, replay=None) -> ProfileResult:
-    times = res["timing"]["times"]
+def timed_profile(reply: WorkerReply, device: str, backend: str, meta: dict, flags: list[str]) -> ProfileResult:
+    """The ProfileResult of a verified, timed candidate from its worker's reply (samples, kernels);
+    the flags its numbers raise (timer-mismatch, no-custom-kernel, review) are added to ``flags``."""
+    timing = reply.timing
+    times = timing["times"]
     cand_ms, base_ms = times["candidate"]["ms"], times["eager"]["ms"]
-    device = result.env.device
     prof = ProfileResult(device=device, candidate=stats(cand_ms), baseline=stats(base_ms),
-                         threads=res["timing"].get("threads"), first_call_ms=res["timing"].get("first_call_ms"),
-                         cost_s=res["timing"].get("cost_s") or {},
+                         threads=timing.get("threads"), first_call_ms=timing.get("first_call_ms"),
+                         cost_s=timing.get("cost_s") or {},
                          timer="cuda-events+host" if device.startswith("cuda") else "perf_counter")
     sp, ci = speedup_ci(base_ms, cand_ms)
     prof.speedup, prof.speedup_ci = sp, ci
-    q = res["timing"].get("quality") or quality.assess(times, device, sp, ci, threads=prof.threads)
+    q = timing.get("quality") or quality.assess(times, device, sp, ci, threads=prof.threads)
     prof.quality = MeasurementQuality.from_dict(q)
     prof.decision_ms = quality.low_quantile(cand_ms)
     if not prof.quality.good:
         prof.notes.append(f"measurement {prof.quality.label()}: the speedup is reported with its interval, "
                           "and it counts for no decision (best node, bottleneck, skill statistics, fast_p)")
-    info = res["timing"].get("compile")
+    info = timing.get("compile")
     if "compile" in times:
         prof.compile_baseline = stats(times["compile"]["ms"])
         prof.speedup_vs_compile, prof.speedup_vs_compile_ci = speedup_ci(times["compile"]["ms"], cand_ms)
@@ -268,9 +236,6 @@ def _profile(res, result, task, out, ref_outs, dists, flags, meta, replay=None) 
                              "; its outputs differ from eager beyond 1e-2 (Inductor numerics)"))
     elif info:
         prof.notes.append(f"torch.compile baseline failed: {info.get('error', '?')}")
-    # Outputs of the timed calls, re-checked: a result computed once and replayed fails here.
-    # Usually done already, while the worker profiled (replay_flags via run_worker's on_timed).
-    flags += replay if replay is not None else replay_flags(out.out_dir, task, ref_outs, dists, live=False)
     if device.startswith("cuda"):
         gap_c = float(np.median(np.subtract(times["candidate"]["host_ms"], cand_ms)))
         gap_b = float(np.median(np.subtract(times["eager"]["host_ms"], base_ms)))
@@ -278,9 +243,9 @@ def _profile(res, result, task, out, ref_outs, dists, flags, meta, replay=None) 
         if gap_c > gap_b + max(0.5 * ev, 0.05):
             flags.append(f"timer-mismatch: the host clock sees {gap_c:.3f} ms more than the CUDA events "
                          f"(eager: {gap_b:.3f} ms) — work outside the timed stream?")
-    kern = res.get("kernels") or {}
-    if res.get("kernels_note"):
-        prof.notes.append(res["kernels_note"])
+    kern = reply.kernels or {}
+    if reply.kernels_note:
+        prof.notes.append(reply.kernels_note)
     prof.kernels = [KernelStat(**k) for k in kern.get("kernels", [])]
     if not device.startswith("cuda") and prof.kernels:
         # Profiled CPU calls run slower than timed ones (profiler scopes, cold threads): keep
@@ -289,7 +254,7 @@ def _profile(res, result, task, out, ref_outs, dists, flags, meta, replay=None) 
             k.time_ms = k.share * prof.candidate.median_ms
         prof.notes.append("CPU kernel times: the timed median apportioned by profiled shares")
     prof.custom_share = kern.get("custom_share")
-    if result.compile.backend == "none":
+    if backend == "none":
         prof.custom_share = 0.0
         flags.append("no-custom-kernel: the candidate runs only PyTorch operators (custom share 0)")
     elif prof.custom_share is not None and prof.custom_share == 0:

@@ -18,7 +18,7 @@ import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from ..errors import UserError
 from ..vocab import BACKENDS, BOTTLENECKS, OP_CLASSES, TASK_FEATURES
@@ -243,6 +243,22 @@ class SkillBook:
         if backend is not None and backend not in BACKENDS:
             raise UserError(f"backend {backend!r} is not one of {', '.join(BACKENDS)}")
         return self.stats.record(skill_id, op_class, outcome, speedup, quality, backend, arch_key(arch))
+
+    def op_class_for(self, skill_id: str, op_classes: Sequence[str]) -> str | None:
+        """The op class an outcome of ``skill_id`` on a task of ``op_classes`` counts under: the first
+        one the skill applies to, else the task's first (None when the task names none)."""
+        skill = self.get(skill_id)
+        return next((o for o in op_classes if o in skill.applies_to), op_classes[0] if op_classes else None)
+
+    def record_outcome(self, skill_id: str, op_classes: Sequence[str], outcome: str,
+                       speedup: float | None = None, quality: str = "good", backend: str | None = None,
+                       arch: str | None = None) -> tuple[str | None, SkillStats]:
+        """Record one try of a skill on a task of ``op_classes``: the one way the optimizer and the MCP
+        server count outcomes, so both land in the same statistics row. Returns the op class it
+        counted under (``op_class_for``) and the skill's statistics after it."""
+        op_class = self.op_class_for(skill_id, op_classes)
+        return op_class, self.record(skill_id, op_class, outcome, speedup, quality=quality, backend=backend,
+                                     arch=arch)
 
     def save_user_skill(self, skill: Skill | Mapping[str, Any] | str,
                         directory: Path | str | None = None) -> Path:

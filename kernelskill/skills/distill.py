@@ -100,9 +100,7 @@ def draft(state, node_id: str | None = None, skill_id: str | None = None, book=N
            and facts[k] >= 64]
     if "dtype" in facts:
         pre.append(f"dtype == {facts['dtype']}")
-    base_prof = (base.result or {}).get("profile") or {}
-    node_prof = (node.result or {}).get("profile") or {}
-    before, after = predicates.profile_facts(base_prof), predicates.profile_facts(node_prof)
+    before, after = predicates.profile_facts(base.profile), predicates.profile_facts(node.profile)
     expect = {"speedup": "up"}
     for metric in ("roofline_fraction", "launches", "custom_share", "dram_pct", "sm_pct", "achieved_occupancy_pct"):
         if before.get(metric) is not None and after.get(metric) is not None and before[metric] != after[metric]:

@@ -4,7 +4,6 @@ file, the line or the key)."""
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -15,6 +14,7 @@ import tomli_w
 
 from ..errors import UserError
 from ..vocab import BACKENDS, BOTTLENECKS, OP_CLASSES, TASK_FEATURES
+from ..paths import user_home  # noqa: F401 — re-exported: the skills package's readers use it
 from . import predicates
 
 CATEGORIES = (
@@ -28,21 +28,10 @@ _ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 _ARCH_RE = re.compile(r"^sm_(\d{2,3})(a?)$")
 
 
-def user_home() -> Path:
-    """The user store: ``$KERNELSKILL_HOME``, else ``$XDG_DATA_HOME/kernelskill``, else
-    ``~/.local/share/kernelskill``."""
-    env = os.environ.get("KERNELSKILL_HOME")
-    if env:
-        return Path(env).expanduser()
-    xdg = os.environ.get("XDG_DATA_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "share"
-    return base / "kernelskill"
-
-
 def shipped_dir() -> Path:
     """The skills shipped with the project (``skills/`` in a checkout, bundled in a wheel)."""
-    from ..shipped import SKILLS_DIR
-    return SKILLS_DIR
+    from .. import paths
+    return paths.SKILLS_DIR
 
 
 @dataclass

@@ -69,6 +69,6 @@ def test_optimize_on_cuda_through_the_http_chat_server(tmp_path, monkeypatch, ca
     assert (n1.kind, n1.status) == ("plan", "compile_error")
     assert (n2.kind, n2.parent, n2.status) == ("repair", "n1", "ok") and n2.speedup < 1.0
     assert (n3.kind, n3.status) == ("plan", "ok") and n3.speedup > n2.speedup
-    assert n3.result["env"]["device"].startswith("cuda") and n3.result["profile"]["custom_share"] > 0.5
+    assert n3.result.env.device.startswith("cuda") and n3.result.profile.custom_share > 0.5
     assert (Path(out["run_dir"]) / "best.py").read_text() == FAST
     assert code == (0 if out["best_speedup"] > 1.0 else 1)

@@ -13,7 +13,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from kernelskill.cli import main
-from kernelskill.mcp_server.server import main as mcp_main
+from kernelskill.mcp_server.cli import main as mcp_main
 
 from helpers import DATA
 from support import ALLOWED_ORIGIN, TOOLS, exercise_all_tools, kernelskill_command

@@ -9,7 +9,7 @@ import pytest
 
 import kernelskill
 from kernelskill.cli import build_parser, main
-from kernelskill.cli_optimize import _flags
+from kernelskill.cli.optimize import _flags
 from kernelskill.errors import UserError
 from kernelskill.llm import ScriptedLLM
 from kernelskill.results import EvalResult
@@ -42,12 +42,12 @@ def test_optimize_with_the_scripted_llm_and_a_budget(tmp_path):
 
     # an int is the attempts budget; the evaluator replays the measured reference (no build, no timing)
     measured = state.tree.root.result
-    replay = lambda task, cand, opts=None, **kw: EvalResult.from_dict(measured)   # noqa: E731
+    replay = lambda task, cand, opts=None, **kw: EvalResult.from_dict(measured.to_dict())   # noqa: E731
     task = kernelskill.Task.load(RELU_TASK)
     run = kernelskill.optimize(task, llm=ScriptedLLM(Scenario(coder_codes=[GOOD])), budget=2, runs_dir=tmp_path / "r2",
                                flags=flags, evaluator=replay)
     assert (run.reason, run.attempts, run.best_node) == ("attempts", 2, "n1")
-    assert run.best_speedup == EvalResult.from_dict(measured).speedup
+    assert run.best_speedup == measured.speedup
     with pytest.raises(UserError, match="expected an int"):
         kernelskill.optimize(task, llm=ScriptedLLM([]), budget="3")
 

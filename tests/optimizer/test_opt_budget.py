@@ -6,6 +6,8 @@ import threading
 
 import pytest
 
+import kernelskill
+from kernelskill.config import Budget, load_config
 from kernelskill.errors import UserError
 from kernelskill.llm import LLMResponse, ScriptedLLM
 from kernelskill.optimizer import Optimizer, Spend
@@ -20,14 +22,23 @@ def resume(path, replies, **flags):
 
 
 def test_spend_reports_the_first_budget_reached():
-    limits = {"attempts": 3, "tokens": 100, "usd": 1.0, "minutes": 1.0}
+    limits = Budget(attempts=3, tokens=100, usd=1.0, minutes=1.0)
     assert Spend(2, 99, 0.9, 59).exceeded(limits) is None
     assert Spend(3, 0, 0, 0).exceeded(limits) == "attempts"
     assert Spend(0, 100, 0, 0).exceeded(limits) == "tokens"
     assert Spend(0, 0, 1.0, 0).exceeded(limits) == "usd"
     assert Spend(0, 0, 0, 60).exceeded(limits) == "minutes"
-    assert Spend(99, 10**9, 99.0, 10**6).exceeded({"attempts": None, "tokens": None, "usd": None,
-                                                   "minutes": None}) is None
+    assert Spend(99, 10**9, 99.0, 10**6).exceeded(Budget(attempts=None)) is None
+
+
+def test_the_config_budget_section_is_what_spend_reads(tmp_path):
+    """The [budget] table of a config file becomes a Budget the loop checks spend against."""
+    (tmp_path / "kernelskill.toml").write_text("[budget]\nattempts = 4\nusd = 0.5\n")
+    budget = load_config(cwd=tmp_path, env={}).budget
+    assert budget == Budget(attempts=4, tokens=None, usd=0.5, minutes=None)
+    assert Spend(4, 0, 0, 0).exceeded(budget) == "attempts"
+    assert Spend(0, 0, 0.5, 0).exceeded(budget) == "usd"
+    assert kernelskill.Budget is Budget
 
 
 def test_attempt_budget_and_attribution_of_every_call(run_copy):

@@ -82,3 +82,35 @@ def test_missing_endpoint_model_or_key_is_a_clear_error(home, tmp_path, monkeypa
                       cwd=tmp_path, env={})
     with pytest.raises(UserError, match="KS_TEST_KEY is not set"):
         OpenAIChat(cfg)
+
+
+def test_sections_are_typed_and_their_errors_name_the_file_and_key(home, tmp_path):
+    """Each table becomes a dataclass section built once from the merged layers; a bad value in
+    any layer is reported with that layer's file and the dotted key, before a section is built."""
+    (home / "config.toml").write_text("[eval]\ntrials = 9\ntime_cap_s = 2\n[agents]\nbackend = 'cpp'\n")
+    (tmp_path / "kernelskill.toml").write_text("[search]\npolicy = 'line'\nfinalists = 1\n")
+    cfg = load_config({"budget.minutes": 5}, cwd=tmp_path, env={"KERNELSKILL_MODEL": "m"})
+    assert (cfg.eval.trials, cfg.eval.time_cap_s, type(cfg.eval.time_cap_s)) == (9, 2.0, float)
+    assert (cfg.agents.backend, cfg.search.policy, cfg.search.finalists) == ("cpp", "line", 1)
+    assert (cfg.llm.model, cfg.budget.minutes, cfg.budget.attempts) == ("m", 5, 30)
+    # the CLI's display reads the same values by dotted key, with where each came from
+    assert cfg.get("eval.trials") == 9 and cfg.where("eval.trials") == str(home / "config.toml")
+    assert cfg.get("search.finalists") == 1 and cfg.where("search.finalists") == str(tmp_path / "kernelskill.toml")
+    (home / "config.toml").write_text("[eval]\ntrials = 'five'\n")
+    with pytest.raises(UserError) as err:
+        load_config(cwd=tmp_path, env={})
+    assert str(err.value).startswith(f"{home / 'config.toml'}: key 'eval.trials': expected int")
+    (home / "config.toml").unlink()
+    with pytest.raises(UserError, match="flags: key 'budget.usd': must not be negative"):
+        load_config({"budget.usd": -1}, cwd=tmp_path, env={})
+
+
+def test_set_changes_one_setting_and_a_copy_leaves_the_original(home, tmp_path):
+    cfg = load_config(cwd=tmp_path, env={})
+    other = cfg.copy()
+    other.set("search.epsilon", 0.9, "test")
+    other.set(("prices", "org/model-1.5"), {"input": 2.0, "output": 4.0})
+    assert other.search.epsilon == 0.9 and other.where("search.epsilon") == "test"
+    assert other.price("org/model-1.5") == (2.0, 4.0)
+    assert cfg.search.epsilon == 0.3 and cfg.price("org/model-1.5") == (0.0, 0.0)
+    assert list(other.to_dict()) == ["llm", "prices", "budget", "search", "eval", "agents", "runs_dir"]

@@ -13,9 +13,11 @@ from kernelskill.events import (EVENTS, AgentDelta, AgentFinished, AgentStarted,
 from kernelskill.runs import RunStore, load_run, read_events
 from kernelskill.trajectory import LLMCall, Node
 
-ROOT = Node(id="n0", parent=None, kind="root", code="ref", status="ok", speedup=1.0, result={"status": "ok"})
+from helpers import eval_result
+
+ROOT = Node(id="n0", parent=None, kind="root", code="ref", status="ok", speedup=1.0, result=eval_result("ok"))
 CHILD = Node(id="n1", parent="n0", kind="plan", code="new", status="ok", speedup=1.7, skill_id="s",
-             calls=[LLMCall(role="coder", prompt_tokens=10, completion_tokens=20, cost=0.5)], result={"status": "ok"})
+             calls=[LLMCall(role="coder", prompt_tokens=10, completion_tokens=20, cost=0.5)], result=eval_result("ok"))
 SAMPLES = [
     RunStarted(run_id="r", task="t.py", task_hash="h", backend="cpp", device="cpu", policy="stark", config={"a": 1}),
     BaselineMeasured(node=ROOT.to_dict(), seconds=1.5),
@@ -92,3 +94,14 @@ def test_torn_last_line_is_skipped_and_cut_before_appending(tmp_path):
     events.write_text("\n".join([lines[0], "garbage", lines[1]]) + "\n")
     with pytest.raises(UserError, match="events.jsonl:2: corrupt event"):
         read_events(tmp_path / "run2")
+
+
+def test_a_node_written_now_reads_back_to_the_same_bytes(baseline_run):
+    """The root of a real run: its result is an EvalResult once read, and writing the node again gives
+    the very event line the run stored (what resume appends after stays in the same format)."""
+    from kernelskill.results import EvalResult
+    line = (baseline_run / "events.jsonl").read_text(encoding="utf-8").splitlines()[1]
+    ev = event_from_dict(json.loads(line))
+    node = Node.from_dict(ev.node)
+    assert isinstance(node.result, EvalResult) and node.result.profile is not None and node.quality
+    assert json.dumps(BaselineMeasured(node=node.to_dict(), seconds=ev.seconds, t=ev.t).to_dict(), default=str) == line

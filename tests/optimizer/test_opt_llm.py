@@ -107,7 +107,7 @@ def test_scripted_llm_lists_roles_functions_and_errors():
 
 
 def test_import_kernelskill_does_not_import_openai():
-    code = ("import sys, kernelskill, kernelskill.optimizer, kernelskill.llm, kernelskill.cli_optimize; "
+    code = ("import sys, kernelskill, kernelskill.optimizer, kernelskill.llm, kernelskill.cli.optimize; "
             "assert 'openai' not in sys.modules, 'openai imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
 

@@ -13,6 +13,7 @@ from kernelskill.runs import load_run, read_events
 from kernelskill.skills import SkillBook
 from kernelskill.task import Task
 
+from helpers import eval_result
 from scenario import EVAL_FLAGS, GOOD, RELU_TASK, Scenario
 
 
@@ -103,7 +104,7 @@ def test_a_run_you_can_audit(tmp_path, capsys):
     """Every reply (an unusable one too) and its parse error stay on the node; report.md has per-node
     model and evaluation seconds and the whole plan; the progress shows no stale best and the outcome
     is printed once."""
-    from kernelskill.cli_optimize import Progress
+    from kernelskill.cli.optimize import Progress
     script = Scenario()
     calls = {"planner": 0}
 
@@ -174,7 +175,7 @@ def test_the_debugger_sees_the_working_code_the_failed_one_came_from():
     tree.add(Node(id="n0", parent=None, kind="root", code=REF, status="ok", speedup=1.0))
     tree.add(Node(id="n1", parent="n0", kind="plan", code=GOOD, status="ok", speedup=1.5))
     broken = tree.add(Node(id="n2", parent="n1", kind="plan", code=BUGGY, status="incorrect",
-                           result={"status": "incorrect"}, message="1 element outside tolerance"))
+                           result=eval_result("incorrect"), message="1 element outside tolerance"))
     assert team.repair(tree, broken, Node(id=tree.new_id(), parent="n2", kind="repair", code=""), 1)
     prompt = script.prompts("debugger")[0]
     base = prompt.split("## The working code it started from", 1)[1].split("## The failed candidate", 1)[0]
@@ -286,3 +287,24 @@ def test_the_coder_sees_the_nearest_successful_relatives():
     assert "one loop: relu and scale in registers" in nearby
     assert "n2 (2 steps away; skill openmp-parallel-for): correct, 2.50× — OpenMP over rows" in nearby
     assert "#pragma omp parallel for" in nearby and "broken tail" not in nearby
+
+
+def test_the_optimizer_and_the_mcp_tool_record_a_skill_outcome_in_the_same_row(run_copy, tmp_path, monkeypatch):
+    """One way to record a skill outcome (SkillBook.record_outcome): a failure the loop saw and one an
+    MCP client reports for the same skill, task and backend count in one (op class, backend, arch) row."""
+    pytest.importorskip("mcp.server.mcpserver")
+    from kernelskill.mcp_server.toolbox import ServerConfig, Toolbox
+    from kernelskill.results import CompileResult, EvalResult
+    monkeypatch.setenv("KERNELSKILL_HOME", str(tmp_path / "home"))       # an empty stats store
+    wrong = lambda task, cand, opts=None, **kw: EvalResult(                # noqa: E731
+        status="incorrect", compile=CompileResult(ok=True, backend="cpp"), message="1 element outside tolerance")
+    opt = Optimizer.from_run(run_copy, llm=ScriptedLLM(Scenario(coder_codes=[GOOD])), flags={"budget.attempts": 1},
+                             evaluator=wrong)
+    opt.run()
+    n1 = opt.tree.get("n1")
+    assert n1.skill_id and n1.status == "incorrect"
+    with Toolbox.open(ServerConfig(roots=[RELU_TASK.parent])) as tb:
+        recorded = tb.record_attempt(str(RELU_TASK), GOOD, n1.skill_id, "failure")
+    stats = SkillBook.load().stats.get(n1.skill_id)
+    assert list(stats.contexts) == [(recorded.op_class, "cpp", "*")]
+    assert stats.failed == stats.tried == 2

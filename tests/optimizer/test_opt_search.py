@@ -95,8 +95,8 @@ def test_line_policy_repairs_the_last_attempt_on_the_line():
 def test_make_policy_from_config():
     from kernelskill.config import load_config
     cfg = load_config({"search.policy": "line", "search.line_ratio": 2.0})
-    assert isinstance(make_policy(cfg.data["search"]), LinePolicy)
-    assert make_policy(load_config({"search.seed": 3}).data["search"]).seed == 3
+    assert isinstance(make_policy(cfg.search), LinePolicy)
+    assert make_policy(load_config({"search.seed": 3}).search).seed == 3
 
 
 def test_context_windows_per_role():

@@ -5,6 +5,7 @@ import json
 
 from kernelskill.trajectory import LLMCall, Node
 
+from helpers import eval_result
 from test_opt_search import tree_of
 
 
@@ -34,8 +35,8 @@ def test_a_failure_for_good_is_a_repeat_anywhere_in_the_tree():
 
 def test_identical_code_is_found_once_evaluated():
     t = tree_of()
-    t.add(Node(id="n1", parent="n0", kind="plan", code="a", code_hash="h1", result={"status": "ok"}, status="ok"))
-    t.add(Node(id="n2", parent="n0", kind="plan", code="a", code_hash="h1", result={"status": "ok"}, status="ok",
+    t.add(Node(id="n1", parent="n0", kind="plan", code="a", code_hash="h1", result=eval_result("ok"), status="ok"))
+    t.add(Node(id="n2", parent="n0", kind="plan", code="a", code_hash="h1", result=eval_result("ok"), status="ok",
                duplicate_of="n1"))
     assert t.find_code("h1").id == "n1"
     assert t.find_code("h2") is None
@@ -56,6 +57,6 @@ def test_repair_chain_and_base():
 def test_node_round_trips_through_json():
     n = Node(id="n1", parent="n0", kind="plan", code="x", skill_id="s", anchors=[{"begin": 1, "end": 3, "advice": "a"}],
              calls=[LLMCall(role="planner", model="m", prompt_tokens=10, completion_tokens=5, cost=0.01, seconds=0.2)],
-             result={"status": "ok"}, status="ok", speedup=1.4)
+             result=eval_result("ok"), status="ok", speedup=1.4)
     back = Node.from_dict(json.loads(json.dumps(n.to_dict())))
     assert back == n and back.tokens == 15 and back.cost == 0.01

@@ -13,6 +13,7 @@ from kernelskill.tui.widgets.candidate_tree import CandidateTree
 from kernelskill.tui.widgets.node_detail import NodeDetail
 from kernelskill.tui.widgets.plots import PLOTS, RunPlots, attempts, kernel_bars, roofline_points, timing_rows
 
+from helpers import eval_result
 from conftest import run_async, until
 
 
@@ -35,7 +36,7 @@ def test_what_the_charts_are_drawn_from():
     assert rows[4].speedup == n2.speedup                        # n5 repeats n2's code
     tree = view.tree
     timing = timing_rows(tree.get("n2"), view.root)
-    assert [label for label, _ in timing] == ["eager", "n2"] and all(s["n"] >= 10 for _, s in timing)
+    assert [label for label, _ in timing] == ["eager", "n2"] and all(s.n >= 10 for _, s in timing)
     assert timing_rows(tree.get("n1"), view.root) == []         # incorrect: never timed
     assert [nid for nid, _ in roofline_points(view)] == ["n0", "n2", "n3"]      # the reference first
     bars = kernel_bars(tree.get("n2"))
@@ -111,7 +112,7 @@ async def test_roofline_is_log_log_where_flops_are_counted():
                 "baseline": {"median_ms": 0.2, "iqr_ms": 0.01, "n": 30, "min_ms": 0.19, "mean_ms": 0.2},
                 "speedup": 2.0, "speedup_ci": [1.9, 2.1], "roofline": roof, "kernels": []}
         return Node(id=nid, parent=parent, kind="root" if parent is None else "plan", code="", status="ok",
-                    speedup=2.0 if parent else 1.0, result={"profile": prof})
+                    speedup=2.0 if parent else 1.0, result=eval_result(profile=prof))
 
     view = RunView()
     view.tree.add(node("n0", None, 11.0, 0.18))

@@ -36,11 +36,11 @@ def test_the_demo_run_is_small_and_has_something_for_every_view():
     nodes = {n.id: n for n in state.tree}
     assert [n.status for n in state.tree] == ["ok", "incorrect", "ok", "ok", "compile_error", "ok"]
     assert state.finished.reason == "attempts" and state.tree.best().id == "n2"
-    assert "worst:" in nodes["n1"].result["verify"]["mismatch"] and "got " in nodes["n1"].result["verify"]["mismatch"]
+    assert "worst:" in nodes["n1"].result.verify.mismatch and "got " in nodes["n1"].result.verify.mismatch
     for nid in ("n0", "n2", "n3"):
-        prof = nodes[nid].result["profile"]
-        assert prof["roofline"]["fraction"] > 0 and prof["kernels"] and prof["quality"]["verdict"]
-        assert prof["candidate"]["n"] >= 10 and prof["baseline"]["median_ms"] > 0
+        prof = nodes[nid].profile
+        assert prof.roofline["fraction"] > 0 and prof.kernels and prof.quality.verdict
+        assert prof.candidate.n >= 10 and prof.baseline.median_ms > 0
     assert nodes["n2"].speedup > 1.0 > nodes["n3"].speedup
     assert nodes["n5"].duplicate_of == "n2"
     run = json.loads((DEMO_RUN / "events.jsonl").read_text().splitlines()[0])
@@ -121,3 +121,24 @@ def test_cli_help_teaches_demo_and_replay(capsys):
         assert e.code == 0
     out = capsys.readouterr().out
     assert "--demo" in out and "--replay RUN" in out and "--speed X" in out and "kernelskill tui --demo" in out
+
+
+def test_a_stored_run_replays_to_the_same_tree_for_resume_and_for_the_dashboard():
+    """One replay (Trajectory.apply): runs.load_run (resume, ``runs show``) and the TUI's RunView fold a
+    stored run's events into the same tree, results parsed to EvalResults, the events left as stored."""
+    from kernelskill.results import EvalResult
+    from kernelskill.tui.model import RunView
+    for run in (DEMO_RUN, STORED_RUN):
+        state = load_run(run)
+        view = RunView.stored(state)
+        for ev in state.events:
+            view.apply(ev)
+        assert [n.to_dict() for n in view.tree] == [n.to_dict() for n in state.tree] and len(state.tree) > 1
+        assert [n.children for n in view.tree] == [n.children for n in state.tree]
+        assert view.tree.best().id == state.tree.best().id and view.tree.best_id == state.tree.best_id
+        assert all(isinstance(n.result, EvalResult) for n in state.tree if n.result is not None)
+        for ev in state.events:                    # applying the events again changes nothing
+            assert not state.tree.apply(ev)
+        # replaying leaves the events' nodes as stored: parsing a result never writes into the payload
+        stored = [json.loads(line) for line in (run / "events.jsonl").read_text(encoding="utf-8").splitlines()]
+        assert [d.get("node") for d in stored] == [getattr(ev, "node", None) for ev in state.events]

@@ -15,6 +15,7 @@ from kernelskill.tui.screens.run import RunScreen
 from kernelskill.tui.widgets.activity import ActivityLog
 from kernelskill.tui.widgets.candidate_tree import CandidateTree
 
+from helpers import eval_result
 from conftest import EXAMPLES, STORED_RUN, STORED_RUNS, labels, run_async, until
 
 
@@ -83,11 +84,11 @@ async def test_history_opens_a_stored_run_read_only(config_for):
 def test_node_detail_shows_the_roofline_position_and_bottleneck():
     from kernelskill.trajectory import Node
     from kernelskill.tui.widgets.node_detail import profile_text
-    prof = {"candidate": {"median_ms": 2.0, "iqr_ms": 0.01, "n": 30}, "baseline": {"median_ms": 3.0}, "speedup": 1.5,
-            "speedup_ci": [1.4, 1.6], "custom_share": 1.0, "bottleneck": "memory-bound",
+    prof = {"candidate": {"median_ms": 2.0, "iqr_ms": 0.01, "n": 30}, "baseline": {"median_ms": 3.0, "iqr_ms": 0.02, "n": 30},
+            "speedup": 1.5, "speedup_ci": [1.4, 1.6], "custom_share": 1.0, "bottleneck": "memory-bound",
             "roofline": {"floor_ms": 1.0, "fraction": 0.5, "eager_fraction": 0.33, "achieved_gbs": 1500.0,
                          "roof": "memory", "ceilings": "GPU (measured now)"}}
-    node = Node(id="n1", parent="n0", kind="plan", code="", status="ok", result={"profile": prof})
+    node = Node(id="n1", parent="n0", kind="plan", code="", status="ok", result=eval_result(profile=prof))
     text = profile_text(node).plain
     assert "floor 1.000 ms · 50% of its pace (eager 33%) · 1500 GB/s · memory roof" in text
     assert "bottleneck memory-bound" in text

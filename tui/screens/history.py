@@ -135,7 +135,7 @@ class HistoryScreen(KeepsFocus, Screen):
 
     @property
     def runs_dir(self) -> Path:
-        return Path(self.app.config.data["runs_dir"])
+        return Path(self.app.config.runs_dir)
 
     def action_reload(self) -> None:
         self.query_one("#history-title", Label).update(f"Loading runs from {self.runs_dir}/ …")
@@ -265,9 +265,7 @@ class HistoryScreen(KeepsFocus, Screen):
         return row
 
     def _live(self, row: RunRow) -> bool:
-        from .run import RunScreen
-        return any(isinstance(s, RunScreen) and s.view.active and s.optimizer is not None
-                   and Path(s.optimizer.path).resolve() == row.path.resolve() for s in self.app.screen_stack)
+        return any(Path(s.optimizer.path).resolve() == row.path.resolve() for s in self.app.live_runs())
 
     def action_open(self) -> None:
         self._open(self.current_key())
@@ -278,30 +276,27 @@ class HistoryScreen(KeepsFocus, Screen):
         self._open(event.row_key.value)
 
     def _open(self, key: str | None) -> None:
-        from .run import RunScreen
         row = self.rows.get(key or "")
         if row is None:
             return
         if row.state is None:
             self.notify(row.problem, title="Cannot open this run", severity="error", timeout=10)
             return
-        self.app.push_screen(RunScreen.stored(row.state))
+        self.app.open_run("stored", row.state)
 
     def action_replay(self) -> None:
-        from .run import RunScreen
         if (row := self._readable()) is not None:
-            self.app.push_screen(RunScreen.replayed(load_run(row.path)))
+            self.app.open_run("replayed", load_run(row.path))
 
     def action_resume(self) -> None:
         """Continue the run live, as ``kernelskill resume`` (endpoint, models and budgets from the TUI's settings)."""
-        from .run import RunScreen
         row = self._readable()
         if row is None:
             return
-        if self._live(row) or any(isinstance(s, RunScreen) and s.view.active for s in self.app.screen_stack):
+        if self._live(row) or self.app.active_runs():
             self.notify("A run is working: go back to it (esc) and stop it (s) first.", severity="warning")
             return
-        self.app.push_screen(RunScreen.resumed(load_run(row.path)))
+        self.app.open_run("resumed", load_run(row.path))
 
     def action_export(self) -> None:
         """Export best.py: copy the run's best.py into the working directory (never over an existing file)."""
@@ -378,17 +373,10 @@ class HistoryScreen(KeepsFocus, Screen):
                                            yes="Delete"), answered)
 
     def action_new(self) -> None:
-        from .home import HomeScreen
-        from .run import RunScreen
-        if any(isinstance(s, RunScreen) and s.view.active for s in self.app.screen_stack):
+        if self.app.active_runs():
             self.notify("A run is in progress: go back to it (esc) and stop it (s) first.", severity="warning")
             return
-        for screen in self.app.screen_stack:
-            if isinstance(screen, HomeScreen):
-                while self.app.screen is not screen:
-                    self.app.pop_screen()
-                return
-        self.app.push_screen(HomeScreen())
+        self.app.go_home()
 
     def action_back(self) -> None:
         """esc: clear and hide the filter when it is open, else back."""

@@ -93,7 +93,6 @@ class HomeScreen(KeepsFocus, Screen):
         return RunRequest(task=picker.path, preset=picker.preset, **self.query_one(RunSettings).values())
 
     def action_start(self) -> None:
-        from .run import RunScreen
         try:
             req = self.request()
             if not req.task:
@@ -101,8 +100,7 @@ class HomeScreen(KeepsFocus, Screen):
         except UserError as e:
             self.notify(str(e), title="Cannot start", severity="error", timeout=8)
             return
-        self.app.push_screen(RunScreen.live(req))
+        self.app.open_run("live", req)
 
     def action_history(self) -> None:
-        from .history import HistoryScreen
-        self.app.push_screen(HistoryScreen())
+        self.app.open_history()

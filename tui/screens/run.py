@@ -287,10 +287,9 @@ class RunScreen(KeepsFocus, Screen):
             activity.note(f"▶ attempt {ev.attempt}: {ev.action} {ev.node_id} ({ev.reason})", "bold")
         elif isinstance(ev, CandidateEvaluated):
             note = failure_note(ev.node)
-            sp = ev.node.get("speedup")
-            dup = ev.node.get("duplicate_of")
-            prof = ((ev.node.get("result") or {}).get("profile") or {})
-            ok = f"{ev.node['id']} ok {fmt_speedup(sp, prof.get('speedup_ci'))}{quality_note(prof)}" + (
+            node = self.view.tree.get(ev.node["id"])         # parsed once, by the view's apply above
+            dup = node.duplicate_of
+            ok = f"{node.id} ok {fmt_speedup(node.speedup, node.speedup_ci)}{quality_note(node.profile)}" + (
                 f" (same code as {dup}, not evaluated again)" if dup else "")
             activity.note(f"■ {note or ok}", "red" if note else "green")
             if note and not replay and ev.evaluated:
@@ -485,18 +484,11 @@ class RunScreen(KeepsFocus, Screen):
             self.query_one(NodeDetail).active = "tab-diff"
             self.notify(f"Diff now compares against the best of {path.name} (m twice: back to parents).", timeout=6)
         here = getattr(self.optimizer, "path", None) or self._replay_path
-        self.app.push_screen(RunPickerScreen(Path(self.app.config.data["runs_dir"]), exclude=here), chosen)
+        self.app.push_screen(RunPickerScreen(Path(self.app.config.runs_dir), exclude=here), chosen)
 
     def action_history(self) -> None:
         """Back to the History screen below this one, else a new one on top (a live run keeps going)."""
-        from .history import HistoryScreen
-        stack = self.app.screen_stack
-        below = [s for s in stack[:-1] if isinstance(s, HistoryScreen)]
-        if below and not any(isinstance(s, RunScreen) and s.view.active for s in stack[stack.index(below[-1]) + 1:]):
-            while self.app.screen is not below[-1]:
-                self.app.pop_screen()
-        else:
-            self.app.push_screen(HistoryScreen())
+        self.app.back_to_history()
 
     def action_back(self) -> None:
         """esc: clear and hide the tree's filter when it is open, else back."""

@@ -19,7 +19,8 @@ def node_label(node: Node, best_id: str | None, room: int = 80) -> Text:
     text = Text(f"{mark} ", style=style)
     text.append(node.id, style="bold")
     if node.parent is None:
-        base = (profile_of(node).get("baseline") or {}).get("median_ms")
+        prof = profile_of(node)
+        base = prof.baseline.median_ms if prof is not None and prof.baseline else None
         text.append(f" reference {fmt_ms(base)}", style="dim")
         return text
     if node.duplicate_of:

@@ -10,6 +10,7 @@ from textual.app import ComposeResult
 from textual.containers import ScrollableContainer, Vertical, VerticalScroll
 from textual.widgets import DataTable, Static, TabbedContent, TabPane, TextArea
 
+from kernelskill.results import ProfileResult, VerifyResult
 from kernelskill.trajectory import Node
 
 from .plots import RunPlots
@@ -36,11 +37,11 @@ WORST = re.compile(r"^\s*at (\[[^\]]*\]|\S+): got (\S+), expected (\S+) \(\|diff
 TRIAL = re.compile(r"^trial (\d+) \((.*)\) failed the (\S+) check:")
 
 
-def mismatch_text(verify: dict) -> Text:
+def mismatch_text(verify: VerifyResult | None) -> Text:
     """The evaluator's mismatch report as a table per trial: each worst element's index, what the
     candidate gave, what the reference gave, and the difference (columns as wide as their values)."""
     out = Text()
-    report = (verify or {}).get("mismatch") or ""
+    report = verify.mismatch if verify is not None else ""
     if not report:
         return out
     lines = report.splitlines()
@@ -77,9 +78,9 @@ def fmt_rate(x: float) -> str:
     return f"{x:.0f}" if x >= 100 else f"{x:.3g}"
 
 
-def quality_note(prof: dict) -> str:
+def quality_note(prof: ProfileResult | None) -> str:
     """`` (noisy)`` / `` (contended)`` after a speedup whose measurement is not good; else nothing."""
-    verdict = (prof.get("quality") or {}).get("verdict")
+    verdict = prof.quality.verdict if prof is not None and prof.quality is not None else None
     return f" ({verdict})" if verdict and verdict != "good" else ""
 
 
@@ -87,36 +88,36 @@ def profile_text(node: Node) -> Text:
     """Status, the mismatch report of an incorrect node, timing with the speedup interval and its
     measurement quality, custom share, roofline and bottleneck."""
     mark, style = STATUS_STYLE.get(node.status, ("?", ""))
-    mismatch = mismatch_text((node.result or {}).get("verify") or {})
+    mismatch = mismatch_text(node.result.verify if node.result is not None else None)
     # An incorrect node's message is the report's first trial again: the report alone says it.
     out = Text.assemble((f"{mark} {node.status}", f"bold {style}"), "\n" if mismatch else f"  {node.message}\n")
     out.append_text(mismatch)
     prof = profile_of(node)
-    if not prof:
+    if prof is None:
         out.append("No profile: the candidate failed before timing.\n" if node.failed else "No profile.\n", style="dim")
         return out
-    cand, base = prof.get("candidate") or {}, prof.get("baseline") or {}
+    cand, base = prof.candidate, prof.baseline
     out.append("time ", style="dim")
-    out.append(fmt_ms(cand.get("median_ms")), style="bold")
-    out.append(f" (IQR {fmt_ms(cand.get('iqr_ms'))}, n={cand.get('n', '?')}) vs eager "
-               f"{fmt_ms(base.get('median_ms'))}\n")
+    out.append(fmt_ms(cand.median_ms if cand else None), style="bold")
+    out.append(f" (IQR {fmt_ms(cand.iqr_ms if cand else None)}, n={cand.n if cand else '?'}) vs eager "
+               f"{fmt_ms(base.median_ms if base else None)}\n")
     out.append("speedup ", style="dim")
-    out.append(fmt_speedup(prof.get("speedup"), prof.get("speedup_ci")), style="bold")
+    out.append(fmt_speedup(prof.speedup, prof.speedup_ci), style="bold")
     out.append(" (95% interval)")
     out.append(quality_note(prof) + "\n", style="bold yellow")
-    q = prof.get("quality") or {}
-    if q.get("verdict"):
+    q = prof.quality
+    if q is not None and q.verdict:
         out.append("measurement ", style="dim")
-        rounds = f" · timed {q['rounds']}×" if q.get("rounds", 1) > 1 else ""
-        out.append(q["verdict"] + rounds + "\n", style="green" if q["verdict"] == "good" else "bold yellow")
-        for why in (q.get("reasons") or [])[:3]:
+        rounds = f" · timed {q.rounds}×" if q.rounds > 1 else ""
+        out.append(q.verdict + rounds + "\n", style="green" if q.verdict == "good" else "bold yellow")
+        for why in (q.reasons or [])[:3]:
             out.append(f"  {why}\n", style="yellow")
-    share = prof.get("custom_share")
+    share = prof.custom_share
     out.append("custom share ", style="dim")
     out.append(f"{share:.0%}" if share is not None else "-")
-    threads = f" · {prof['threads']} threads" if prof.get("threads") else ""
-    out.append(f" · timer {prof.get('timer') or '-'}{threads}\n", style="dim")
-    roof = {k: v for k, v in (prof.get("roofline") or {}).items() if isinstance(v, (int, float, str))}
+    threads = f" · {prof.threads} threads" if prof.threads else ""
+    out.append(f" · timer {prof.timer or '-'}{threads}\n", style="dim")
+    roof = {k: v for k, v in (prof.roofline or {}).items() if isinstance(v, (int, float, str))}
     out.append("roofline ", style="dim")
     if {"floor_ms", "fraction", "achieved_gbs", "roof"} <= roof.keys():
         eager = f" (eager {roof['eager_fraction']:.0%})" if "eager_fraction" in roof else ""
@@ -126,8 +127,8 @@ def profile_text(node: Node) -> Text:
         out.append((", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(roof.items()))
                     if roof else "not measured") + "\n")
     out.append("bottleneck ", style="dim")
-    out.append((prof.get("bottleneck") or "not classified") + "\n")
-    for note in prof.get("notes") or []:
+    out.append((prof.bottleneck or "not classified") + "\n")
+    for note in prof.notes or []:
         out.append(f"note: {note}\n", style="dim")
     return out
 
@@ -214,10 +215,10 @@ class NodeDetail(Vertical):
         self.query_one("#profile", Static).update(profile_text(node))
         table = self.query_one("#kernels", DataTable)
         table.clear()
-        kernels = sorted(profile_of(node).get("kernels") or [], key=lambda k: -k.get("share", 0))
+        prof = profile_of(node)
+        kernels = sorted(prof.kernels if prof is not None else [], key=lambda k: -(k.share or 0))
         for k in kernels[:30]:
-            name = Text(("* " if k.get("custom") else "  ") + str(k.get("name", "")),
-                        style="bold green" if k.get("custom") else "")
-            table.add_row(f"{k.get('share', 0):.1%}", fmt_ms(k.get("time_ms")), str(k.get("calls", "")), name)
+            name = Text(("* " if k.custom else "  ") + str(k.name), style="bold green" if k.custom else "")
+            table.add_row(f"{k.share or 0:.1%}", fmt_ms(k.time_ms), str(k.calls), name)
         table.display = bool(kernels)
         self.query_one("#plan", Static).update(plan_text(node))

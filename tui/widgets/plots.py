@@ -14,6 +14,7 @@ from textual.app import ComposeResult
 from textual.containers import Container, Vertical
 from textual.widgets import Label, Static
 
+from kernelskill.results import TimingStats
 from kernelskill.trajectory import Node
 
 from ..model import RunView, profile_of
@@ -39,39 +40,41 @@ def attempts(view: RunView) -> list[Attempt]:
     of the node they repeat."""
     out = []
     for i, node in enumerate(n for n in view.tree if n.parent is not None):
-        prof = profile_of(node)
-        ci = prof.get("speedup_ci") or []
+        ci = node.speedup_ci
         ok = node.ok and node.speedup is not None
         out.append(Attempt(i + 1, node.id, node.speedup if ok else None, ci[0] if ok and len(ci) == 2 else None,
                            ci[1] if ok and len(ci) == 2 else None, node.quality))
     return out
 
 
-def timing_rows(node: Node, root: Node | None) -> list[tuple[str, dict]]:
+def timing_rows(node: Node, root: Node | None) -> list[tuple[str, TimingStats]]:
     """(label, stats) for eager and the node: median, IQR, min, mean and n as the evaluator reports them
     (the events hold these statistics, not the raw samples)."""
     prof = profile_of(node)
     rows = []
-    if prof.get("baseline"):
-        rows.append(("eager", prof["baseline"]))
-    if prof.get("candidate") and node.parent is not None:
-        rows.append((node.id, prof["candidate"]))
-    elif root is not None and node.parent is None and prof.get("candidate"):
-        rows.append((f"{node.id} (reference)", prof["candidate"]))
+    if prof is None:
+        return rows
+    if prof.baseline:
+        rows.append(("eager", prof.baseline))
+    if prof.candidate and node.parent is not None:
+        rows.append((node.id, prof.candidate))
+    elif root is not None and node.parent is None and prof.candidate:
+        rows.append((f"{node.id} (reference)", prof.candidate))
     return rows
 
 
 def roofline_points(view: RunView) -> list[tuple[str, dict]]:
     """(node id, roofline) of every timed node that has a roofline position, the reference first;
     duplicates are left out (their point is the node they repeat)."""
-    return [(n.id, profile_of(n)["roofline"]) for n in view.tree
-            if not n.duplicate_of and {"bytes", "achieved_gbs"} <= (profile_of(n).get("roofline") or {}).keys()]
+    return [(n.id, n.profile.roofline) for n in view.tree
+            if not n.duplicate_of and n.profile is not None and {"bytes", "achieved_gbs"} <= (n.profile.roofline or {}).keys()]
 
 
 def kernel_bars(node: Node, limit: int = 8) -> list[tuple[str, float, bool]]:
     """(name, time in ms, custom) of the node's slowest kernels, slowest first."""
-    ks = sorted(profile_of(node).get("kernels") or [], key=lambda k: -float(k.get("time_ms") or 0))
-    return [(str(k.get("name", "?")), float(k.get("time_ms") or 0), bool(k.get("custom"))) for k in ks[:limit]]
+    prof = profile_of(node)
+    ks = sorted(prof.kernels if prof is not None else [], key=lambda k: -float(k.time_ms or 0))
+    return [(str(k.name), float(k.time_ms or 0), bool(k.custom)) for k in ks[:limit]]
 
 
 def _short(name: str, room: int) -> str:
@@ -185,15 +188,15 @@ class RunPlots(Vertical):
         if rows:
             ys = list(range(1, len(rows) + 1))
             stats = [s for _, s in rows]
-            plt.yticks(ys, [f"{label} n={s.get('n', '?')}" for label, s in rows])
+            plt.yticks(ys, [f"{label} n={s.n}" for label, s in rows])
             plt.ylim(0.5, len(rows) + 0.5)
-            plt.error([s["median_ms"] for s in stats], ys, xerr=[s.get("iqr_ms") or 0 for s in stats], color="cyan")
-            plt.scatter([s.get("min_ms") or s["median_ms"] for s in stats], ys, marker="◀", color="green")
-            plt.scatter([s.get("mean_ms") or s["median_ms"] for s in stats], ys, marker="◆", color="yellow")
-            low = min(s.get("min_ms") or s["median_ms"] for s in stats)
-            high = max(max(s["median_ms"] + (s.get("iqr_ms") or 0) / 2, s.get("mean_ms") or 0) for s in stats)
+            plt.error([s.median_ms for s in stats], ys, xerr=[s.iqr_ms or 0 for s in stats], color="cyan")
+            plt.scatter([s.min_ms or s.median_ms for s in stats], ys, marker="◀", color="green")
+            plt.scatter([s.mean_ms or s.median_ms for s in stats], ys, marker="◆", color="yellow")
+            low = min(s.min_ms or s.median_ms for s in stats)
+            high = max(max(s.median_ms + (s.iqr_ms or 0) / 2, s.mean_ms or 0) for s in stats)
             plt.xlim(low * 0.9, high * 1.1 if high > low else low * 1.1 + 1e-6)
-            self.drawn["timing"] = " vs ".join(f"{label} {s['median_ms']:.4g} ms" for label, s in rows)
+            self.drawn["timing"] = " vs ".join(f"{label} {s.median_ms:.4g} ms" for label, s in rows)
         else:
             plt.title(f"{node.id}: not timed (failed first)")
             plt.xlim(-1, 1)

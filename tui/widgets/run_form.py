@@ -127,23 +127,23 @@ class RunSettings(Vertical):
         self.config = config
 
     def compose(self) -> ComposeResult:
-        llm, budget = self.config.data["llm"], self.config.data["budget"]
+        llm, budget = self.config.llm, self.config.budget
         text = lambda v: "" if v is None else f"{v:g}" if isinstance(v, float) else str(v)  # noqa: E731
-        yield form_row("base URL", Input(text(llm["base_url"]), placeholder="e.g. http://localhost:8000/v1",
+        yield form_row("base URL", Input(text(llm.base_url), placeholder="e.g. http://localhost:8000/v1",
                                       id="base-url", compact=True))
-        yield form_row("model", Input(text(llm["model"]), placeholder="model name", id="model", compact=True))
-        yield form_row("key env", Input(text(llm["api_key_env"]), placeholder="e.g. OPENAI_API_KEY",
+        yield form_row("model", Input(text(llm.model), placeholder="model name", id="model", compact=True))
+        yield form_row("key env", Input(text(llm.api_key_env), placeholder="e.g. OPENAI_API_KEY",
                                      id="key-env", compact=True))
-        yield form_row("attempts", Input(text(budget["attempts"]), placeholder="no limit", type="integer",
+        yield form_row("attempts", Input(text(budget.attempts), placeholder="no limit", type="integer",
                                       id="attempts", compact=True))
-        yield form_row("minutes", Input(text(budget["minutes"]), placeholder="no limit", type="number",
+        yield form_row("minutes", Input(text(budget.minutes), placeholder="no limit", type="number",
                                      id="minutes", compact=True))
-        yield form_row("tokens", Input(text(budget["tokens"]), placeholder="no limit", type="integer",
+        yield form_row("tokens", Input(text(budget.tokens), placeholder="no limit", type="integer",
                                     id="tokens", compact=True))
-        yield form_row("USD", Input(text(budget["usd"]), placeholder="no limit", type="number", id="usd", compact=True))
-        yield form_row("policy", Select([(p, p) for p in POLICIES], value=self.config.data["search"]["policy"],
+        yield form_row("USD", Input(text(budget.usd), placeholder="no limit", type="number", id="usd", compact=True))
+        yield form_row("policy", Select([(p, p) for p in POLICIES], value=self.config.search.policy,
                                      allow_blank=False, id="policy", compact=True))
-        device = self.config.data["eval"]["device"]
+        device = self.config.eval.device
         devices = DEVICES if device in DEVICES else (*DEVICES, device)
         yield form_row("device", Select([(d, d) for d in devices], value=device, allow_blank=False, id="device",
                                      compact=True))

@@ -59,7 +59,8 @@ class RunSummary(Vertical):
             state.append(f" · {view.current}", style="dim")
         self.query_one("#run-state", Label).update(state)
 
-        base = (profile_of(view.root).get("baseline") or {}).get("median_ms")
+        prof = profile_of(view.root)
+        base = prof.baseline.median_ms if prof is not None and prof.baseline else None
         self.query_one("#baseline", Label).update(Text.assemble(("baseline ", "dim"), (fmt_ms(base), "bold")))
         best = view.best
         text = Text("best ", style="dim")
@@ -68,8 +69,8 @@ class RunSummary(Vertical):
         else:
             sp = best.speedup or 0.0
             text.append(fmt_speedup(best.speedup), style="bold green" if sp > 1.0 else "bold yellow")
-            ci = profile_of(best).get("speedup_ci")
-            if ci and len(ci) == 2:
+            ci = best.speedup_ci
+            if ci:
                 text.append(f" [{ci[0]:.2f}–{ci[1]:.2f}]", style="dim")
             if best.quality not in ("good", None):
                 text.append(f" ({best.quality})", style="bold yellow")

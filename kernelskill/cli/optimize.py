@@ -10,8 +10,9 @@ import json
 import sys
 from typing import Any
 
-from .errors import UserError
-from .vocab import Status
+from ..errors import UserError
+from ..trajectory import Node
+from ..vocab import Status
 
 EPILOG = """examples:
   kernelskill optimize examples/softmax_rows --preset small --device cpu --budget 10
@@ -58,8 +59,8 @@ class Progress:
             verb = "resuming" if ev.resumed else "run"
             self._line(f"{verb} {ev.run_id}: backend {ev.backend} on {ev.device}, policy {ev.policy}")
         elif name == "BaselineMeasured":
-            base = ((ev.node.get("result") or {}).get("profile") or {}).get("baseline") or {}
-            ms = base.get("median_ms")
+            prof = Node.from_dict(ev.node).profile
+            ms = prof.baseline.median_ms if prof is not None and prof.baseline else None
             self._line("baseline: reference measured" + (f", {ms:.3f} ms" if ms else "") + f" ({ev.seconds:.1f} s)")
         elif name == "BestImproved":
             self.best = (ev.node_id, ev.speedup)
@@ -77,9 +78,8 @@ class Progress:
     def _attempt(self, node: dict, evaluated: bool) -> None:
         n = int(node["id"][1:]) if node["id"][1:].isdigit() else 0
         total = f"/{self.limit}" if self.limit else ""
-        prof = (node.get("result") or {}).get("profile") or {}
-        sp = (" " + _sp(node["speedup"], prof.get("speedup_ci"), (prof.get("quality") or {}).get("verdict"))
-              if node.get("speedup") is not None else "")
+        parsed = Node.from_dict(node)
+        sp = " " + _sp(parsed.speedup, parsed.speedup_ci, parsed.quality) if parsed.speedup is not None else ""
         what = node["status"] + sp
         msg = node.get("message") or ""
         detail = f" — {msg[:70]}" if msg and (node["status"] != Status.ok or not evaluated) else ""
@@ -138,11 +138,11 @@ def _setup_error(e: UserError) -> None:
 
 
 def cmd_optimize(args) -> int:
-    from .cli import _load_task
-    from .config import load_config
-    from .optimizer import Optimizer
+    from .common import load_task
+    from ..config import load_config
+    from ..optimizer import Optimizer
     try:
-        task = _load_task(args)
+        task = load_task(args)
         config = load_config(_flags(args))
         opt = Optimizer(task, config=config)
     except UserError as e:
@@ -151,8 +151,8 @@ def cmd_optimize(args) -> int:
 
 
 def cmd_resume(args) -> int:
-    from .optimizer import Optimizer
-    from .runs import find_run
+    from ..optimizer import Optimizer
+    from ..runs import find_run
     try:
         path = find_run(args.run, _runs_dir(args))
         flags = {k: v for k, v in _flags(args).items() if k != "runs_dir"}
@@ -163,7 +163,7 @@ def cmd_resume(args) -> int:
 
 
 def cmd_runs_list(args) -> int:
-    from .runs import list_runs
+    from ..runs import list_runs
     runs = list_runs(_runs_dir(args))
     rows = [_summary(r) for r in runs]
     if args.json:
@@ -179,7 +179,7 @@ def cmd_runs_list(args) -> int:
 
 
 def cmd_runs_show(args) -> int:
-    from .runs import find_run, load_run
+    from ..runs import find_run, load_run
     state = load_run(find_run(args.run, _runs_dir(args)))
     if args.json:
         print(json.dumps({**_summary(state), "nodes": [n.to_dict() | {"result": None} for n in state.tree]}, indent=2))
@@ -197,8 +197,8 @@ def _runs_dir(args) -> str:
     """--runs-dir, else runs_dir from the config files, else runs/."""
     if getattr(args, "runs_dir", None):
         return args.runs_dir
-    from .config import load_config
-    return load_config().data["runs_dir"]
+    from ..config import load_config
+    return load_config().runs_dir
 
 
 def _summary(state) -> dict[str, Any]:
@@ -229,14 +229,14 @@ def _budget_args(p: argparse.ArgumentParser) -> None:
 
 def add_parser(sub) -> None:
     """Register optimize, resume and runs."""
-    from .cli import _task_args
+    from .common import task_args
     fmt = argparse.RawDescriptionHelpFormatter
     p = sub.add_parser("optimize", help="let the agents write a faster, verified kernel for a task",
                        description="Search for a faster ModelNew with the planner, coder and debugger agents; every "
                        "candidate is compiled, verified and timed by the evaluator.", epilog=EPILOG, formatter_class=fmt)
     p.add_argument("task", help="task file or directory, or the name of a shipped example")
     p.add_argument("--device", help="cpu, cuda or cuda:N (default: auto)")
-    _task_args(p)
+    task_args(p)
     p.add_argument("--policy", choices=("stark", "line"), help="search policy (default stark)")
     p.add_argument("--seed", type=int, help="seed of the search policy (deterministic choices)")
     _budget_args(p)

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from .errors import TaskError, UserError
-from .shipped import EXAMPLES_DIR
-from .task import Task, level_of
+from ..errors import TaskError, UserError
+from ..paths import EXAMPLES_DIR
+from ..task import Task, level_of
 
 _EXPECT = re.compile(r"#\s*expect:\s*(\w+)")
 
@@ -25,7 +25,7 @@ class SuiteTask:
 
     def solutions(self, backends: Iterable[str], include_wrong: bool = False) -> list[tuple[Path, str]]:
         """(file, expected verdict) of the solutions for ``backends``; honest ones first."""
-        from .candidate import detect_backend
+        from ..candidate import detect_backend
         found = []
         for folder, wrong in ((self.solutions_dir, False), (self.solutions_dir / "wrong", True)):
             if wrong and not include_wrong or not folder.is_dir():

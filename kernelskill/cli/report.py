@@ -1,8 +1,8 @@
 """Human-readable summaries of results for the terminal (the CLI's default output)."""
 from __future__ import annotations
 
-from .results import CompileResult, EvalResult
-from .vocab import RUN_FAILURES, Status, covering
+from ..results import CompileResult, EvalResult
+from ..vocab import RUN_FAILURES, Status, covering
 
 _MARK = covering(Status, {Status.ok: "✓", Status.incorrect: "✗", Status.flagged: "⚑", Status.compile_error: "✗",
                           Status.runtime_error: "✗", Status.timeout: "⏱", Status.crashed: "✗",

@@ -11,12 +11,12 @@ import json
 import sys
 from pathlib import Path
 
-from .errors import UserError
-from .skills import (CATEGORIES, SkillBook, check_dir, load_skill_file, shipped_dir,
+from ..errors import UserError
+from ..skills import (CATEGORIES, SkillBook, check_dir, load_skill_file, shipped_dir,
                      user_home)
-from .skills.book import arch_key
-from .skills.predicates import gate_features, profile_facts, task_facts
-from .vocab import BACKENDS, BOTTLENECKS, OP_CLASSES
+from ..skills.book import arch_key
+from ..skills.predicates import gate_features, profile_facts, task_facts
+from ..vocab import BACKENDS, BOTTLENECKS, OP_CLASSES
 
 
 def _out(text: str = "") -> None:
@@ -144,9 +144,9 @@ def cmd_gate(args: argparse.Namespace) -> int:
 
 def _task_summary(spec: str) -> dict:
     """``Task.summary()`` of a task file/directory or a shipped example name (e.g. softmax_rows)."""
-    from .cli import resolve_task_path
-    from .errors import TaskError
-    from .task import Task
+    from ..paths import resolve_task_path
+    from ..errors import TaskError
+    from ..task import Task
     try:
         return Task.load(resolve_task_path(spec)).summary()
     except TaskError as exc:
@@ -172,7 +172,7 @@ def cmd_search(args: argparse.Namespace) -> int:
                for i, s in enumerate(skills, 1)])
         return 0
     if ops is not None:
-        from .vocab import OP_CLASSES
+        from ..vocab import OP_CLASSES
         classes = [o for o in ops if o in OP_CLASSES]
         feats = [o for o in ops if o not in OP_CLASSES]
         _out(f"task {args.task}: op classes {', '.join(classes) or '(none)'}; features "
@@ -244,7 +244,7 @@ cmd_check = cmd_validate   # the old name of the command
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Write the library (shipped and user skills) as Agent Skills folders."""
-    from .skills.export import export_agent_skills
+    from ..skills.export import export_agent_skills
     book = SkillBook.load()
     skills = [s for s in book if args.backend is None or args.backend in s.backends]
     folders = export_agent_skills(skills, args.dir)
@@ -255,8 +255,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_distill(args: argparse.Namespace) -> int:
     """Turn a verified node that beat its parent with confidence into a draft skill file."""
-    from .runs import find_run, load_run
-    from .skills.distill import draft, save
+    from ..runs import find_run, load_run
+    from ..skills.distill import draft, save
     state = load_run(find_run(args.run, args.runs_dir))
     book = SkillBook.load()
     d = draft(state, args.node, args.id, book=book)

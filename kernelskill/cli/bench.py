@@ -12,8 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from .errors import UserError
-from .executors import _clock
+from ..errors import UserError
+from ..bench.executors import _clock
 
 EPILOG = """examples:
   kernelskill bench examples                          # the shipped solutions on this machine's device
@@ -107,23 +107,23 @@ def _levels(text: str | None) -> set[int] | None:
         raise UserError(f"--levels {text!r}: expected numbers separated by commas, e.g. 1,2") from None
 
 
-def _optimize_config(args) -> dict:
+def _optimize_config(args):
     """The optimizer's config (files, env, then these flags), its endpoint checked before any run."""
-    from .config import load_config
-    from .llm import make_llm
+    from ..config import load_config
+    from ..llm import make_llm
     flags = {"llm.base_url": args.base_url, "llm.model": args.model, "llm.api_key_env": args.api_key_env,
              "budget.attempts": args.budget, "eval.trials": args.trials, "eval.time_cap_s": args.time_cap}
     config = load_config(flags)
     make_llm(config).check()
-    return config.data
+    return config
 
 
 def setup(args):
     """(suite, settings, executor, plans, out dir, preset label) from the flags; UserError on a mistake."""
-    from .bench import DEFAULT_TIMING, BenchSettings, plan
-    from .evaluate.api import resolve_device
-    from .executors import cpu_cores, make_executor
-    from .suite import discover, resolve_suite, select
+    from ..bench import DEFAULT_TIMING, BenchSettings, plan
+    from ..evaluate.api import resolve_device
+    from ..bench.executors import cpu_cores, make_executor
+    from ..bench.suite import discover, resolve_suite, select
     if args.limit is not None and args.limit < 1:
         raise UserError(f"--limit {args.limit}: expected 1 or more")
     suite = resolve_suite(args.suite)
@@ -141,8 +141,9 @@ def setup(args):
                              baseline=args.baseline, trials=args.trials or 5,
                              timing={**DEFAULT_TIMING, **({"time_cap_s": args.time_cap} if args.time_cap else {})})
     if args.optimize:
-        settings.optimize_config = _optimize_config(args)
-        key_env = settings.optimize_config["llm"]["api_key_env"]
+        config = _optimize_config(args)
+        settings.optimize_config = config.data      # plain tables: they travel to the bench's workers (Ray too)
+        key_env = config.llm.api_key_env
         env = {key_env: os.environ[key_env]} if key_env else {}     # Ray workers read the key by that name
     executor = make_executor(args.executor, device, workers=args.workers, jobs=args.jobs,
                              ray_address=args.ray_address, env=env)
@@ -160,9 +161,9 @@ def setup(args):
 
 
 def cmd_bench(args) -> int:
-    from .bench import ResultStore, all_as_expected, all_evaluated, run, summarize, task_rows, unique_jobs
-    from .bench import baseline as baselines
-    from .bench.report import machine_info, report_markdown
+    from ..bench import ResultStore, all_as_expected, all_evaluated, run, summarize, task_rows, unique_jobs
+    from ..bench import baseline as baselines
+    from ..bench.report import machine_info, report_markdown
     suite, settings, executor, plans, out, label = setup(args)
     base = baselines.load(Path(args.compare)) if args.compare else None
     if base is not None:              # a bad file, or one from another device, fails before any run
@@ -201,12 +202,12 @@ def cmd_bench(args) -> int:
 
 
 def _print(doc: dict, args) -> None:
-    from .bench.report import CSV_FIELDS, reference_line, reference_markdown, summary_line, tasks_markdown
+    from ..bench.report import CSV_FIELDS, reference_line, reference_markdown, summary_line, tasks_markdown
     rows = doc["tasks"]
     reference = doc["mode"] == "reference"
     summary = reference_line(doc["summary"]) if reference else summary_line(doc["summary"])
     if doc.get("compare"):
-        from .bench.baseline import compare_line
+        from ..bench.baseline import compare_line
         summary += "\n" + compare_line(doc["compare"])
     if args.json:
         print(json.dumps(doc, default=str), flush=True)

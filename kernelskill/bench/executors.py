@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Protocol, Sequence
 
-from .errors import UserError
+from ..errors import UserError
 
 Note = Callable[[str], None]
 EXECUTORS = ("local", "pool", "ray")

@@ -1,0 +1,96 @@
+"""``kernelskill eval``, ``profile``, ``compile``, ``machine``, ``warm`` and ``task show``: the evaluator
+from the command line."""
+from __future__ import annotations
+
+import json
+
+from .common import emit, exit_code, load_task, progress, timeouts
+
+
+def cmd_eval(args) -> int:
+    from ..candidate import Candidate
+    from ..evaluate.api import Options, evaluate
+    from ..evaluate.timing import TimingConfig
+    from .report import print_eval
+    task = load_task(args)
+    cand = Candidate.from_file(args.candidate)
+    timing = None if args.no_timing else TimingConfig(time_cap_s=args.time_cap, retimes=args.retimes)
+    opts = Options(device=args.device, trials=args.trials, timing=timing, profile=not args.no_timing,
+                   baseline=args.baseline, ncu=args.ncu, **timeouts(args))
+    with progress(args, opts) as on_phase:
+        result = evaluate(task, cand, opts=opts, on_phase=on_phase)
+    emit(result, args, print_eval)
+    return exit_code(result)
+
+
+
+
+def cmd_profile(args) -> int:
+    """Breakdown, roofline and bottleneck of the reference (no CANDIDATE) or of a candidate."""
+    from ..candidate import Candidate
+    from ..evaluate.api import Options, profile
+    from ..evaluate.timing import TimingConfig
+    from .report import print_profile
+    task = load_task(args)
+    cand = Candidate.from_file(args.candidate) if args.candidate else None
+    opts = Options(device=args.device, trials=args.trials,
+                   timing=TimingConfig(time_cap_s=args.time_cap, retimes=args.retimes),
+                   baseline=args.baseline, ncu=args.ncu, remeasure_ceilings=args.remeasure_ceilings,
+                   **timeouts(args))
+    with progress(args, opts) as on_phase:
+        result = profile(task, cand, opts=opts, on_phase=on_phase)
+    emit(result, args, lambda r: print_profile(r, reference=cand is None))
+    return 0 if cand is None and result.profile is not None else exit_code(result)
+
+
+def cmd_compile(args) -> int:
+    from ..candidate import Candidate
+    from ..evaluate.api import Options, compile
+    from .report import print_compile
+    opts = Options(**timeouts(args))
+    with progress(args, opts) as on_phase:
+        if on_phase:
+            on_phase("build")
+        res = compile(Candidate.from_file(args.candidate), device=args.device, opts=opts)
+    emit(res, args, print_compile)
+    return 0 if res.ok else 1
+
+
+def cmd_machine(args) -> int:
+    from ..evaluate.api import Options, machine, resolve_device
+    from ..evaluate.machine import render
+    device = resolve_device(args.device)
+    profile = machine(device, Options(device=device), refresh=args.refresh)
+    if args.json:
+        print(json.dumps(profile, indent=2))
+    else:
+        print(render(profile, "cpp" if device == "cpu" else "cuda"))
+    return 0
+
+
+def cmd_warm(args) -> int:
+    import shlex
+    from ..evaluate import toolchain
+    from ..evaluate.build import build_root
+    sets = [shlex.split(f) for f in args.flags]
+    if not args.only:
+        sets += [[], ["-O2"], ["-O3"]] + toolchain.shipped_flag_sets()
+    unique = []
+    for flags in sets:
+        if flags not in unique:
+            unique.append(flags)
+    root = build_root()
+    print(f"precompiled headers under {root / '_pch'}: the bindings' and {len(unique)} flag sets"
+          + (" (in the background)" if args.background else ""))
+    toolchain.warm(root, unique, wait=not args.background)
+    return 0
+
+
+def cmd_task_show(args) -> int:
+    from .report import print_task
+    info = load_task(args).summary()
+    if args.json:
+        print(json.dumps(info, indent=2))
+    else:
+        print_task(info)
+    return 0

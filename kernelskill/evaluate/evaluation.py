@@ -1,0 +1,324 @@
+"""One evaluation of one candidate against its task, step by step (``Evaluation.run``).
+
+plan     the reference (cached), its memory plan, the worker's request
+build    the worker builds the candidate and runs the trials (``run_worker``); while it runs:
+verify     the trials are compared as they appear; at ``await`` the verdict on them says
+           whether the candidate is timed at all (``verify``, the worker's decide callback)
+time       each timing round is judged (quality.RoundJudge); the timed calls' outputs are
+           re-checked while the worker profiles (``recheck_timed``)
+profile  the kernel breakdown (in the worker, or a profiling worker apart), the ceilings
+judge    the status, message, flags, VerifyResult and ProfileResult (``judge``)
+
+Candidate code runs only in the workers; everything here runs in the trusted parent.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+from ..candidate import Candidate
+from ..errors import TaskError, UserError
+from ..results import CompileResult, Env, EvalResult
+from ..task import Task
+from . import static, verdict
+from .ceilings import ceilings, store_raised_ceiling
+from .compiling import check_triton, compile, compile_result, user_paths
+from .isolation import WorkerOutcome, run_worker
+from .ncu import run_ncu
+from .options import BASELINES, Options, host_env, request, resolve_device, workdir
+from .quality import RoundJudge
+from .reference import RefServer, reference, reference_server
+from .reply import WorkerReply
+
+# Flags that make a verdict ``flagged`` beside the static checks' own cheats.
+CHEAT_KINDS = ("tensor-subclass", "backend-flag", "replay", "timer-mismatch", "output-type")
+
+
+class Evaluation:
+    """The state of one ``evaluate()`` call; ``run()`` takes it through its steps."""
+
+    def __init__(self, task: Task, cand: Candidate, opts: Options, on_phase: Callable[[str], None] | None = None):
+        self.task, self.cand, self.opts, self.on_phase = task, cand, opts, on_phase
+        self.started = time.perf_counter()
+        self.device = resolve_device(opts.device, cand.backend)
+        if cand.backend == "cpp" and self.device != "cpu":
+            raise UserError(f"{cand.name}: a C++ (cpp backend) candidate runs on CPU tensors; use --device cpu")
+        if cand.backend == "triton":
+            check_triton(cand, self.device)
+        self.flags: list[str] = static.check_source(cand.source, task.dtype)
+        self.result = EvalResult(status="ok", compile=CompileResult(ok=False, backend=cand.backend),
+                                 env=host_env(self.device), task=task.name, candidate_hash=cand.hash)
+        # Set by plan():
+        self.ref_dir: Path | None = None
+        self.meta: dict = {}                   # the reference's meta.json
+        self.base: Path | None = None          # the run worker's folder
+        self.request: dict = {}
+        self.apart: ApartProfile | None = None
+        # Set while the worker runs:
+        self.server: RefServer | None = None   # recomputes reference outputs the cache does not hold
+        self.trials: verdict.TrialJudge | None = None
+        self.rounds: RoundJudge | None = None
+        self.verified: tuple | None = None     # verify_run's (VerifyResult | None, cheat flags)
+        self.replay: list[str] | None = None   # the timed outputs' re-check, when done while it profiled
+        self.outcome: WorkerOutcome | None = None
+        self.roof: dict = {}                   # the device's ceilings, when the candidate was profiled
+
+    @property
+    def reply(self) -> WorkerReply | None:
+        """The run worker's reply; None before it ran, or when it never reported."""
+        return self.outcome.result if self.outcome else None
+
+    def run(self) -> EvalResult:
+        """plan → build (verify, time) → profile → judge, and --ncu; the verdict."""
+        if self.plan():
+            return self.result
+        with reference_server(self.task, self.device, self.opts, self.ref_dir, self.meta) as self.server:
+            self.build_and_run()
+            try:
+                self.profile()
+                self.judge()
+                if self.roof:
+                    store_raised_ceiling(self.result, self.device, self.reply.env if self.reply else {}, self.roof)
+            finally:
+                if self.opts.keep_dir is None:
+                    shutil.rmtree(self.base, ignore_errors=True)
+            self.ncu()
+        return self.result
+
+    # ---- plan -----------------------------------------------------------------------------------
+    def plan(self) -> bool:
+        """The reference and the run worker's request; True when the verdict is known already."""
+        task, cand, opts, device = self.task, self.cand, self.opts, self.device
+        if cand.backend == "cuda" and device == "cpu":
+            self.result.compile = compile(cand, device="cpu", opts=opts)
+            if self.result.compile.ok:
+                raise UserError(f"{cand.name}: CUDA candidate compiled (compile-only check with nvcc passed) but "
+                                f"this machine has no CUDA device to run it; evaluate it on a GPU machine")
+            self.finish("compile_error", "the CUDA source does not compile")
+            return True
+        self.ref_dir = reference(task, device, opts)
+        self.meta = json.loads((self.ref_dir / "meta.json").read_text())
+        if self.meta.get("stochastic"):      # the task's problem: nothing a candidate does can be verified
+            self.finish("stochastic", verdict.stochastic_message(task, self.meta))
+            return True
+        if opts.baseline not in BASELINES:
+            raise UserError(f"baseline {opts.baseline!r}: expected one of {', '.join(BASELINES)}")
+        self.base = workdir(opts)
+        req = self.request = request("run", task, cand, device, opts, self.base)
+        req["ref_dir"] = str(self.ref_dir)
+        req["poison_bytes"] = 2 * self.meta["output_bytes"]
+        req["timing"] = dataclasses.asdict(opts.timing) if opts.timing else None
+        req["profile"] = opts.profile and opts.timing is not None
+        # A task whose outputs are recomputed fills the GPU with two workers already: no third one.
+        huge = (self.meta.get("plan") or {}).get("outputs") == "recompute"
+        if req["profile"] and (opts.profile_apart if opts.profile_apart is not None else
+                               device.startswith("cuda") and not huge):
+            req["profile"] = "apart"
+            self.apart = ApartProfile(request("profile", task, cand, device, opts, self.base)
+                                      | {"ref_dir": str(self.ref_dir)}, opts)
+        return False
+
+    # ---- build, verify, time: one worker ----------------------------------------------------------
+    def build_and_run(self) -> None:
+        """The worker builds the candidate, runs the trials and, if ``verify`` says go, times it."""
+        opts, t = self.opts, self.opts.timing
+        self.trials = verdict.TrialJudge(self.task, self.ref_dir, self.meta, self.server)
+        self.rounds = RoundJudge(self.device, self.request["threads"], t.retimes if t else 0, t.backoff_s if t else 0.0)
+        try:
+            self.outcome = run_worker(self.request, build_timeout=opts.build_timeout, run_timeout=opts.run_timeout,
+                                      keep=self.base, on_phase=self.phase, decide=self.verify,
+                                      on_timed=self.recheck_timed, on_poll=self.poll, on_round=self.rounds.on_round,
+                                      cancel=opts.cancel, on_step=opts.on_step)
+        finally:
+            if self.apart is not None:
+                self.apart.release(False)    # never timed (incorrect, crashed): it exits without running
+                self.apart.join()
+        reply = self.reply
+        if self.verified is None and reply and reply.status == "ok" and not self.outcome.timed_out:
+            self.verified = self.verify_outputs(self.outcome.out_dir)   # verify only: no await
+
+    def phase(self, name: str) -> None:
+        """Each phase the worker reports: the round judge's clock, then the caller's progress."""
+        self.rounds.on_phase(name)
+        if self.on_phase:
+            self.on_phase(name)
+
+    def poll(self, out_dir: Path) -> None:
+        """Every ~50 ms while the worker runs: trials compared as their files appear, rounds watched."""
+        self.trials.poll(out_dir)
+        self.rounds.poll(out_dir)
+
+    def verify_outputs(self, out_dir: Path) -> tuple:
+        """verify_run on the worker's outputs, with the trials compared already."""
+        return verdict.verify_run(out_dir, self.task, self.ref_dir, self.meta, self.trials)
+
+    def verify(self, out_dir: Path) -> bool:
+        """The worker's outputs are written (``await``): go on to timing only if they are correct."""
+        self.verified = self.verify_outputs(out_dir)
+        v, cheats = self.verified
+        go = v is not None and v.correct and not cheats and not any(static.is_cheat(f) for f in self.flags)
+        if go and self.apart is not None:
+            self.apart.ready.wait(self.opts.run_timeout)   # its profiler set-up never overlaps the timing
+        return go
+
+    def recheck_timed(self, out_dir: Path) -> None:
+        """The timed calls' outputs are written (``profile``): re-check them while the worker profiles."""
+        if self.apart is not None:
+            self.apart.release(True)
+        self.replay = verdict.replay_flags(out_dir, self.task, verdict.reference_outputs(self.ref_dir, self.server),
+                                           self.meta["distributions"], live=True)
+
+    # ---- profile --------------------------------------------------------------------------------
+    def profile(self) -> None:
+        """The profiling worker's kernels and the rounds' quality into the reply; the ceilings."""
+        reply = self.reply
+        if not (reply and reply.timing):
+            return
+        if self.apart is not None:
+            self.apart.merge_into(reply)
+        reply.timing["quality"] = self.rounds.summary(reply.timing.get("chosen_round"))
+        if self.request["profile"]:
+            self.roof = ceilings(self.device, reply.env, self.opts, refresh=self.opts.remeasure_ceilings)
+
+    def ncu(self) -> None:
+        """Nsight Compute's metrics of a correct, profiled candidate (``--ncu``; GPU only)."""
+        if not (self.opts.ncu and self.result.ok and self.result.profile is not None):
+            return
+        if self.on_phase:
+            self.on_phase("ncu")
+        run_ncu(self.result, self.task, self.cand, self.device, self.ref_dir, self.opts)
+        self.result.seconds = round(time.perf_counter() - self.started, 3)
+
+    # ---- judge ----------------------------------------------------------------------------------
+    def finish(self, status: str, message: str) -> None:
+        """The verdict: status, message, every flag raised, and the evaluation's seconds."""
+        r = self.result
+        r.status, r.message = status, message
+        r.flags = list(dict.fromkeys(r.flags + self.flags))
+        r.seconds = round(time.perf_counter() - self.started, 3)
+
+    def judge(self) -> None:
+        """The verdict from how the worker ended and what it sent back."""
+        result, cand, out, reply = self.result, self.cand, self.outcome, self.reply
+        result.compile = compile_result(cand, reply, out)
+        if reply and reply.env:
+            result.env = Env.from_dict({**dataclasses.asdict(result.env), **reply.env})
+        if out.timed_out:
+            result.log_tail = user_paths(out.log_tail, cand)
+            building = out.phase in ("setup", "build")
+            if building:
+                result.compile.ok = False
+            limit = f"build timeout {self.opts.build_timeout:g} s" if building else \
+                f"run timeout {self.opts.run_timeout:g} s"
+            return self.finish("timeout", f"{out.died} ({limit})")
+        if out.died:
+            result.log_tail = user_paths(out.log_tail, cand)
+            return self.finish("crashed", out.died)
+        if reply.status == "task_error":
+            raise TaskError(reply.error if reply.error is not None else "task failed")
+        if reply.status == "compile_only":
+            raise UserError("CUDA candidate compiled but cannot run on this machine")
+        if reply.status == "compile_error":
+            result.compile.ok = False
+            first = next((d for d in result.compile.diagnostics if d.severity == "error"), None)
+            why = first or (reply.error if reply.error is not None else "build failed")
+            return self.finish("compile_error", str(why).splitlines()[0])
+        if reply.status == "runtime_error":
+            result.log_tail = user_paths(reply.traceback if reply.traceback is not None else out.log_tail, cand)
+            line, text = reply.line, reply.source_line.strip()
+            where = "" if not line else f" ({cand.label}:{line}: {text})" if cand.path else \
+                f" (candidate line {line}: {text})"
+            return self.finish("runtime_error", (reply.error if reply.error is not None else "runtime error") + where)
+        self.judge_outputs()
+
+    def judge_outputs(self) -> None:
+        """The verdict of a candidate that ran: correct, incorrect or flagged, and its profile."""
+        result, meta, flags = self.result, self.meta, self.flags
+        verify, cheats = self.verified or verdict.verify_run(self.outcome.out_dir, self.task, self.ref_dir, meta)
+        flags += cheats
+        if verify is None:
+            return self.finish("flagged", "outputs are not plain torch.Tensor objects")
+        result.verify = verify
+        if meta.get("degenerate"):
+            flags.append(f"degenerate-task: {meta['degenerate']}; a speedup on it means nothing")
+        if meta.get("plan"):
+            from .trials import describe
+            verify.memory_plan = {**meta["plan"], "summary": describe(meta["plan"])}
+        if meta.get("random"):
+            flags.append(verdict.random_reference_flag(meta["random"]))
+        timing = self.reply.timing
+        if timing and verify.correct:
+            # The timed calls' outputs, re-checked: a result computed once and replayed fails here.
+            # Usually done already, while the worker profiled (recheck_timed).
+            flags += self.replay if self.replay is not None else verdict.replay_flags(
+                self.outcome.out_dir, self.task, verdict.reference_outputs(self.ref_dir, self.server),
+                meta["distributions"], live=False)
+            result.profile = verdict.timed_profile(self.reply, result.env.device, result.compile.backend, meta, flags)
+            verdict._roofline(result.profile, self.task, meta, self.roof, flags, timing["times"],
+                              flush_l2=timing.get("flush_l2", True))
+        cheat_flags = [f for f in flags if static.is_cheat(f) or f.split(":")[0] in CHEAT_KINDS]
+        if cheat_flags:
+            return self.finish("flagged", cheat_flags[0])
+        if not verify.correct:
+            first = next((t for t in verify.trials if not t.ok), None)
+            msg = f"trial {first.trial} failed the {first.check} check: {first.message}" if first else \
+                verify.mismatch.splitlines()[-1]
+            return self.finish("incorrect", msg)
+        prof = result.profile
+        msg = f"correct on {len(verify.trials)} trials" + (f"; {prof.speedup_text()} vs eager"
+                                                           if prof and prof.speedup else "")
+        self.finish("ok", msg)
+
+
+class ApartProfile:
+    """The profiling worker of one evaluation, run from a thread beside the timing worker.
+
+    It starts with the timing worker, sets the profiler up and loads the candidate, then waits
+    (``ready``) for ``release``: go once the candidate is verified and timed, stop otherwise."""
+
+    def __init__(self, req: dict, opts: Options):
+        self.ready, self._released, self._go = threading.Event(), threading.Event(), False
+        self.outcome: WorkerOutcome | None = None
+        self.error: str | None = None
+        self._base = Path(req["candidate_path"]).parent / "profile"
+        self._thread = threading.Thread(target=self._run, args=(req, opts), daemon=True, name="kernelskill-profile")
+        self._thread.start()
+
+    def _run(self, req: dict, opts: Options) -> None:
+        try:
+            self.outcome = run_worker(req, build_timeout=opts.build_timeout, run_timeout=opts.run_timeout,
+                                      keep=self._base, decide=self._decide, cancel=opts.cancel)
+        except Exception as e:  # noqa: BLE001 — a profile that fails is a note, never the verdict
+            self.error = f"{type(e).__name__}: {e}"
+        finally:
+            self.ready.set()
+
+    def _decide(self, out_dir: Path) -> bool:
+        self.ready.set()
+        self._released.wait()
+        return self._go
+
+    def release(self, go: bool) -> None:
+        if not self._released.is_set():
+            self._go = go
+            self._released.set()
+
+    def join(self) -> None:
+        # Released, it finishes in moments; one stuck in its own set-up is left to its timeouts.
+        self._thread.join(timeout=60)
+
+    def merge_into(self, reply: WorkerReply) -> None:
+        """The kernel breakdown into the timing worker's reply, or a note saying why there is none."""
+        mine = self.outcome.result if self.outcome else None
+        if mine and mine.status == "ok" and mine.kernels:
+            reply.kernels = mine.kernels
+            reply.timing.setdefault("cost_s", {}).update({f"apart: {k}": v for k, v in mine.cost_s.items()})
+            return
+        why = (self.error or (mine.error if mine else None) or (self.outcome.died if self.outcome else "still running")
+               or (mine.status if mine else None))
+        reply.kernels_note = f"kernel breakdown: the profiling worker failed ({why})"[:500]

@@ -1,0 +1,138 @@
+"""The task's reference, computed by trusted workers: the reference cache (seeded inputs,
+outputs, weights, meta.json) and, for tasks too large to store outputs, a server that
+recomputes them on demand. No candidate code runs in any of these workers."""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import torch
+
+from ..errors import TaskError
+from ..task import Task
+from .build import cache_root
+from .isolation import Cancelled, WorkerOutcome, run_worker
+from .options import Options, mkdir, request, workdir
+
+PROTOCOL = "v5"   # bump when the reference cache's contents change (v5: one file per trial, memory plan)
+
+
+def reference_key(task: Task, device: str, opts: Options) -> str:
+    """The reference cache's key. ``cuda`` and ``cuda:N`` share one: the bench's pool names GPUs
+    by index and its local executor does not, and each spelling used to compute its own copy."""
+    limit = f"-s{opts.store_limit}" if opts.store_limit is not None else ""
+    return f"{PROTOCOL}-{task.hash}-{device.split(':')[0]}-{opts.trials}-{opts.seed}{limit}"
+
+
+def reference(task: Task, device: str, opts: Options) -> Path:
+    """Seeded inputs, reference outputs and weights for ``task`` on ``device``; cached on disk."""
+    ref_dir = cache_root() / "ref" / reference_key(task, device, opts)
+    if (ref_dir / "meta.json").exists():
+        return ref_dir
+    base = workdir(opts)
+    req = request("reference", task, None, device, opts, base)
+    req["rotate"] = opts.timing.rotate if opts.timing else 3
+    if opts.store_limit is not None:
+        req["store_limit"] = opts.store_limit
+    out = run_worker(req, build_timeout=opts.build_timeout, run_timeout=opts.run_timeout, keep=base,
+                     cancel=opts.cancel)
+    reply = out.result
+    if reply is None or reply.status != "ok":
+        why = (reply.error if reply else None) or out.died or "unknown failure"
+        if reply and reply.status == "task_error":
+            raise TaskError(why)
+        raise TaskError(f"{task.path}: the reference failed on {device}: {why}\n{out.log_tail[-1500:]}")
+    tmp = Path(tempfile.mkdtemp(prefix="ref-", dir=mkdir(ref_dir.parent)))
+    for path in [out.out_dir / "state.pt", *out.out_dir.glob("inputs_*.pt"), *out.out_dir.glob("outputs_*.pt")]:
+        shutil.move(str(path), tmp / path.name)
+    (tmp / "meta.json").write_text(json.dumps(reply.raw))   # the reference's reply is the cache's meta
+    try:
+        os.replace(tmp, ref_dir)
+    except OSError:              # another process cached it first
+        shutil.rmtree(tmp, ignore_errors=True)
+    shutil.rmtree(base, ignore_errors=True)
+    return ref_dir
+
+
+class RefServer:
+    """A trusted reference worker beside an evaluation whose reference outputs are not stored
+    (memory plan ``recompute``): ``get(i)`` asks it for trial i's outputs and returns them; the
+    file it wrote is deleted once read. Runs no candidate code; stopped by ``close``."""
+
+    def __init__(self, task: Task, device: str, opts: Options, ref_dir: Path):
+        self.base = workdir(opts)
+        self.out = mkdir(self.base / "out")
+        self.opts = opts
+        req = request("refserve", task, None, device, opts, self.base) | {"ref_dir": str(ref_dir)}
+        self.outcome: WorkerOutcome | None = None
+        self._n = 0
+        # An empty launcher: never a prestarted spare (this folder is where the requests go).
+        self._thread = threading.Thread(target=self._run, args=(req,), daemon=True, name="kernelskill-refserve")
+        self._thread.start()
+
+    def _run(self, req: dict) -> None:
+        try:
+            self.outcome = run_worker(req, build_timeout=self.opts.build_timeout, run_timeout=self.opts.run_timeout,
+                                      keep=self.base, launcher=[], cancel=self.opts.cancel)
+        except Cancelled:
+            pass                                   # the evaluation raises it; this thread just ends
+
+    def get(self, i: int) -> list:
+        """Trial i's reference outputs, on the host."""
+        got = self._ask(f"want_{i}", "", f"ref_{i}.pt")
+        outs = torch.load(got, weights_only=True)
+        got.unlink(missing_ok=True)
+        return outs
+
+    def compare(self, trial: int, file: Path, *, key=None, seed: int, dist: str, atol: float, rtol: float) -> dict:
+        """A candidate's outputs (a file its worker wrote) compared with trial ``trial``'s reference on
+        the reference worker's device: the TrialResult as a dict, or {"unreadable": why}."""
+        self._n += 1
+        name = f"cmp_{trial}_{self._n}.json"
+        ask = {"file": str(file), "key": key, "trial": trial, "seed": seed, "dist": dist, "atol": atol, "rtol": rtol}
+        got = self._ask(name, json.dumps(ask), name.replace("cmp_", "res_"))
+        answer = json.loads(got.read_text())
+        got.unlink(missing_ok=True)
+        return answer
+
+    def _ask(self, name: str, text: str, reply: str) -> Path:
+        tmp = self.out / (name + ".tmp")
+        tmp.write_text(text)
+        os.replace(tmp, self.out / name)
+        got = self.out / reply
+        deadline = time.monotonic() + self.opts.run_timeout
+        while not got.exists():
+            if self.opts.cancel is not None and self.opts.cancel.is_set():
+                raise Cancelled("cancelled while the reference recomputed its outputs")
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                outcome = self.outcome
+                why = (outcome.died or (outcome.result.error if outcome.result else None)) if outcome else "timed out"
+                raise TaskError(f"the reference worker that recomputes trial outputs stopped: {why}\n"
+                                + (outcome.log_tail[-1500:] if outcome else ""))
+            time.sleep(0.01)
+        return got
+
+    def close(self) -> None:
+        (self.out / "stop").write_text("")
+        self._thread.join(timeout=60)
+        if self.opts.keep_dir is None:
+            shutil.rmtree(self.base, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def reference_server(task: Task, device: str, opts: Options, ref_dir: Path, meta: dict):
+    """A RefServer while the block runs when the task's outputs are recomputed, else None."""
+    if (meta.get("plan") or {}).get("outputs") != "recompute":
+        yield None
+        return
+    server = RefServer(task, device, opts, ref_dir)
+    try:
+        yield server
+    finally:
+        server.close()

@@ -1,0 +1,68 @@
+"""An Evaluation's steps, one at a time, on a real C++ candidate (the same steps evaluate() runs)."""
+from __future__ import annotations
+
+import dataclasses
+
+from kernelskill import Candidate
+from kernelskill.evaluate.evaluation import Evaluation
+from kernelskill.evaluate.reply import WorkerReply
+from kernelskill.task import Task
+
+from helpers import RELU_TASK, toolkit_candidate
+
+
+def _evaluation(source: str, fast, tmp_path) -> tuple[Evaluation, list[str]]:
+    phases: list[str] = []
+    opts = dataclasses.replace(fast, keep_dir=tmp_path)      # the worker's folder is the test's
+    return Evaluation(Task.load(RELU_TASK), Candidate.from_source(source), opts, phases.append), phases
+
+
+def test_the_steps_of_an_evaluation_in_order(fast, tmp_path):
+    ev, phases = _evaluation(toolkit_candidate("return ext.relu2(x)"), fast, tmp_path)
+    assert ev.device == "cpu" and ev.flags == [] and ev.outcome is None
+
+    # plan: the reference (its meta and memory plan) and the request of the run worker.
+    assert ev.plan() is False
+    assert (ev.ref_dir / "meta.json").exists() and ev.meta["plan"]["outputs"] == "stored"
+    assert ev.request["mode"] == "run" and ev.request["ref_dir"] == str(ev.ref_dir)
+    assert ev.request["profile"] is True and ev.apart is None        # a CPU profiles in the timing worker
+
+    # build, verify, time: one worker. The relu task's outputs are stored, so no reference server runs.
+    ev.build_and_run()
+    assert isinstance(ev.reply, WorkerReply) and ev.reply.status == "ok" and ev.reply.build["extensions"]
+    # Each phase once, in order; the verdict on the trials came before any timing.
+    order = ["build", "run", "await", "time", "timed", "profile", "done"]
+    assert [p for p in phases if p in order] == order, phases
+    verify, cheats = ev.verified
+    assert verify.correct and cheats == []
+    assert ev.replay == []               # the timed outputs re-checked while the worker profiled
+    assert ev.reply.timing["times"]["candidate"]["ms"] and ev.reply.kernels
+
+    # profile: the rounds' quality into the reply, the device's ceilings.
+    ev.profile()
+    assert ev.reply.timing["quality"]["verdict"] and ev.roof
+
+    # judge: the verdict, from the fields the steps filled.
+    ev.judge()
+    r = ev.result
+    assert r.status == "ok" and r.message.startswith("correct on ") and r.compile.ok, r.message
+    assert r.verify is ev.verified[0] and r.profile.custom_share > 0.5 and r.profile.roofline
+    assert r.env.threads == ev.reply.env["threads"]
+
+
+def test_a_wrong_candidate_is_stopped_at_verify_and_never_timed(fast, tmp_path):
+    ev, phases = _evaluation(toolkit_candidate("return ext.relu2(x) + 1"), fast, tmp_path)
+    assert ev.plan() is False
+    ev.build_and_run()
+    assert "await" in phases and "time" not in phases and "profile" not in phases
+    assert ev.verified[0].correct is False and ev.reply.timing is None and ev.replay is None
+    ev.profile()
+    assert ev.roof == {}
+    ev.judge()
+    assert ev.result.status == "incorrect" and ev.result.profile is None, ev.result.message
+
+
+def test_a_reply_that_is_not_an_object_is_no_reply():
+    assert WorkerReply.parse(["status", "ok"]) is None
+    reply = WorkerReply.parse({"status": "runtime_error", "error": "boom", "line": 3, "build": None})
+    assert reply.status == "runtime_error" and reply.line == 3 and reply.build == {} and reply.source_line == ""
