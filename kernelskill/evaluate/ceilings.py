@@ -8,6 +8,7 @@ import shutil
 import torch
 
 from ..results import EvalResult
+from ..vocab import Status, WorkerStatus
 from . import roofline
 from .build import cache_root
 from .isolation import run_worker
@@ -31,7 +32,7 @@ def ceilings(device: str, worker_env: dict, opts: Options, refresh: bool = False
     out = run_worker(request("ceilings", None, None, device, dataclasses.replace(opts, threads=threads), base),
                      build_timeout=opts.build_timeout, run_timeout=opts.run_timeout, keep=base, cancel=opts.cancel)
     shutil.rmtree(base, ignore_errors=True)
-    if not out.result or out.result.status != "ok":
+    if not out.result or out.result.status != WorkerStatus.ok:
         return hit or {}
     new = out.result.ceilings
     # Asked to measure again: the new values replace the old. Re-measured because the old ones
@@ -49,7 +50,7 @@ def store_raised_ceiling(result: EvalResult, device: str, worker_env: dict, meas
     raised = (prof.roofline or {}).get("raised_ceiling") if prof is not None else None
     if not raised:
         return
-    if result.status != "ok":
+    if result.status != Status.ok:
         raised["stored"] = False
         prof.notes.append(f"roofline: the raised {raised['ceiling']} ceiling is not stored: the evaluation is "
                           f"{result.status}")

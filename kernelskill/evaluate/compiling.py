@@ -12,6 +12,7 @@ import torch
 from ..candidate import Candidate
 from ..errors import UserError
 from ..results import CompileResult, Diagnostic
+from ..vocab import WorkerStatus
 from .isolation import WorkerOutcome, run_worker
 from .options import Options, request, resolve, resolve_device, workdir
 from .reply import WorkerReply
@@ -37,7 +38,7 @@ def compile_result(cand: Candidate, reply: WorkerReply | None, out: WorkerOutcom
     if status is None:      # no report: it compiled only if the worker got past the build phase
         ok = out is not None and out.phase not in ("setup", "build")
     else:
-        ok = status != "compile_error"
+        ok = status != WorkerStatus.compile_error
     return CompileResult(ok=ok, backend=cand.backend, seconds=round(build.get("seconds", 0.0), 3),
                          cache_hit=bool(build.get("cache_hit", False)) and bool(build.get("extensions")),
                          compile_only=bool(build.get("compile_only")), diagnostics=diags,

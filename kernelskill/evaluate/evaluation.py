@@ -25,6 +25,7 @@ from ..candidate import Candidate
 from ..errors import TaskError, UserError
 from ..results import CompileResult, Env, EvalResult
 from ..task import Task
+from ..vocab import Status, WorkerStatus
 from . import static, verdict
 from .ceilings import ceilings, store_raised_ceiling
 from .compiling import check_triton, compile, compile_result, user_paths
@@ -51,7 +52,7 @@ class Evaluation:
         if cand.backend == "triton":
             check_triton(cand, self.device)
         self.flags: list[str] = static.check_source(cand.source, task.dtype)
-        self.result = EvalResult(status="ok", compile=CompileResult(ok=False, backend=cand.backend),
+        self.result = EvalResult(status=Status.ok, compile=CompileResult(ok=False, backend=cand.backend),
                                  env=host_env(self.device), task=task.name, candidate_hash=cand.hash)
         # Set by plan():
         self.ref_dir: Path | None = None
@@ -99,12 +100,12 @@ class Evaluation:
             if self.result.compile.ok:
                 raise UserError(f"{cand.name}: CUDA candidate compiled (compile-only check with nvcc passed) but "
                                 f"this machine has no CUDA device to run it; evaluate it on a GPU machine")
-            self.finish("compile_error", "the CUDA source does not compile")
+            self.finish(Status.compile_error, "the CUDA source does not compile")
             return True
         self.ref_dir = reference(task, device, opts)
         self.meta = json.loads((self.ref_dir / "meta.json").read_text())
         if self.meta.get("stochastic"):      # the task's problem: nothing a candidate does can be verified
-            self.finish("stochastic", verdict.stochastic_message(task, self.meta))
+            self.finish(Status.stochastic, verdict.stochastic_message(task, self.meta))
             return True
         if opts.baseline not in BASELINES:
             raise UserError(f"baseline {opts.baseline!r}: expected one of {', '.join(BASELINES)}")
@@ -139,7 +140,7 @@ class Evaluation:
                 self.apart.release(False)    # never timed (incorrect, crashed): it exits without running
                 self.apart.join()
         reply = self.reply
-        if self.verified is None and reply and reply.status == "ok" and not self.outcome.timed_out:
+        if self.verified is None and reply and reply.status == WorkerStatus.ok and not self.outcome.timed_out:
             self.verified = self.verify_outputs(self.outcome.out_dir)   # verify only: no await
 
     def phase(self, name: str) -> None:
@@ -195,7 +196,7 @@ class Evaluation:
         self.result.seconds = round(time.perf_counter() - self.started, 3)
 
     # ---- judge ----------------------------------------------------------------------------------
-    def finish(self, status: str, message: str) -> None:
+    def finish(self, status: Status, message: str) -> None:
         """The verdict: status, message, every flag raised, and the evaluation's seconds."""
         r = self.result
         r.status, r.message = status, message
@@ -215,25 +216,25 @@ class Evaluation:
                 result.compile.ok = False
             limit = f"build timeout {self.opts.build_timeout:g} s" if building else \
                 f"run timeout {self.opts.run_timeout:g} s"
-            return self.finish("timeout", f"{out.died} ({limit})")
+            return self.finish(Status.timeout, f"{out.died} ({limit})")
         if out.died:
             result.log_tail = user_paths(out.log_tail, cand)
-            return self.finish("crashed", out.died)
-        if reply.status == "task_error":
+            return self.finish(Status.crashed, out.died)
+        if reply.status == WorkerStatus.task_error:
             raise TaskError(reply.error if reply.error is not None else "task failed")
-        if reply.status == "compile_only":
+        if reply.status == WorkerStatus.compile_only:
             raise UserError("CUDA candidate compiled but cannot run on this machine")
-        if reply.status == "compile_error":
+        if reply.status == WorkerStatus.compile_error:
             result.compile.ok = False
             first = next((d for d in result.compile.diagnostics if d.severity == "error"), None)
             why = first or (reply.error if reply.error is not None else "build failed")
-            return self.finish("compile_error", str(why).splitlines()[0])
-        if reply.status == "runtime_error":
+            return self.finish(Status.compile_error, str(why).splitlines()[0])
+        if reply.status == WorkerStatus.runtime_error:
             result.log_tail = user_paths(reply.traceback if reply.traceback is not None else out.log_tail, cand)
             line, text = reply.line, reply.source_line.strip()
             where = "" if not line else f" ({cand.label}:{line}: {text})" if cand.path else \
                 f" (candidate line {line}: {text})"
-            return self.finish("runtime_error", (reply.error if reply.error is not None else "runtime error") + where)
+            return self.finish(Status.runtime_error, (reply.error if reply.error is not None else "runtime error") + where)
         self.judge_outputs()
 
     def judge_outputs(self) -> None:
@@ -242,7 +243,7 @@ class Evaluation:
         verify, cheats = self.verified or verdict.verify_run(self.outcome.out_dir, self.task, self.ref_dir, meta)
         flags += cheats
         if verify is None:
-            return self.finish("flagged", "outputs are not plain torch.Tensor objects")
+            return self.finish(Status.flagged, "outputs are not plain torch.Tensor objects")
         result.verify = verify
         if meta.get("degenerate"):
             flags.append(f"degenerate-task: {meta['degenerate']}; a speedup on it means nothing")
@@ -263,16 +264,16 @@ class Evaluation:
                               flush_l2=timing.get("flush_l2", True))
         cheat_flags = [f for f in flags if static.is_cheat(f) or f.split(":")[0] in CHEAT_KINDS]
         if cheat_flags:
-            return self.finish("flagged", cheat_flags[0])
+            return self.finish(Status.flagged, cheat_flags[0])
         if not verify.correct:
             first = next((t for t in verify.trials if not t.ok), None)
             msg = f"trial {first.trial} failed the {first.check} check: {first.message}" if first else \
                 verify.mismatch.splitlines()[-1]
-            return self.finish("incorrect", msg)
+            return self.finish(Status.incorrect, msg)
         prof = result.profile
         msg = f"correct on {len(verify.trials)} trials" + (f"; {prof.speedup_text()} vs eager"
                                                            if prof and prof.speedup else "")
-        self.finish("ok", msg)
+        self.finish(Status.ok, msg)
 
 
 class ApartProfile:
@@ -315,7 +316,7 @@ class ApartProfile:
     def merge_into(self, reply: WorkerReply) -> None:
         """The kernel breakdown into the timing worker's reply, or a note saying why there is none."""
         mine = self.outcome.result if self.outcome else None
-        if mine and mine.status == "ok" and mine.kernels:
+        if mine and mine.status == WorkerStatus.ok and mine.kernels:
             reply.kernels = mine.kernels
             reply.timing.setdefault("cost_s", {}).update({f"apart: {k}": v for k, v in mine.cost_s.items()})
             return

@@ -16,6 +16,7 @@ import torch
 
 from ..errors import TaskError
 from ..task import Task
+from ..vocab import WorkerStatus
 from .build import cache_root
 from .isolation import Cancelled, WorkerOutcome, run_worker
 from .options import Options, mkdir, request, workdir
@@ -43,9 +44,9 @@ def reference(task: Task, device: str, opts: Options) -> Path:
     out = run_worker(req, build_timeout=opts.build_timeout, run_timeout=opts.run_timeout, keep=base,
                      cancel=opts.cancel)
     reply = out.result
-    if reply is None or reply.status != "ok":
+    if reply is None or reply.status != WorkerStatus.ok:
         why = (reply.error if reply else None) or out.died or "unknown failure"
-        if reply and reply.status == "task_error":
+        if reply and reply.status == WorkerStatus.task_error:
             raise TaskError(why)
         raise TaskError(f"{task.path}: the reference failed on {device}: {why}\n{out.log_tail[-1500:]}")
     tmp = Path(tempfile.mkdtemp(prefix="ref-", dir=mkdir(ref_dir.parent)))

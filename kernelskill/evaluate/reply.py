@@ -10,13 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..vocab import WorkerStatus
+
 
 @dataclass
 class WorkerReply:
     """One worker's report. Fields a mode does not write keep their defaults."""
-    # Every mode. ``status`` is one of the worker's statuses (ok, compile_error, runtime_error,
-    # task_error, compile_only, stopped); None when a forged reply carries none.
-    status: str | None = None
+    # Every mode. None when a forged reply carries none, or a status the worker never sends.
+    status: WorkerStatus | None = None
     error: str | None = None          # what failed, in words
     env: dict = field(default_factory=dict)      # what it ran on: threads, gpu, capability, driver
     # A failure in candidate or task code: where, and the traceback's tail.
@@ -54,10 +55,19 @@ class WorkerReply:
         if not isinstance(data, dict):
             return None
         get = data.get
-        return cls(status=get("status"), error=get("error"), env=get("env") or {}, line=get("line"),
+        return cls(status=_status(get("status")), error=get("error"), env=get("env") or {}, line=get("line"),
                    source_line=get("source_line") or "", traceback=get("traceback"), build=get("build") or {},
                    checks=get("checks") or [], aligned=get("aligned"), verify_seconds=get("verify_seconds"),
                    pid=get("pid"), gpu_uuid=get("gpu_uuid"), flags_after=get("flags_after") or [],
                    timing=get("timing"), kernels=get("kernels"), kernels_note=get("kernels_note"),
                    cost_s=get("cost_s") or {}, ceilings=get("ceilings"), gpu=get("gpu"), served=get("served"),
                    raw=data)
+
+
+def _status(value: object) -> WorkerStatus | None:
+    """The reply's status as a WorkerStatus; None for anything else (the parent then treats the
+    worker as one that never reported: ``crashed``)."""
+    try:
+        return WorkerStatus(value)
+    except ValueError:
+        return None

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from ..results import KernelStat, MeasurementQuality, ProfileResult
+from ..vocab import Bottleneck
 from . import quality
 from .correctness import compare_trial, summarize, verify_outputs
 from .reply import WorkerReply
@@ -305,7 +306,7 @@ def _roofline(prof: ProfileResult, task, meta: dict, ceilings: dict, flags: list
     if prof.bottleneck and prof.quality is not None and not prof.quality.good:
         # Never classify from a noisy measurement alone: only the timing-free part, the roof the
         # arithmetic intensity puts the task under, is kept.
-        prof.bottleneck = "memory-bound" if prof.roofline.get("roof") == "memory" else "compute-bound"
+        prof.bottleneck = Bottleneck.memory_bound if prof.roofline.get("roof") == "memory" else Bottleneck.compute_bound
         prof.notes.append(f"bottleneck from the arithmetic intensity only ({prof.bottleneck}): the timing was "
                           f"{prof.quality.verdict}")
     eager, _ = roofline.analyse(*args, eager_ms, gpu=gpu)
