@@ -56,6 +56,20 @@ class WorkerStatus(StrEnum):
     stopped = "stopped"                # the parent's verdict said not to profile (the candidate failed its checks)
 
 
+class RowStatus(StrEnum):
+    """A bench row's status where no evaluation's verdict stands for it (a row that has one carries
+    that Status)."""
+    task_error = "task_error"      # the task did not load (a missing import, too little GPU memory, …)
+    error = "error"                # the job raised (the LLM endpoint went away): not finished, runs again
+    no_correct = "no_correct"      # --optimize: the run found no correct candidate
+    no_solution = "no_solution"    # the task has no solution for this device's backends
+    pending = "pending"            # not run yet
+
+
+# A --reference bench row with a verdict of its own: the reference verified against itself, or is stochastic.
+EVALUATED = (Status.ok, Status.stochastic)
+
+
 class Backend(StrEnum):
     """The language a candidate's kernels are written in."""
     cuda = "cuda"

@@ -104,3 +104,19 @@ def test_roofline_classes_are_bottlenecks():
 def test_the_evaluator_docs_describe_every_status():
     table = (Path(__file__).parents[1] / "docs" / "evaluator.md").read_text()
     assert all(f"| `{s}` |" in table for s in Status)
+
+
+def test_bench_rows_add_their_own_statuses_to_the_verdicts():
+    """A bench row carries a Status when an evaluation stands for it, else a RowStatus; the two never
+    share a value (a row's status must say which it is), and what the bench counts as evaluated
+    (a --reference row with a verdict of its own) are verdicts."""
+    from kernelskill.bench import all_evaluated
+    from kernelskill.bench.report import reference_line
+    from kernelskill.vocab import EVALUATED, RowStatus
+    assert not {s.value for s in RowStatus} & {s.value for s in Status}
+    assert set(EVALUATED) <= set(Status)
+    rows = [{"status": "ok"}, {"status": Status.stochastic}]
+    assert all_evaluated(rows) and not all_evaluated(rows + [{"status": RowStatus.task_error}])
+    line = reference_line({"n": 3, "statuses": {Status.ok: 1, "stochastic": 1, RowStatus.task_error: 1}})
+    assert line.startswith("n 3 · evaluated 2 (ok 1, stochastic 1) · task_error 1")
+    assert json.dumps({"status": RowStatus.no_correct}) == '{"status": "no_correct"}'

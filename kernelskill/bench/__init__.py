@@ -30,6 +30,7 @@ from ..candidate import source_hash
 from ..errors import StochasticTask, TaskError, UserError
 from .suite import SuiteTask
 from ..task import Task
+from ..vocab import EVALUATED, RowStatus, Status
 
 BACKENDS = {"cpu": ("cpp",), "cuda": ("cuda", "triton")}
 # The suite's timing: examples_table's settings (a 3 s cap per model); `kernelskill eval` allows 10 s.
@@ -217,7 +218,7 @@ class OptimizeJob(_Shippable):
             out = optimize(self.load_task(), config=config, runs_dir=self.runs_dir, device=device, eval_opts=opts)
             best = load_run(out.path).tree.get(out.best_node) if out.best_node else None
             result = best.result.to_dict() if best and best.result else None   # a JSON record
-            status = "ok" if best else "no_correct"
+            status = Status.ok if best else RowStatus.no_correct
             message = (f"best {out.best_node} at {out.best_speedup:.2f}× after {out.attempts} attempts" if best
                        else f"no correct candidate after {out.attempts} attempts ({out.reason})")
             extra = {"run_dir": str(out.path), "best_file": str(out.path / "best.py") if best else None,
@@ -232,8 +233,8 @@ def _error_status(e: UserError) -> str:
     """A job's status when it raised: stochastic (the optimizer stopped on a reference that differs
     from itself: the evaluator's verdict for it), task_error, or error (the LLM endpoint, …)."""
     if isinstance(e, StochasticTask):
-        return "stochastic"
-    return "task_error" if isinstance(e, TaskError) else "error"
+        return Status.stochastic
+    return RowStatus.task_error if isinstance(e, TaskError) else RowStatus.error
 
 
 def _record(job, status: str, message: str, result: dict | None, device: str, threads: int | None,
@@ -336,7 +337,7 @@ class ResultStore:
                 continue
             if isinstance(rec, dict) and "key" in rec:
                 records[rec["key"]] = rec
-        return {k: r for k, r in records.items() if r.get("status") != "error"}
+        return {k: r for k, r in records.items() if r.get("status") != RowStatus.error}
 
     def reset(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -423,10 +424,10 @@ def task_rows(plans: list[TaskPlan], records: dict[str, dict]) -> list[dict]:
         best = max(ok, key=lambda r: (r["quality"] in ("good", None), r["speedup"] or 0.0)) if ok else None
         first = best or (honest[0] if honest else None)
         if p.error:
-            status, message = "task_error", p.error
+            status, message = RowStatus.task_error, p.error
         elif first is None:
-            status = "no_solution" if not any(j.expected == "ok" for j in p.jobs) else "pending"
-            message = p.note if status == "no_solution" else "not run yet"
+            status = RowStatus.no_solution if not any(j.expected == "ok" for j in p.jobs) else RowStatus.pending
+            message = p.note if status == RowStatus.no_solution else "not run yet"
         else:
             status, message = first["status"], first["message"]
         rows.append({"task": p.task.id, "level": p.task.level, "preset": p.preset, "status": status,
@@ -503,8 +504,6 @@ def summarize(rows: list[dict]) -> dict:
     return out
 
 
-EVALUATED = ("ok", "stochastic")
-
 
 def all_evaluated(rows: list[dict]) -> bool:
     """A --reference run: every task got a verdict of its own (ok, or stochastic: a reference that
@@ -514,6 +513,6 @@ def all_evaluated(rows: list[dict]) -> bool:
 
 def all_as_expected(rows: list[dict]) -> bool:
     """Every evaluated solution (or optimize run) got its expected verdict, and every task loaded."""
-    return all(r["status"] not in ("task_error", "pending") for r in rows) and \
+    return all(r["status"] not in (RowStatus.task_error, RowStatus.pending) for r in rows) and \
         all(s["as_expected"] for r in rows for s in r["solutions"])
 

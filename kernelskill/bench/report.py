@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+from ..vocab import EVALUATED, Status
+
 
 def _x(v: float | None) -> str:
     return f"{v:.2f}×" if v is not None else "-"
@@ -70,9 +72,9 @@ def reference_markdown(rows: list[dict]) -> str:
 def reference_line(s: dict) -> str:
     """``n 250 · evaluated 249 (ok 248, stochastic 1) · task_error 1 · torch.compile faster on 120 of 200 …``."""
     st = s["statuses"]
-    done = sum(st.get(k, 0) for k in ("ok", "stochastic"))
-    rest = " · ".join(f"{k} {v}" for k, v in st.items() if k not in ("ok", "stochastic"))
-    text = (f"n {s['n']} · evaluated {done} (ok {st.get('ok', 0)}, stochastic {st.get('stochastic', 0)})"
+    done = sum(st.get(k, 0) for k in EVALUATED)
+    rest = " · ".join(f"{k} {v}" for k, v in st.items() if k not in EVALUATED)
+    text = (f"n {s['n']} · evaluated {done} (ok {st.get(Status.ok, 0)}, stochastic {st.get(Status.stochastic, 0)})"
             + (f" · {rest}" if rest else ""))
     c = s.get("compile_over_eager")
     if c:
