@@ -244,7 +244,7 @@ class Optimizer:
         """The GPU's compute capability from the baseline's environment (None on the CPU or when unknown)."""
         from .skills import parse_arch
         root = self.tree.root.result
-        cap = root.env.capability if root is not None and self.backend != "cpp" else None
+        cap = root.env.capability if root is not None and self.backend != Backend.cpp else None
         try:
             return f"sm_{parse_arch(str(cap))[0]}" if cap else None
         except UserError:

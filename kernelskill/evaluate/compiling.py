@@ -12,7 +12,7 @@ import torch
 from ..candidate import Candidate
 from ..errors import UserError
 from ..results import CompileResult, Diagnostic
-from ..vocab import WorkerStatus
+from ..vocab import Backend, WorkerStatus
 from .isolation import WorkerOutcome, run_worker
 from .options import Options, request, resolve, resolve_device, workdir
 from .reply import WorkerReply
@@ -51,11 +51,11 @@ def compile(candidate, *, device: str = "auto", opts: Options | None = None) -> 
     """Build the candidate's extensions in a worker (compile-only nvcc check where CUDA can't run)."""
     opts = opts or Options()
     _, cand = resolve(None, candidate)
-    if cand.backend == "triton" and not has_triton():
+    if cand.backend == Backend.triton and not has_triton():
         raise UserError(f"{cand.name}: a Triton candidate needs the triton package, which this Python "
                         f"({sys.executable}) does not have: pip install triton (its kernels compile at their first "
                         f"launch, on a CUDA GPU)")
-    device = resolve_device(device, cand.backend) if device != "auto" else ("cpu" if cand.backend == "cpp" else
+    device = resolve_device(device, cand.backend) if device != "auto" else ("cpu" if cand.backend == Backend.cpp else
                                                                           resolve_device("auto"))
     base = workdir(opts)
     out = run_worker(request("compile", None, cand, device, opts, base),

@@ -25,7 +25,7 @@ from ..candidate import Candidate
 from ..errors import TaskError, UserError
 from ..results import CompileResult, Env, EvalResult
 from ..task import Task
-from ..vocab import Status, WorkerStatus
+from ..vocab import Backend, Status, WorkerStatus
 from . import static, verdict
 from .ceilings import ceilings, store_raised_ceiling
 from .compiling import check_triton, compile, compile_result, user_paths
@@ -47,9 +47,9 @@ class Evaluation:
         self.task, self.cand, self.opts, self.on_phase = task, cand, opts, on_phase
         self.started = time.perf_counter()
         self.device = resolve_device(opts.device, cand.backend)
-        if cand.backend == "cpp" and self.device != "cpu":
+        if cand.backend == Backend.cpp and self.device != "cpu":
             raise UserError(f"{cand.name}: a C++ (cpp backend) candidate runs on CPU tensors; use --device cpu")
-        if cand.backend == "triton":
+        if cand.backend == Backend.triton:
             check_triton(cand, self.device)
         self.flags: list[str] = static.check_source(cand.source, task.dtype)
         self.result = EvalResult(status=Status.ok, compile=CompileResult(ok=False, backend=cand.backend),
@@ -95,7 +95,7 @@ class Evaluation:
     def plan(self) -> bool:
         """The reference and the run worker's request; True when the verdict is known already."""
         task, cand, opts, device = self.task, self.cand, self.opts, self.device
-        if cand.backend == "cuda" and device == "cpu":
+        if cand.backend == Backend.cuda and device == "cpu":
             self.result.compile = compile(cand, device="cpu", opts=opts)
             if self.result.compile.ok:
                 raise UserError(f"{cand.name}: CUDA candidate compiled (compile-only check with nvcc passed) but "

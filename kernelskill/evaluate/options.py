@@ -20,6 +20,7 @@ from ..candidate import Candidate
 from ..errors import UserError
 from ..results import Env
 from ..task import Task, _Expr
+from ..vocab import Backend
 from .build import cache_root
 from .timing import TimingConfig
 
@@ -74,7 +75,7 @@ def resolve_device(device: str, backend: str | None = None) -> str:
     """auto → cuda when the backend needs it or a GPU is present, else cpu."""
     has_cuda = bool(torch.version.cuda) and torch.cuda.is_available()
     if device == "auto":
-        if backend == "cpp":
+        if backend == Backend.cpp:
             return "cpu"
         return "cuda" if has_cuda else "cpu"
     if device.startswith("cuda") and not has_cuda:
