@@ -38,6 +38,20 @@ def test_a_long_phase_counts_towards_its_own_limit():
     assert not any("build:" in ln for ln in after_run)        # the old phase's clock stopped
 
 
+def test_a_short_phase_after_a_long_one_is_counted_without_waiting_for_the_long_tick():
+    """Off a terminal a tick is a tenth of the phase's limit: 30 s during a 900 s build. A run phase of
+    6 s that follows must not wait out that tick (the ticker slept through whole short runs)."""
+    out = io.StringIO()
+    c = PhaseCountdown(build_timeout=900.0, run_timeout=2.0, stream=out)
+    try:
+        c("build")
+        time.sleep(1.5)        # not a wait for a state: time for the ticker to take the build's 30 s tick
+        c("run")
+        _until(lambda: re.search(r"run: \d+ s of its 2 s limit", out.getvalue()), bound=15.0)
+    finally:
+        c.close()
+
+
 class _Tty(io.StringIO):
     def isatty(self) -> bool:
         return True

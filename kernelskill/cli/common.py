@@ -129,8 +129,10 @@ class PhaseCountdown:
         self.limits, self.stream, self.every = (build_timeout, run_timeout), stream, every
         self.tty = bool(getattr(stream, "isatty", lambda: False)())
         self._lock = threading.Lock()
-        self._phase, self._since, self._shown = None, time.monotonic(), False
-        self._stop = threading.Event()
+        # A new phase or close() wakes the ticker at once: a tick chosen for a long phase (30 s for a
+        # 900 s build) must not sleep through a short one that follows (6 s of run).
+        self._wake = threading.Condition(self._lock)
+        self._phase, self._since, self._shown, self._closed = None, time.monotonic(), False, False
         self._thread = threading.Thread(target=self._tick, daemon=True, name="kernelskill-countdown")
         self._thread.start()
 
@@ -142,6 +144,7 @@ class PhaseCountdown:
             self._clear()
             print(f"  … {phase}", file=self.stream, flush=True)
             self._phase, self._since = phase, time.monotonic()
+            self._wake.notify_all()
 
     def step(self, text: str) -> None:
         """A step within the phase (a build's unit compiled, its link), with the phase's time so far."""
@@ -155,14 +158,14 @@ class PhaseCountdown:
         self._shown = False
 
     def _tick(self) -> None:
-        while True:
-            with self._lock:
+        with self._lock:
+            while not self._closed:
                 phase = self._phase
                 limit = self.limit(phase) if phase else 0.0
-            every = self.every or (1.0 if self.tty else min(30.0, max(1.0, limit / 10)))
-            if self._stop.wait(every):
-                return
-            with self._lock:
+                every = self.every or (1.0 if self.tty else min(30.0, max(1.0, limit / 10)))
+                self._wake.wait(every)
+                if self._closed:
+                    return
                 if self._phase is None or self._phase != phase or phase == "done":
                     continue
                 ran = time.monotonic() - self._since
@@ -177,7 +180,9 @@ class PhaseCountdown:
                 self.stream.flush()
 
     def close(self) -> None:
-        self._stop.set()
+        with self._lock:
+            self._closed = True
+            self._wake.notify_all()
         self._thread.join(timeout=5)
         with self._lock:
             if self._shown and self.tty:
