@@ -4,9 +4,10 @@ task's features and the node's profile, ranked by how specifically they match an
 ``schema`` reads and checks a skill file; ``book`` holds the loaded library, gates and ranks it;
 ``stats`` keeps outcome statistics in the user store.
 """
+from ..paths import user_home
 from .book import SkillBook
 from .schema import (CATEGORIES, EXAMPLE_LANGS, Skill, arch_allows, check_dir, load_skill_file, parse_arch,
-                     parse_skill, shipped_dir, user_home)
+                     parse_skill, shipped_dir)
 from .stats import OUTCOMES, SkillStats, StatsStore
 
 __all__ = [

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..errors import UserError
+from ..paths import user_home
 from ..vocab import BACKENDS, BOTTLENECKS, OP_CLASSES, TASK_FEATURES
 from . import predicates
-from .schema import (Skill, _validate, check_dir, parse_arch, parse_skill, shipped_dir,
-                     user_home)
+from .schema import Skill, _validate, check_dir, parse_arch, parse_skill, shipped_dir
 from .stats import SkillStats, StatsStore
 
 

@@ -18,7 +18,8 @@ from typing import Any
 from ..errors import UserError
 from ..vocab import OP_CLASSES, TASK_FEATURES
 from . import predicates
-from .schema import Skill, _validate, user_home
+from ..paths import user_home
+from .schema import Skill, _validate
 
 SIZE_FACTS = ("gemm_m", "gemm_n", "gemm_k", "reduce_size", "output_numel")
 

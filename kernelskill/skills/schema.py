@@ -14,7 +14,6 @@ import tomli_w
 
 from ..errors import UserError
 from ..vocab import BACKENDS, BOTTLENECKS, OP_CLASSES, TASK_FEATURES
-from ..paths import user_home  # noqa: F401 — re-exported: the skills package's readers use it
 from . import predicates
 
 CATEGORIES = (
