@@ -257,6 +257,10 @@ class EvalResult(JsonMixin):
     task: str = ""
     candidate_hash: str = ""
     seconds: float = 0.0
+    # Where the seconds went: the parent's steps (reference: its worker, or the cache; plan; start: the run worker's
+    # start-up; judge) and the worker's phases (setup, build, run, await, time, timed, profile,
+    # recheck), each summed over its spans.
+    phases: dict[str, float] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

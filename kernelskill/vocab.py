@@ -70,6 +70,11 @@ class RowStatus(StrEnum):
 EVALUATED = (Status.ok, Status.stochastic)
 
 
+# The worker's phase once the timed calls' outputs are written (or shared on the GPU) when it does
+# not profile: the parent re-checks them then, as it does at "profile" otherwise.
+RECHECK_PHASE = "recheck"
+
+
 class Backend(StrEnum):
     """The language a candidate's kernels are written in."""
     cuda = "cuda"

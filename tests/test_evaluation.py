@@ -66,3 +66,14 @@ def test_a_reply_that_is_not_an_object_is_no_reply():
     assert WorkerReply.parse(["status", "ok"]) is None
     reply = WorkerReply.parse({"status": "runtime_error", "error": "boom", "line": 3, "build": None})
     assert reply.status == "runtime_error" and reply.line == 3 and reply.build == {} and reply.source_line == ""
+
+
+def test_run_says_where_the_seconds_went(fast, tmp_path):
+    ev, _ = _evaluation(toolkit_candidate("return ext.relu2(x)"), fast, tmp_path)
+    r = ev.run()
+    assert r.ok, r.message
+    # The parent's steps and the worker's phases, each summed over its spans, nothing counted twice.
+    assert {"plan", "reference", "start", "build", "run", "await", "time", "profile", "judge"} <= set(r.phases), r.phases
+    assert all(s >= 0 for s in r.phases.values())
+    assert sum(r.phases.values()) <= r.seconds + 0.01, (r.phases, r.seconds)
+    assert sum(r.phases.values()) >= 0.9 * r.seconds, (r.phases, r.seconds)   # and nothing left out

@@ -17,7 +17,7 @@ import pytest
 
 from kernelskill.cli import skills as cli_skills
 from kernelskill.errors import UserError
-from kernelskill.skills import (CATEGORIES, Skill, SkillBook, arch_allows, check_dir,
+from kernelskill.skills import (CATEGORIES, SkillBook, arch_allows, check_dir,
                                 parse_skill, shipped_dir, user_home)
 from kernelskill.vocab import BACKENDS
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-import torch
 
 from kernelskill.errors import TaskError
 from kernelskill.task import Task, parse_value

@@ -40,7 +40,8 @@ def print_eval(r: EvalResult, out=print) -> None:
                 out(f"    {line}")
         plan = v.memory_plan or {}
         if plan.get("inputs") == "seeds" or plan.get("outputs") == "recompute":
-            out(f"  {plan.get('summary', '')}")
+            via = " — outputs compared on the GPU, shared through CUDA IPC" if plan.get("handoff") == "cuda-ipc" else ""
+            out(f"  {plan.get('summary', '')}{via}")
     p = r.profile
     if p and p.candidate and p.baseline:
         out(f"  time: candidate {_ms(p.candidate.median_ms)} (IQR {_ms(p.candidate.iqr_ms)}, n={p.candidate.n}) · "

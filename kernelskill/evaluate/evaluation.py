@@ -29,7 +29,7 @@ from ..vocab import Backend, Status, WorkerStatus
 from . import static, verdict
 from .ceilings import ceilings, store_raised_ceiling
 from .compiling import check_triton, compile, compile_result, user_paths
-from .isolation import WorkerOutcome, run_worker
+from .isolation import WorkerOutcome, run_worker, write_atomic
 from .ncu import run_ncu
 from .options import BASELINES, Options, host_env, request, resolve_device, workdir
 from .quality import RoundJudge
@@ -68,6 +68,7 @@ class Evaluation:
         self.replay: list[str] | None = None   # the timed outputs' re-check, when done while it profiled
         self.outcome: WorkerOutcome | None = None
         self.roof: dict = {}                   # the device's ceilings, when the candidate was profiled
+        self._mark: tuple[str, float] | None = None   # the step under way and when it began (result.phases)
 
     @property
     def reply(self) -> WorkerReply | None:
@@ -76,10 +77,12 @@ class Evaluation:
 
     def run(self) -> EvalResult:
         """plan → build (verify, time) → profile → judge, and --ncu; the verdict."""
+        self.mark("plan")
         if self.plan():
             return self.result
         with reference_server(self.task, self.device, self.opts, self.ref_dir, self.meta) as self.server:
             self.build_and_run()
+            self.mark("judge")
             try:
                 self.profile()
                 self.judge()
@@ -102,7 +105,9 @@ class Evaluation:
                                 f"this machine has no CUDA device to run it; evaluate it on a GPU machine")
             self.finish(Status.compile_error, "the CUDA source does not compile")
             return True
+        self.mark("reference")
         self.ref_dir = reference(task, device, opts)
+        self.mark("plan")
         self.meta = json.loads((self.ref_dir / "meta.json").read_text())
         if self.meta.get("stochastic"):      # the task's problem: nothing a candidate does can be verified
             self.finish(Status.stochastic, verdict.stochastic_message(task, self.meta))
@@ -130,6 +135,7 @@ class Evaluation:
         opts, t = self.opts, self.opts.timing
         self.trials = verdict.TrialJudge(self.task, self.ref_dir, self.meta, self.server)
         self.rounds = RoundJudge(self.device, self.request["threads"], t.retimes if t else 0, t.backoff_s if t else 0.0)
+        self.mark("start")       # until the worker reports its first phase: its start-up
         try:
             self.outcome = run_worker(self.request, build_timeout=opts.build_timeout, run_timeout=opts.run_timeout,
                                       keep=self.base, on_phase=self.phase, decide=self.verify,
@@ -143,8 +149,17 @@ class Evaluation:
         if self.verified is None and reply and reply.status == WorkerStatus.ok and not self.outcome.timed_out:
             self.verified = self.verify_outputs(self.outcome.out_dir)   # verify only: no await
 
+    def mark(self, name: str | None) -> None:
+        """Step ``name`` begins (None: the evaluation ends); the last one's seconds go to result.phases."""
+        now = time.perf_counter()
+        if self._mark is not None:
+            last, began = self._mark
+            self.result.phases[last] = round(self.result.phases.get(last, 0.0) + now - began, 3)
+        self._mark = (name, now) if name else None
+
     def phase(self, name: str) -> None:
         """Each phase the worker reports: the round judge's clock, then the caller's progress."""
+        self.mark(name)
         self.rounds.on_phase(name)
         if self.on_phase:
             self.on_phase(name)
@@ -171,8 +186,11 @@ class Evaluation:
         """The timed calls' outputs are written (``profile``): re-check them while the worker profiles."""
         if self.apart is not None:
             self.apart.release(True)
-        self.replay = verdict.replay_flags(out_dir, self.task, verdict.reference_outputs(self.ref_dir, self.server),
-                                           self.meta["distributions"], live=True)
+        try:
+            self.replay = verdict.replay_flags(out_dir, self.task, verdict.reference_outputs(self.ref_dir, self.server),
+                                               self.meta["distributions"], live=True)
+        finally:
+            write_atomic(out_dir / "timed_checked", "done")   # outputs shared on the GPU may go now
 
     # ---- profile --------------------------------------------------------------------------------
     def profile(self) -> None:
@@ -192,13 +210,16 @@ class Evaluation:
             return
         if self.on_phase:
             self.on_phase("ncu")
+        self.mark("ncu")
         run_ncu(self.result, self.task, self.cand, self.device, self.ref_dir, self.opts)
+        self.mark(None)
         self.result.seconds = round(time.perf_counter() - self.started, 3)
 
     # ---- judge ----------------------------------------------------------------------------------
     def finish(self, status: Status, message: str) -> None:
         """The verdict: status, message, every flag raised, and the evaluation's seconds."""
         r = self.result
+        self.mark(None)
         r.status, r.message = status, message
         r.flags = list(dict.fromkeys(r.flags + self.flags))
         r.seconds = round(time.perf_counter() - self.started, 3)
@@ -250,6 +271,9 @@ class Evaluation:
         if meta.get("plan"):
             from .trials import describe
             verify.memory_plan = {**meta["plan"], "summary": describe(meta["plan"])}
+            if meta["plan"].get("outputs") == "recompute" and self.trials is not None:
+                # How the candidate's outputs reached the comparison: shared on the GPU, or as files.
+                verify.memory_plan["handoff"] = "cuda-ipc" if self.trials.shared else "file"
         if meta.get("random"):
             flags.append(verdict.random_reference_flag(meta["random"]))
         timing = self.reply.timing

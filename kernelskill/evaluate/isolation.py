@@ -19,6 +19,7 @@ from pathlib import Path
 
 from . import lifeline
 from .build import cache_root, tail
+from ..vocab import RECHECK_PHASE
 from .reply import WorkerReply
 
 _SECRET = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION)", re.I)
@@ -86,8 +87,12 @@ class WorkerOutcome:
 # started ahead per kind: it has imported everything and waits for its request. Each still serves
 # exactly one request and exits; a spare has never run candidate code.
 _PRESTART = False
-_SPARES: dict[tuple, "_Spare"] = {}
+_SPARES: dict[tuple, list["_Spare"]] = {}
 _LOCK = threading.Lock()
+# Spares kept per kind. On a GPU an evaluation chains a reference worker, a run worker and (for
+# huge outputs) a reference server of one kind within seconds, faster than one spare imports torch:
+# two are kept there. One elsewhere (a CPU's import would take the cores a timing measures).
+SPARE_DEPTH_GPU = 2
 
 
 @dataclass
@@ -120,7 +125,7 @@ def prestarting(enabled: bool = True):
 
 def stop_spares() -> None:
     with _LOCK:
-        spares = list(_SPARES.values())
+        spares = [sp for kind in _SPARES.values() for sp in kind]
         _SPARES.clear()
     for sp in spares:
         kill_group(sp.proc)
@@ -154,12 +159,24 @@ def _spare_key(request: dict) -> tuple:
     return tuple(sorted((request.get("env") or {}).items())), warm
 
 
+def _spare_depth(request: dict, key: tuple) -> int:
+    return SPARE_DEPTH_GPU if str(request.get("device", "")).startswith("cuda") and key[1] is None else 1
+
+
 def _spawn_spare(request: dict) -> None:
+    """Start spares of the request's kind until there are as many as its depth."""
     key = _spare_key(request)
     with _LOCK:
-        old = _SPARES.get(key)
-        if old is not None and old.proc.poll() is None:
-            return
+        gone = [sp for sp in _SPARES.get(key, []) if sp.proc.poll() is not None]
+        alive = _SPARES[key] = [sp for sp in _SPARES.get(key, []) if sp.proc.poll() is None]
+        missing = _spare_depth(request, key) - len(alive)
+    for sp in gone:
+        shutil.rmtree(sp.base, ignore_errors=True)
+    for _ in range(missing):
+        _spawn_one_spare(request, key)
+
+
+def _spawn_one_spare(request: dict, key: tuple) -> None:
     base = Path(tempfile.mkdtemp(prefix="kernelskill-spare-"))
     scratch, out_dir = base / "scratch", base / "out"
     scratch.mkdir()
@@ -169,20 +186,25 @@ def _spawn_spare(request: dict) -> None:
                       str(os.getpid()), *([key[1]] if key[1] else [])],
                      scratch, request.get("env"), stdout=log, stderr=subprocess.STDOUT)
     with _LOCK:
-        old = _SPARES.pop(key, None)
-        _SPARES[key] = _Spare(proc, base, key)
-    if old is not None:
+        kind = _SPARES.setdefault(key, [])
+        kind.append(_Spare(proc, base, key))
+        # Two threads that both found one missing started one each: the oldest beyond the depth go.
+        extra = kind[:max(0, len(kind) - _spare_depth(request, key))]
+        del kind[:len(extra)]
+    for old in extra:
         kill_group(old.proc)
         shutil.rmtree(old.base, ignore_errors=True)
 
 
 def _take_spare(request: dict) -> _Spare | None:
-    with _LOCK:
-        sp = _SPARES.pop(_spare_key(request), None)
-    if sp is not None and sp.proc.poll() is not None:    # it died (idle too long, killed): start afresh
-        shutil.rmtree(sp.base, ignore_errors=True)
-        return None
-    return sp
+    """The oldest live spare of the request's kind (the likeliest to be ready), or None."""
+    while True:
+        with _LOCK:
+            kind = _SPARES.get(_spare_key(request)) or []
+            sp = kind.pop(0) if kind else None
+        if sp is None or sp.proc.poll() is None:
+            return sp
+        shutil.rmtree(sp.base, ignore_errors=True)     # it died (idle too long, killed): the next one
 
 
 class Cancelled(Exception):
@@ -229,7 +251,7 @@ def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
     with open(log_path, "ab") as log:
         if spare is not None:
             proc = spare.proc
-            _write_atomic(out_dir / "request.json", json.dumps(request))   # the spare polls for it
+            write_atomic(out_dir / "request.json", json.dumps(request))   # the spare polls for it
         else:
             (out_dir / "request.json").write_text(json.dumps(request))
             proc = spawn([*(launcher or []), sys.executable, "-m", "kernelskill.evaluate.worker",
@@ -256,12 +278,12 @@ def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
                         on_phase(phase)
                     if phase == "await":
                         go = decide(out_dir) if decide else True
-                        _write_atomic(out_dir / "decision", "go" if go else "stop")
+                        write_atomic(out_dir / "decision", "go" if go else "stop")
                     elif phase == "timed":
                         answer = on_round(out_dir, rounds) if on_round else "done 0"
-                        _write_atomic(out_dir / f"round_{rounds}", answer)
+                        write_atomic(out_dir / f"round_{rounds}", answer)
                         rounds += 1
-                    elif phase == "profile" and on_timed:
+                    elif phase in TIMED_OUTPUTS_WRITTEN and on_timed:
                         on_timed(out_dir)
                 if on_poll:
                     on_poll(out_dir)
@@ -291,7 +313,7 @@ def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
                 continue
             if on_phase:
                 on_phase(phase)
-            if phase == "profile" and on_timed:
+            if phase in TIMED_OUTPUTS_WRITTEN and on_timed:
                 on_timed(out_dir)
     if spare is not None:
         # The spare's folders become the caller's, as if it had started there.
@@ -316,10 +338,12 @@ def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
                          prestarted=spare is not None)
 
 
+# The phases at which the timed calls' outputs are written (or shared) and the parent re-checks them.
+TIMED_OUTPUTS_WRITTEN = ("profile", RECHECK_PHASE)
 STEP = "step "       # a line of the phase log that reports a step within the phase, not a new phase
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str) -> None:
     """The worker polls these files: it must never see one half-written (empty)."""
     tmp = path.with_suffix(".tmp")
     tmp.write_text(text)

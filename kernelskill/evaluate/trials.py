@@ -7,9 +7,10 @@ storing everything:
 - **inputs**: ``stored`` (one file per trial in the reference cache, memory-mapped by each worker)
   when they are small, else ``seeds``: every worker regenerates trial i from its seed, on the
   device (``torch.device(device)`` around ``get_inputs()``), so nothing is written;
-- **outputs**: ``stored`` (one file per trial) when they fit the disk budget, else ``recompute``:
-  a trusted reference worker recomputes trial i's output when the parent compares it
-  (``RefServer`` in ``reference``), and each file is deleted once compared;
+- **outputs**: ``stored`` (one file per trial) when they fit the disk budget (and, on a GPU, are
+  at most ``DEVICE_COMPARE_BYTES`` per trial), else ``recompute``: a trusted reference worker
+  recomputes trial i's output and compares the candidate's with it on its device — shared there by
+  the candidate's worker through CUDA IPC (handoff.py), or, on a CPU, read from the file it wrote;
 - **rotate**: how many input sets the timed calls rotate through, as many as fit the device.
 
 The plan, the footprint and the budgets it was made from are in the reference's ``meta.json``
@@ -29,6 +30,9 @@ DISK_SHARE = 0.25               # of the free disk, at most, for either
 HOST_SHARE = 0.25               # of the host's available memory, at most, for stored inputs
 MARGIN_BYTES = 2 * GB           # CUDA contexts, the L2 flush buffer, the profiler: kept free on the GPU
 MARGIN_SHARE = 0.05             # ... and this share of the free memory (allocator fragmentation)
+# On a GPU, outputs above this per trial are compared on the device (handoff.py) rather than written,
+# read back and compared on the host: a reference worker recomputes them, which costs one forward.
+DEVICE_COMPARE_BYTES = 256 << 20
 
 
 def input_seed(seed: int, i: int) -> int:
@@ -138,7 +142,8 @@ def make_plan(*, input_bytes: int, output_bytes: int, param_bytes: int, peak_byt
             "peak_bytes": peak_bytes, "trials": trials, "disk_free": disk_free, "host_available": host,
             "gpu_free": gpu_free,
             "inputs": "stored" if trials * input_bytes <= in_cap else "seeds",
-            "outputs": "stored" if trials * output_bytes <= out_cap else "recompute"}
+            "outputs": "stored" if trials * output_bytes <= out_cap and not (
+                device.startswith("cuda") and output_bytes > DEVICE_COMPARE_BYTES) else "recompute"}
     plan["generated_on"] = device if (plan["inputs"] == "seeds" and device.startswith("cuda")) else None
     # The candidate's worker holds both models, a trial's inputs, their clones and its outputs, and
     # a forward's working set; the recomputing reference worker beside it its model, one trial and

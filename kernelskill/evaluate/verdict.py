@@ -13,6 +13,7 @@ from ..results import KernelStat, MeasurementQuality, ProfileResult
 from ..vocab import Bottleneck
 from . import quality
 from .correctness import compare_trial, summarize, verify_outputs
+from .isolation import write_atomic
 from .reply import WorkerReply
 from .timing import speedup_ci, stats
 
@@ -100,19 +101,29 @@ class TrialJudge:
         self.drop = int(meta.get("output_bytes") or 0) > DROP_COMPARED_BYTES
         self.done: dict[int, tuple] = {}
         self.unreadable: str | None = None
+        self.shared = 0              # trials whose outputs came shared on the GPU (handoff.py), not as files
 
     def poll(self, out_dir) -> None:
-        """Compare every trial whose file has appeared since the last call."""
+        """Compare every trial whose outputs have appeared since the last call: a file, or (large
+        outputs on a GPU) tensors shared with the reference worker (``cand_ipc_I.json``)."""
         for i in range(len(self.ref_outs)):
-            if i not in self.done and self.unreadable is None and (out_dir / f"cand_outputs_{i}.pt").exists():
-                self._compare(out_dir, i)
+            if i in self.done or self.unreadable is not None:
+                continue
+            if (out_dir / f"cand_outputs_{i}.pt").exists():
+                self._compare(out_dir, i, out_dir / f"cand_outputs_{i}.pt")
+            elif self.ref_outs.server is not None and (out_dir / f"cand_ipc_{i}.json").exists():
+                self.shared += 1
+                try:
+                    self._compare(out_dir, i, out_dir / f"cand_ipc_{i}.json")
+                finally:
+                    # The worker holds the shared outputs until this: it goes on to the next trial.
+                    write_atomic(out_dir / f"ack_{i}", "compared")
 
-    def _compare(self, out_dir, i: int) -> None:
+    def _compare(self, out_dir, i: int, file) -> None:
         server = self.ref_outs.server
         if server is not None:           # compared on the reference worker's device, not read here
             from ..results import TrialResult
-            ans = server.compare(i, out_dir / f"cand_outputs_{i}.pt", seed=self.seeds[i], dist=self.dists[i],
-                                 atol=self.atol, rtol=self.rtol)
+            ans = server.compare(i, file, seed=self.seeds[i], dist=self.dists[i], atol=self.atol, rtol=self.rtol)
             if "unreadable" in ans:
                 self.unreadable = f"output-type: the outputs are not plain tensors ({ans['unreadable']})"
                 return
@@ -186,12 +197,14 @@ def replay_flags(out_dir, task, ref_outs: list, dists: list[str], live: bool,
     task_idx = [i for i, d in enumerate(dists) if d == "task"]
     server = getattr(ref_outs, "server", None)
     if server is not None:
-        # Large outputs: each set's timed outputs compared on the reference worker's device.
+        # Large outputs: each set's timed outputs compared on the reference worker's device, shared
+        # there by the candidate's worker (timed_ipc.json) or read from the file it wrote.
         import json as _json
         keys = _json.loads((out_dir / "timed_keys.json").read_text())
+        shared = out_dir / "timed_ipc.json"
         for idx in keys:
-            ans = server.compare(task_idx[int(idx)], out_dir / file, key=int(idx), seed=0, dist="task",
-                                 atol=atol, rtol=rtol)
+            ans = server.compare(task_idx[int(idx)], shared if shared.exists() else out_dir / file, key=int(idx),
+                                 seed=0, dist="task", atol=atol, rtol=rtol)
             if "unreadable" in ans:
                 return ["replay: the outputs of the timed calls are not plain tensors"]
             if not ans["result"].get("ok"):

@@ -32,11 +32,12 @@ _seeders = (torch.manual_seed, torch.cuda.manual_seed, random.seed, np.random.se
 
 from kernelskill.evaluate import build as _build  # noqa: E402
 from kernelskill.evaluate import guards  # noqa: E402
+from kernelskill.evaluate import handoff  # noqa: E402
 from kernelskill.evaluate import lifeline  # noqa: E402
 from kernelskill.evaluate import trials as trials_mod  # noqa: E402
 from kernelskill.evaluate.timing import TimingConfig, time_pair  # noqa: E402
 from kernelskill.task import Task, _Expr  # noqa: E402
-from kernelskill.vocab import WorkerStatus  # noqa: E402
+from kernelskill.vocab import RECHECK_PHASE, WorkerStatus  # noqa: E402
 
 # The files a worker writes are read once by its parent, on the same machine: a CRC over gigabytes
 # of outputs is time spent on nothing (torch.save computes one per tensor by default).
@@ -338,6 +339,8 @@ def mode_run(req: dict, out: Path) -> dict:
     t0 = _clock()
     model, aligned = _candidate_model(module, init, state, req, device)
     checks, sets = [], []
+    # The memory plan's large outputs: compared on the GPU by the reference worker (handoff.py).
+    on_gpu = device.startswith("cuda") and (meta.get("plan") or {}).get("outputs") == "recompute"
     with torch.no_grad():
         for i in range(len(trials)):
             xs = trials.get(i)          # one trial on the device at a time (a level-1 task: gigabytes)
@@ -352,9 +355,15 @@ def mode_run(req: dict, out: Path) -> dict:
             flat, structure = flatten(result)
             checks.append(guards.output_checks(flat, structure, xs, clones, model, _Tensor, _equal, _isnan))
             # One file per trial, complete when it appears: the parent compares trial i while
-            # this process runs trial i + 1.
-            _save_atomic(_cpu([o if isinstance(o, _Tensor) else torch.tensor(float("nan")) for o in flat]),
-                         out / f"cand_outputs_{i}.pt")
+            # this process runs trial i + 1. Outputs too large to store stay on the GPU: shared
+            # with the reference worker, held until the parent says they were compared.
+            shared = handoff.describe(flat, _Tensor) if on_gpu else None
+            if shared is not None:
+                _write_json_atomic(out / f"cand_ipc_{i}.json", {"outputs": shared})
+                _await_file(out / f"ack_{i}", req.get("await_timeout", 600))
+            else:
+                _save_atomic(_cpu([o if isinstance(o, _Tensor) else torch.tensor(float("nan")) for o in flat]),
+                             out / f"cand_outputs_{i}.pt")
             if dists[i] == "task" and len(sets) < rotate:
                 sets.append(xs)
             del xs, clones, result, flat
@@ -373,8 +382,13 @@ def mode_run(req: dict, out: Path) -> dict:
         t1 = _clock()
         timed, rounds = _timing_rounds(models, sets, device, cfg, out, reseed)
         t2 = _clock()
-        last = {idx: _cpu(flatten(o)[0]) for idx, o in timed["last_outputs"]["candidate"].items()}
-        _save(last, out / "timed_outputs.pt")
+        last = {idx: flatten(o)[0] for idx, o in timed["last_outputs"]["candidate"].items()}
+        shared = {str(idx): handoff.describe(o, _Tensor) for idx, o in last.items()} if on_gpu else {}
+        if shared and all(d is not None for d in shared.values()):
+            _write_json_atomic(out / "timed_ipc.json", {"sets": shared})
+        else:
+            shared = {}
+            _save({idx: _cpu(o) for idx, o in last.items()}, out / "timed_outputs.pt")
         _write_json_atomic(out / "timed_keys.json", sorted(last))
         t3 = _clock()
         res["timing"] = {"times": timed["times"], "reps": timed["reps"], "threads": torch.get_num_threads(),
@@ -384,11 +398,16 @@ def mode_run(req: dict, out: Path) -> dict:
             # The parent re-checks the timed outputs while the profiler runs: here (True), or in
             # a profiling worker that waited for this phase with CUPTI set up ("apart").
             set_phase(out, "profile")
+        elif shared:
+            set_phase(out, RECHECK_PHASE)      # no profile: the shared outputs are re-checked now
         if req.get("profile") is True:
             res["kernels"] = guards.kernel_breakdown(model, sets[0], device, Path(req["candidate_path"]).read_text())
+        t4 = _clock()
+        if shared:       # the shared timed outputs live until the parent has re-checked them
+            _await_file(out / "timed_checked", req.get("await_timeout", 600))
         # Where the worker's time went (the cost figures in docs/evaluator.md).
         res["timing"]["cost_s"] = {"timing": round(t2 - t1, 3), "save_timed_outputs": round(t3 - t2, 3),
-                                   "profile": round(_clock() - t3, 3)}
+                                   "profile": round(t4 - t3, 3), "await_recheck": round(_clock() - t4, 3)}
         res["flags_after"] = guards.flag_changes(before, guards.backend_flags())
     return res
 
@@ -568,10 +587,15 @@ def mode_refserve(req: dict, out: Path) -> dict:
                     i = int(ask["trial"])
                     want, _ = _seeded_call(model, trials.get(i), device, call_seed(req["seed"], i), cpu=False)
                     try:
-                        got = torch.load(ask["file"], weights_only=True, map_location=device)
-                        if ask.get("key") is not None:
-                            got = got[ask["key"]]
-                        got = list(got)
+                        if ask["file"].endswith(".json"):     # shared on this GPU (handoff.py)
+                            desc = json.loads(Path(ask["file"]).read_text())
+                            desc = desc["sets"][str(ask["key"])] if ask.get("key") is not None else desc["outputs"]
+                            got = handoff.open_outputs(desc, device)
+                        else:
+                            got = torch.load(ask["file"], weights_only=True, map_location=device)
+                            if ask.get("key") is not None:
+                                got = got[ask["key"]]
+                            got = list(got)
                     except Exception as e:  # noqa: BLE001 — anything but plain tensors: the parent flags it
                         got, answer = None, {"unreadable": f"{type(e).__name__}: {e}"[:300]}
                     if got is not None:
@@ -585,8 +609,9 @@ def mode_refserve(req: dict, out: Path) -> dict:
                             res, lines = compare_trial(*args, _cpu(got), _cpu(want), *tol)
                         answer = {"result": to_dict(res), "lines": lines}
                     del want
-                    got = None
+                    got = None                       # a shared output is released here, before the answer
                     if device.startswith("cuda"):
+                        torch.cuda.synchronize()
                         torch.cuda.empty_cache()     # the candidate's worker shares this GPU
                     _write_json_atomic(out / w.name.replace("cmp_", "res_"), answer)
                 w.unlink()

@@ -61,3 +61,17 @@ def test_cpp_with_nothing_stored(case):
     plan = r.verify.memory_plan if r.verify else {}
     if r.verify is not None:
         assert (plan["inputs"], plan["outputs"], plan["stored_bytes"]) == ("seeds", "recompute", 0), plan
+
+
+# The same on a GPU: the candidate's outputs are not written but shared with the reference worker
+# through CUDA IPC (evaluate/handoff.py) and compared there, the timed calls' outputs too.
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", [c for c in CASES if c.name in PLANNED and "cuda" in c.backends],
+                         ids=lambda c: c.name)
+def test_cuda_with_nothing_stored(case):
+    r = judge(case, "cuda", store_limit=0)
+    _check(case, r)
+    if r.verify is not None:
+        plan = r.verify.memory_plan
+        assert (plan["inputs"], plan["outputs"], plan["stored_bytes"]) == ("seeds", "recompute", 0), plan
+        assert plan["handoff"] == "cuda-ipc", plan

@@ -4,7 +4,6 @@ Run on the GPU machine: python3 -m pytest -m gpu -q
 """
 from __future__ import annotations
 
-import time
 
 import pytest
 

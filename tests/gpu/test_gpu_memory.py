@@ -38,6 +38,8 @@ def test_a_shipped_level1_size_is_evaluated_under_a_memory_plan(opts):
     assert r.ok, (r.message, r.log_tail[-2000:])
     plan = r.verify.memory_plan
     assert (plan["inputs"], plan["outputs"], plan["generated_on"]) == ("seeds", "recompute", "cuda"), plan
+    assert plan["handoff"] == "cuda-ipc", plan          # compared on the GPU: nothing written, nothing read back
+    assert {"plan", "build", "run", "time"} <= set(r.phases), r.phases       # where the seconds went
     assert plan["input_bytes"] == 4096 * 393216 * 4 and len(r.verify.trials) == 6
     assert r.profile.speedup is not None and r.profile.quality is not None
 
