@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 import torch
 
 from kernelskill.evaluate.correctness import compare_trial, verify_outputs
@@ -62,3 +64,26 @@ def test_verify_outputs_summary_lists_every_trial():
     v = verify_outputs([[w], [w + 1]], [[w], [w]], [1, 2], ["task", "signed"], 1e-4, 1e-4)
     assert not v.correct and v.trials[0].ok and not v.trials[1].ok
     assert "1 of 2 trials failed" in v.mismatch and "signed inputs" in v.mismatch and "Per-trial" in v.mismatch
+
+
+def test_a_comparison_in_passes_gives_the_verdict_and_report_of_one_pass(monkeypatch):
+    # Gigabyte outputs are compared CHUNK elements at a time (bounded temporaries on the GPU): the
+    # errors, the fraction and the worst elements named must be those of a single pass.
+    from kernelskill.evaluate import correctness
+    g = torch.Generator().manual_seed(3)
+    want = torch.randn(37, 53, generator=g)
+    got = want + torch.randn(37, 53, generator=g) * 1e-6
+    for flat, bump in ((5, 0.5), (1000, 2.0), (1900, 1.0), (1960, 0.25)):   # four outside tolerance
+        got.view(-1)[flat] += bump
+    whole = compare_trial(0, 1, "task", [got], [want], 1e-4, 1e-4)
+    monkeypatch.setattr(correctness, "CHUNK", 100)                          # 20 passes, bad ones in 4
+    parts = compare_trial(0, 1, "task", [got], [want], 1e-4, 1e-4)
+    assert not whole[0].ok and not parts[0].ok
+    assert parts[1] == whole[1] and "4 of 1961 elements" in parts[1]
+    assert parts[1].splitlines()[1].startswith("  at [18, 46]:")           # flat 1000, the worst
+    assert parts[0].max_abs_err == pytest.approx(whole[0].max_abs_err)
+    assert parts[0].max_rel_err == pytest.approx(whole[0].max_rel_err, rel=1e-5)
+    assert parts[0].mismatch_fraction == whole[0].mismatch_fraction
+    # A non-finite value in a later pass still takes the exact path.
+    got.view(-1)[1500] = float("nan")
+    assert compare_trial(0, 1, "task", [got], [want], 1e-4, 1e-4)[0].check == "nan-inf"

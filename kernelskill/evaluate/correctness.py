@@ -35,11 +35,11 @@ def compare_trial(trial: int, seed: int, dist: str, got: list, want: list, atol:
             continue
         fast = _compare_finite(g, w, atol, rtol)
         if fast is not None:
-            abs_err, rel_err, n_bad, diff, bad = fast
+            abs_err, rel_err, n_bad, top = fast
             worst_abs, worst_rel = max(worst_abs, abs_err), max(worst_rel, rel_err)
             frac = max(frac, n_bad / w.numel())
             if n_bad:
-                lines.append(_worst_lines(tag, diff, bad, g, w))
+                lines.append(_worst_lines(tag, n_bad, top, g, w))
             elif rel_err > rtol and math.isfinite(rel_err):     # an all-zero reference has no relative error
                 lines.append(f"{tag}: elementwise within tolerance but relative error ‖out−ref‖/‖ref‖ = "
                              f"{rel_err:.3g} > {rtol:g}")
@@ -63,7 +63,7 @@ def compare_trial(trial: int, seed: int, dist: str, got: list, want: list, atol:
         n_bad = int(bad.sum())
         frac = max(frac, n_bad / w.numel())
         if n_bad:
-            lines.append(_worst_lines(tag, diff, bad, g, w))
+            lines.append(_worst_lines(tag, n_bad, _top_bad(diff.flatten(), bad.flatten(), 0, n_bad), g, w))
         elif rel_err > rtol and denom > 0:
             lines.append(f"{tag}: elementwise within tolerance but relative error ‖out−ref‖/‖ref‖ = "
                          f"{rel_err:.3g} > {rtol:g}")
@@ -76,26 +76,49 @@ def compare_trial(trial: int, seed: int, dist: str, got: list, want: list, atol:
     return res, "\n".join(lines)
 
 
+# Elements compared per pass: a reference of a KernelBench level-1 task as shipped holds gigabytes,
+# and a comparison's temporaries (|diff|, the tolerance, the mask) would be as large again, twice.
+CHUNK = 1 << 26
+WORST = 5             # the worst elements a mismatch report names
+
+
 def _compare_finite(g: torch.Tensor, w: torch.Tensor, atol: float, rtol: float):
     """The common case, fast: both outputs finite. Works in float32 (float64 for float64 outputs)
-    with few passes, because references of H100-sized tasks hold hundreds of MB per trial.
+    in passes of ``CHUNK`` elements, so the memory it needs beyond the two outputs is bounded.
 
-    Returns (max abs err, relative error, elements outside tolerance, |diff|, outside mask), or
-    None when either side has a NaN/Inf (the caller's exact path reports those)."""
+    Returns (max abs err, relative error, elements outside tolerance, the worst of them as
+    [(flat index, |diff|)]), or None when either side has a NaN/Inf (the caller's exact path
+    reports those)."""
     if not (w.is_floating_point() and g.is_floating_point()):
         return None
     work = torch.float64 if w.dtype == torch.float64 else torch.float32
-    gf, wf = g.to(work), w.to(work)
-    if not (bool(_isfinite(wf).all()) and bool(_isfinite(gf).all())):
-        return None
-    diff = torch.sub(gf, wf).abs_()
-    # allclose's rule: |got − want| ≤ atol + rtol·|want|
-    bad = diff > wf.abs().mul_(rtol).add_(atol)
-    n_bad = int(bad.sum())
-    denom = float(torch.linalg.vector_norm(wf))
-    num = float(torch.linalg.vector_norm(diff))
+    gflat, wflat = g.reshape(-1), w.reshape(-1)
+    abs_err, n_bad, sq_diff, sq_want, top = 0.0, 0, 0.0, 0.0, []
+    for start in range(0, wflat.numel(), CHUNK):
+        gf, wf = gflat[start:start + CHUNK].to(work), wflat[start:start + CHUNK].to(work)
+        if not (bool(_isfinite(wf).all()) and bool(_isfinite(gf).all())):
+            return None
+        diff = torch.sub(gf, wf).abs_()
+        # allclose's rule: |got − want| ≤ atol + rtol·|want|
+        bad = diff > wf.abs().mul_(rtol).add_(atol)
+        chunk_bad = int(bad.sum())
+        n_bad += chunk_bad
+        abs_err = max(abs_err, float(diff.max()))
+        sq_diff += float(torch.linalg.vector_norm(diff)) ** 2
+        sq_want += float(torch.linalg.vector_norm(wf)) ** 2
+        if chunk_bad:
+            top = sorted(top + _top_bad(diff, bad, start, chunk_bad), key=lambda t: -t[1])[:WORST]
+        del gf, wf, diff, bad
+    num, denom = math.sqrt(sq_diff), math.sqrt(sq_want)
     rel = num / denom if denom > 0 else (0.0 if num == 0 else math.inf)
-    return float(diff.max()), rel, n_bad, diff, bad
+    return abs_err, rel, n_bad, top
+
+
+def _top_bad(diff: torch.Tensor, bad: torch.Tensor, offset: int, n_bad: int) -> list[tuple[int, float]]:
+    """The worst elements outside tolerance of a flat pass starting at ``offset``: [(flat index, |diff|)]."""
+    masked = diff.masked_fill(~bad, -1.0)
+    vals, idx = torch.topk(masked, min(WORST, n_bad))
+    return [(offset + int(i), float(v)) for i, v in zip(idx.tolist(), vals.tolist())]
 
 
 def _fail(res: TrialResult, check: str, msg: str) -> tuple[TrialResult, str]:
@@ -107,15 +130,12 @@ def _index(flat_or_nd, shape) -> tuple:
     return tuple(int(i) for i in flat_or_nd)
 
 
-def _worst_lines(tag: str, diff: torch.Tensor, bad: torch.Tensor, g: torch.Tensor, w: torch.Tensor, k: int = 5) -> str:
-    n_bad, n = int(bad.sum()), bad.numel()
-    masked = diff.masked_fill(~bad, -1.0).flatten()
-    top = torch.topk(masked, min(k, n_bad)).indices
+def _worst_lines(tag: str, n_bad: int, top: list[tuple[int, float]], g: torch.Tensor, w: torch.Tensor) -> str:
+    n = w.numel()
     out = [f"{tag}: {n_bad} of {n} elements ({100 * n_bad / n:.3g} %) outside tolerance; worst:"]
-    for flat in top.tolist():
+    for flat, d in top:
         idx = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), w.shape))
-        out.append(f"  at {list(idx)}: got {g[idx].item():.6g}, expected {w[idx].item():.6g} "
-                   f"(|diff| {diff[idx].item():.3g})")
+        out.append(f"  at {list(idx)}: got {g[idx].item():.6g}, expected {w[idx].item():.6g} (|diff| {d:.3g})")
     return "\n".join(out)
 
 

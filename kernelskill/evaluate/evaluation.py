@@ -60,6 +60,7 @@ class Evaluation:
         self.base: Path | None = None          # the run worker's folder
         self.request: dict = {}
         self.apart: ApartProfile | None = None
+        self.late_profile = False              # the profiling worker goes only once the run worker has ended
         # Set while the worker runs:
         self.server: RefServer | None = None   # recomputes reference outputs the cache does not hold
         self.trials: verdict.TrialJudge | None = None
@@ -120,10 +121,10 @@ class Evaluation:
         req["poison_bytes"] = 2 * self.meta["output_bytes"]
         req["timing"] = dataclasses.asdict(opts.timing) if opts.timing else None
         req["profile"] = opts.profile and opts.timing is not None
-        # A task whose outputs are recomputed fills the GPU with two workers already: no third one.
-        huge = (self.meta.get("plan") or {}).get("outputs") == "recompute"
-        if req["profile"] and (opts.profile_apart if opts.profile_apart is not None else
-                               device.startswith("cuda") and not huge):
+        # A task whose outputs are recomputed fills the GPU with two workers already: its profiling
+        # worker sets up beside them (a CUDA context, CUPTI) but profiles once the run worker is gone.
+        self.late_profile = (self.meta.get("plan") or {}).get("outputs") == "recompute"
+        if req["profile"] and (opts.profile_apart if opts.profile_apart is not None else device.startswith("cuda")):
             req["profile"] = "apart"
             self.apart = ApartProfile(request("profile", task, cand, device, opts, self.base)
                                       | {"ref_dir": str(self.ref_dir)}, opts)
@@ -143,7 +144,9 @@ class Evaluation:
                                       cancel=opts.cancel, on_step=opts.on_step)
         finally:
             if self.apart is not None:
-                self.apart.release(False)    # never timed (incorrect, crashed): it exits without running
+                # Never timed (incorrect, crashed): it exits without running. Timed, a huge task's
+                # profile goes now that the run worker and its gigabytes are gone.
+                self.apart.release(self.late_profile and self.replay is not None)
                 self.apart.join()
         reply = self.reply
         if self.verified is None and reply and reply.status == WorkerStatus.ok and not self.outcome.timed_out:
@@ -184,7 +187,7 @@ class Evaluation:
 
     def recheck_timed(self, out_dir: Path) -> None:
         """The timed calls' outputs are written (``profile``): re-check them while the worker profiles."""
-        if self.apart is not None:
+        if self.apart is not None and not self.late_profile:
             self.apart.release(True)
         try:
             self.replay = verdict.replay_flags(out_dir, self.task, verdict.reference_outputs(self.ref_dir, self.server),

@@ -91,8 +91,8 @@ _SPARES: dict[tuple, list["_Spare"]] = {}
 _LOCK = threading.Lock()
 # Spares kept per kind. On a GPU an evaluation chains a reference worker, a run worker and (for
 # huge outputs) a reference server of one kind within seconds, faster than one spare imports torch:
-# two are kept there. One elsewhere (a CPU's import would take the cores a timing measures).
-SPARE_DEPTH_GPU = 2
+# three are kept there. One elsewhere (a CPU's import would take the cores a timing measures).
+SPARE_DEPTH_GPU = 3
 
 
 @dataclass

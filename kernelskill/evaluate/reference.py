@@ -69,19 +69,19 @@ class RefServer:
 
     def __init__(self, task: Task, device: str, opts: Options, ref_dir: Path):
         self.base = workdir(opts)
-        self.out = mkdir(self.base / "out")
+        self.out = mkdir(self.base / "requests")      # the requests and answers; a spare may serve them
         self.opts = opts
-        req = request("refserve", task, None, device, opts, self.base) | {"ref_dir": str(ref_dir)}
+        req = request("refserve", task, None, device, opts, self.base) | {"ref_dir": str(ref_dir),
+                                                                          "serve_dir": str(self.out)}
         self.outcome: WorkerOutcome | None = None
         self._n = 0
-        # An empty launcher: never a prestarted spare (this folder is where the requests go).
         self._thread = threading.Thread(target=self._run, args=(req,), daemon=True, name="kernelskill-refserve")
         self._thread.start()
 
     def _run(self, req: dict) -> None:
         try:
             self.outcome = run_worker(req, build_timeout=self.opts.build_timeout, run_timeout=self.opts.run_timeout,
-                                      keep=self.base, launcher=[], cancel=self.opts.cancel)
+                                      keep=self.base, cancel=self.opts.cancel)
         except Cancelled:
             pass                                   # the evaluation raises it; this thread just ends
 

@@ -32,7 +32,7 @@ MARGIN_BYTES = 2 * GB           # CUDA contexts, the L2 flush buffer, the profil
 MARGIN_SHARE = 0.05             # ... and this share of the free memory (allocator fragmentation)
 # On a GPU, outputs above this per trial are compared on the device (handoff.py) rather than written,
 # read back and compared on the host: a reference worker recomputes them, which costs one forward.
-DEVICE_COMPARE_BYTES = 256 << 20
+DEVICE_COMPARE_BYTES = 64 << 20
 
 
 def input_seed(seed: int, i: int) -> int:

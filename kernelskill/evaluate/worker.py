@@ -359,6 +359,10 @@ def mode_run(req: dict, out: Path) -> dict:
             # with the reference worker, held until the parent says they were compared.
             shared = handoff.describe(flat, _Tensor) if on_gpu else None
             if shared is not None:
+                # The reference worker recomputes this trial beside us: what this process holds
+                # beyond the outputs (the clones, the poison, the forward's temporaries) goes back.
+                del clones, result
+                torch.cuda.empty_cache()
                 _write_json_atomic(out / f"cand_ipc_{i}.json", {"outputs": shared})
                 _await_file(out / f"ack_{i}", req.get("await_timeout", 600))
             else:
@@ -366,7 +370,8 @@ def mode_run(req: dict, out: Path) -> dict:
                              out / f"cand_outputs_{i}.pt")
             if dists[i] == "task" and len(sets) < rotate:
                 sets.append(xs)
-            del xs, clones, result, flat
+            del xs, flat
+            clones = result = None
     verify_s = _clock() - t0
     res = {"status": WorkerStatus.ok, "build": compiled["build"], "checks": checks, "aligned": aligned,
            "verify_seconds": verify_s, "pid": os.getpid(), "gpu_uuid": _gpu_uuid(device), "flags_after": guards.flag_changes(before, guards.backend_flags())}
@@ -385,6 +390,7 @@ def mode_run(req: dict, out: Path) -> dict:
         last = {idx: flatten(o)[0] for idx, o in timed["last_outputs"]["candidate"].items()}
         shared = {str(idx): handoff.describe(o, _Tensor) for idx, o in last.items()} if on_gpu else {}
         if shared and all(d is not None for d in shared.values()):
+            torch.cuda.empty_cache()     # the timing's cached blocks: the reference worker recomputes now
             _write_json_atomic(out / "timed_ipc.json", {"sets": shared})
         else:
             shared = {}
@@ -558,6 +564,9 @@ def mode_refserve(req: dict, out: Path) -> dict:
     (memory plan ``recompute``). It answers the parent's request files until ``stop`` or the
     parent's death:
 
+    The requests and answers are files in ``serve_dir`` (the parent's; this worker may be a spare
+    started elsewhere), its phases in its own folder as every worker's.
+
     ``want_I``      trial I's reference outputs (under its call seed) → ``ref_I.pt``
     ``cmp_I_K.json`` {"file", "key", "trial", "seed", "dist", "atol", "rtol"}: a candidate's outputs
                     (a file the candidate's worker wrote; ``key`` picks one entry of a dict) loaded
@@ -569,11 +578,12 @@ def mode_refserve(req: dict, out: Path) -> dict:
     device = _setup(req)
     task, mod, init, trials, state = _reference_data(req)
     model = _reference_model(task, mod, init, state, req, device)
+    box = Path(req.get("serve_dir") or out)
     set_phase(out, "serve")
     served = 0
     with torch.no_grad():
-        while not orphaned() and not (out / "stop").exists():
-            wants = sorted(out.glob("want_*")) + sorted(out.glob("cmp_*.json"))
+        while not orphaned() and not (box / "stop").exists():
+            wants = sorted(box.glob("want_*")) + sorted(box.glob("cmp_*.json"))
             if not wants:
                 time.sleep(0.01)
                 continue
@@ -581,7 +591,7 @@ def mode_refserve(req: dict, out: Path) -> dict:
                 if w.name.startswith("want_"):
                     i = int(w.name.split("_")[1])
                     outs, _ = _seeded_call(model, trials.get(i), device, call_seed(req["seed"], i))
-                    _save_atomic(outs, out / f"ref_{i}.pt")
+                    _save_atomic(outs, box / f"ref_{i}.pt")
                 else:
                     ask = json.loads(w.read_text())
                     i = int(ask["trial"])
@@ -613,7 +623,7 @@ def mode_refserve(req: dict, out: Path) -> dict:
                     if device.startswith("cuda"):
                         torch.cuda.synchronize()
                         torch.cuda.empty_cache()     # the candidate's worker shares this GPU
-                    _write_json_atomic(out / w.name.replace("cmp_", "res_"), answer)
+                    _write_json_atomic(box / w.name.replace("cmp_", "res_"), answer)
                 w.unlink()
                 served += 1
                 set_phase(out, "serve")          # each answer restarts the phase's clock
