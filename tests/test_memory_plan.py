@@ -2,6 +2,8 @@
 written that is not needed, the plan reported, and a task that cannot fit refused with why."""
 from __future__ import annotations
 
+import torch
+
 import pytest
 
 from kernelskill import Candidate
@@ -55,3 +57,18 @@ def test_a_task_that_cannot_fit_the_gpu_says_how_much_it_needs(tmp_path):
     with pytest.raises(Exception):
         make_plan(input_bytes=1, output_bytes=1, param_bytes=0, peak_bytes=0, trials=6, device="cuda",
                   out_dir=tmp_path)                                     # torch without CUDA: no GPU to plan for
+
+
+def test_the_signed_trial_is_drawn_in_place_and_can_consume_its_source():
+    # level1/45_Average_Pooling_2D's input is 16 GiB: drawing its signed variant with temporaries
+    # (rand * 2 - 1) took four copies and ran the run worker out of memory on an H100.
+    from kernelskill.evaluate.trials import signed_variant
+    x = [torch.rand(50, 7), torch.randn(9), torch.arange(4), 3.0]
+    g = torch.Generator().manual_seed(11)
+    want = [torch.rand(50, 7, generator=g) * 2 - 1, torch.randn(9, generator=g) * 2.0]
+    kept = signed_variant(list(x), 11)
+    assert torch.equal(kept[0], want[0]) and torch.equal(kept[1], want[1])      # the same numbers as ever
+    assert torch.equal(kept[2], x[2]) and kept[3] == 3.0
+    source = list(x)
+    drawn = signed_variant(source, 11, consume=True)
+    assert source[:2] == [None, None] and torch.equal(drawn[0], want[0]) and torch.equal(drawn[1], want[1])

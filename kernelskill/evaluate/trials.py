@@ -43,17 +43,24 @@ def input_seed(seed: int, i: int) -> int:
 SIGNED_OFFSET = 7
 
 
-def signed_variant(inputs: list, seed: int, device: str | None = None) -> list:
+def signed_variant(inputs: list, seed: int, device: str | None = None, consume: bool = False) -> list:
     """Same shapes and dtypes, another distribution: signed where the task draws non-negative.
-    Drawn on ``device`` (the CPU when None) from a generator of its own."""
+    Drawn on ``device`` (the CPU when None) from a generator of its own, in place (a level-1 input
+    is up to 16 GB: no temporaries beside the result). ``consume``: each input is dropped from
+    ``inputs`` before its variant is drawn, so the two never sit on the device together."""
     dev = torch.device(device or "cpu")
     g = torch.Generator(device=dev).manual_seed(seed)
     out = []
-    for x in inputs:
+    for k, x in enumerate(inputs):
         if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel():
-            fresh = torch.rand(x.shape, generator=g, dtype=torch.float32, device=dev)
-            y = (fresh * 2 - 1) if x.min() >= 0 else torch.randn(x.shape, generator=g, device=dev) * 2.0
-            out.append(y.to(x.dtype))
+            nonneg, shape, dtype = bool(x.min() >= 0), x.shape, x.dtype
+            if consume:
+                inputs[k] = x = None
+            if nonneg:
+                y = torch.rand(shape, generator=g, dtype=torch.float32, device=dev).mul_(2).sub_(1)
+            else:
+                y = torch.randn(shape, generator=g, device=dev).mul_(2.0)
+            out.append(y.to(dtype))
         else:
             out.append(x.clone() if isinstance(x, torch.Tensor) else x)
     return out
@@ -106,9 +113,8 @@ class TrialInputs:
         if self.dists[i] == "task":
             xs = generate(self.task, self.mod, self.seed, i, where)
         else:
-            first = generate(self.task, self.mod, self.seed, 0, where)
-            xs = signed_variant(first, self.seed + SIGNED_OFFSET, where)
-            del first
+            xs = signed_variant(generate(self.task, self.mod, self.seed, 0, where), self.seed + SIGNED_OFFSET,
+                                where, consume=True)
         return [x.to(device) if isinstance(x, torch.Tensor) else x for x in xs]
 
 
