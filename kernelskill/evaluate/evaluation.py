@@ -119,6 +119,7 @@ class Evaluation:
         req = self.request = request("run", task, cand, device, opts, self.base)
         req["ref_dir"] = str(self.ref_dir)
         req["poison_bytes"] = 2 * self.meta["output_bytes"]
+        req["poison_sizes"] = self.meta.get("output_sizes") or []
         req["timing"] = dataclasses.asdict(opts.timing) if opts.timing else None
         req["profile"] = opts.profile and opts.timing is not None
         # A task whose outputs are recomputed fills the GPU with two workers already: its profiling

@@ -39,13 +39,26 @@ def align_weights(model: torch.nn.Module, state: dict) -> str:
     return "all" if len(common) == len(own) == len(state) else "partial"
 
 
-def poison(device: str, nbytes: int) -> None:
-    """Fill soon-to-be-free memory with NaN so an output the kernel never wrote fails."""
-    if nbytes <= 0:
-        return
-    n = max(nbytes // 4, 1)
-    junk = torch.full((n,), float("nan"), dtype=torch.float32, device=device)
-    del junk
+POISON_COPIES = 2          # blocks of each output's size poisoned before every trial call
+POISON_ONE_COPY_BYTES = 1 << 30
+
+
+def poison(device: str, nbytes: int, sizes: list[int] | tuple = ()) -> None:
+    """Fill soon-to-be-free memory so an output the kernel never wrote fails.
+
+    The caching allocator gives a new tensor the best-fitting free block, so first a few blocks of
+    each reference output's exact byte size (``sizes``) are taken and filled with 0xFF bytes (NaN
+    in every float format, -1 in integers): a stale block that size left by an earlier call — the
+    one the candidate's output would get — is poisoned first. Then one block of ``nbytes`` (twice
+    the outputs) covers outputs allocated after temporaries of other sizes."""
+    for size in sizes:
+        if size > 0:
+            copies = 1 if size > POISON_ONE_COPY_BYTES else POISON_COPIES
+            held = [torch.full((size,), 255, dtype=torch.uint8, device=device) for _ in range(copies)]
+            del held
+    if nbytes > 0:
+        junk = torch.full((max(nbytes // 4, 1),), float("nan"), dtype=torch.float32, device=device)
+        del junk
 
 
 def output_checks(flat: list, structure: str, originals: list, clones: list, model, Tensor, equal, isnan) -> dict:

@@ -191,6 +191,7 @@ def mode_reference(req: dict, out: Path) -> dict:
     plan["trials"] = len(dists)
     _save({k: v.detach().cpu() for k, v in model.state_dict().items()}, out / "state.pt")
     return {"status": WorkerStatus.ok, "seed": seed, "distributions": dists, "output_bytes": plan["output_bytes"],
+            "output_sizes": [o.numel() * o.element_size() for o in outs0 if isinstance(o, torch.Tensor)],
             "structure": structure, "degenerate": degenerate.reason(), "stochastic": stochastic,
             "random": randomness, "plan": plan,
             "parameter_names": [n for n, _ in model.named_parameters()], **_work(task)}
@@ -345,7 +346,7 @@ def mode_run(req: dict, out: Path) -> dict:
         for i in range(len(trials)):
             xs = trials.get(i)          # one trial on the device at a time (a level-1 task: gigabytes)
             clones = [x.clone() if isinstance(x, torch.Tensor) else x for x in xs]
-            guards.poison(device, req.get("poison_bytes", 0))
+            guards.poison(device, req.get("poison_bytes", 0), req.get("poison_sizes") or ())
             seed_call(call_seed(req["seed"], i), device)    # as before the reference's call on these inputs
             t_call = _clock()
             result = model(*clones)
