@@ -5,8 +5,11 @@ so the evaluator plans its trials from the task's measured footprint instead of 
 storing everything:
 
 - **inputs**: ``stored`` (one file per trial in the reference cache, memory-mapped by each worker)
-  when they are small, else ``seeds``: every worker regenerates trial i from its seed, on the
-  device (``torch.device(device)`` around ``get_inputs()``), so nothing is written;
+  when they are small (on a GPU at most ``DEVICE_COMPARE_BYTES`` per trial), else ``seeds``: every
+  worker regenerates trial i from its seed, on the device (``torch.device(device)`` around
+  ``get_inputs()``), so nothing is written; the reference worker checks that a second draw of
+  trial 0 is identical (a get_inputs() drawing from numpy or the clock is refused). On a GPU the
+  reference draws every trial there, stored or not;
 - **outputs**: ``stored`` (one file per trial) when they fit the disk budget (and, on a GPU, are
   at most ``DEVICE_COMPARE_BYTES`` per trial), else ``recompute``: a trusted reference worker
   recomputes trial i's output and compares the candidate's with it on its device — shared there by
@@ -32,6 +35,8 @@ MARGIN_BYTES = 2 * GB           # CUDA contexts, the L2 flush buffer, the profil
 MARGIN_SHARE = 0.05             # ... and this share of the free memory (allocator fragmentation)
 # On a GPU, outputs above this per trial are compared on the device (handoff.py) rather than written,
 # read back and compared on the host: a reference worker recomputes them, which costs one forward.
+# Inputs above it are drawn again from their seeds on the device by each worker (milliseconds)
+# rather than written by the reference and read back by every worker.
 DEVICE_COMPARE_BYTES = 64 << 20
 
 
@@ -147,7 +152,8 @@ def make_plan(*, input_bytes: int, output_bytes: int, param_bytes: int, peak_byt
     plan = {"input_bytes": input_bytes, "output_bytes": output_bytes, "param_bytes": param_bytes,
             "peak_bytes": peak_bytes, "trials": trials, "disk_free": disk_free, "host_available": host,
             "gpu_free": gpu_free,
-            "inputs": "stored" if trials * input_bytes <= in_cap else "seeds",
+            "inputs": "stored" if trials * input_bytes <= in_cap and not (
+                device.startswith("cuda") and input_bytes > DEVICE_COMPARE_BYTES) else "seeds",
             "outputs": "stored" if trials * output_bytes <= out_cap and not (
                 device.startswith("cuda") and output_bytes > DEVICE_COMPARE_BYTES) else "recompute"}
     plan["generated_on"] = device if (plan["inputs"] == "seeds" and device.startswith("cuda")) else None

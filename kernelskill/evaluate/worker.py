@@ -133,12 +133,9 @@ def mode_reference(req: dict, out: Path) -> dict:
     with torch.no_grad():
         # Inputs too large to store are drawn on the device (seconds on a CPU for gigabytes): their
         # size comes from get_inputs() on the meta device, where nothing is computed.
-        sized = trials_mod.input_bytes_on_meta(task, mod, seed)
-        where = None
-        if sized is not None and cuda:
-            pre = trials_mod.make_plan(input_bytes=sized, output_bytes=0, param_bytes=param_bytes, peak_bytes=0,
-                                       trials=n + 1, device=device, out_dir=out, store_limit=req.get("store_limit"))
-            where = device if pre["inputs"] == "seeds" else None
+        # On a GPU every trial is drawn there, stored or not: get_inputs() of a KernelBench level-1
+        # task draws gigabytes, seconds per trial on one CPU thread (55_conv: 17 s of its 25 s).
+        where = device if cuda else None
         # Trial 0: its footprint and one forward's peak decide the plan.
         first = _to(trials_mod.generate(task, mod, seed, 0, where), device)
         if cuda:
@@ -158,10 +155,19 @@ def mode_reference(req: dict, out: Path) -> dict:
                     "error": f"{task.path}: one reference and one candidate forward need about {gb(plan['needs_bytes'])} "
                              f"of GPU memory and {device} has {gb(plan['gpu_free'])} free; use a smaller preset or "
                              f"--set, or a GPU with more memory"}
-        if plan["generated_on"] and plan["generated_on"] != where:   # regenerated on the device by every worker
-            del first, outs0
-            first = trials_mod.generate(task, mod, seed, 0, device)
-            outs0, structure = _seeded_call(model, first, device, call_seed(seed, 0), cpu=False)
+        if plan["inputs"] == "seeds":
+            # Every worker draws these again from their seeds: they must come out the same.
+            again = trials_mod.generate(task, mod, seed, 0, plan["generated_on"])
+            same = len(again) == len(first) and all(
+                _equal(a, b) if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) else a == b
+                for a, b in zip(_to(again, device), first))
+            del again
+            if not same:
+                return {"status": WorkerStatus.task_error, "plan": plan,
+                        "error": f"{task.path}: get_inputs() returns different tensors under the same torch seed, and "
+                                 f"its inputs are too large to store for every trial; draw them with torch's "
+                                 f"random functions (not numpy's or Python's), or lower the sizes with --set"}
+        draw_on = plan["generated_on"] or where
         dists, finite, degenerate = [], True, guards.DegenerateCheck()
 
         def keep(i: int, xs: list, outs: list, dist: str) -> None:
@@ -174,14 +180,14 @@ def mode_reference(req: dict, out: Path) -> dict:
         for i in range(n):
             xs, outs = (first, outs0) if i == 0 else (None, None)
             if i:
-                xs = _to(trials_mod.generate(task, mod, seed, i, plan["generated_on"]), device)
+                xs = _to(trials_mod.generate(task, mod, seed, i, draw_on), device)
                 outs, _ = _seeded_call(model, xs, device, call_seed(seed, i), cpu=False)
             finite &= all(bool(torch.isfinite(o).all()) for o in outs if isinstance(o, torch.Tensor))
             degenerate.add(outs)
             keep(i, xs, outs, "task")
             if i:
                 del xs, outs
-        signed = trials_mod.signed_variant(first, seed + trials_mod.SIGNED_OFFSET, plan["generated_on"])
+        signed = trials_mod.signed_variant(first, seed + trials_mod.SIGNED_OFFSET, draw_on)
         outs, _ = _seeded_call(model, signed, device, call_seed(seed, n), cpu=False)
         # Only a distribution on which the reference stays finite says anything.
         if not finite or all(bool(torch.isfinite(o).all()) for o in outs if isinstance(o, torch.Tensor)):
