@@ -64,8 +64,12 @@ def test_the_signed_trial_is_drawn_in_place_and_can_consume_its_source():
     # (rand * 2 - 1) took four copies and ran the run worker out of memory on an H100.
     from kernelskill.evaluate.trials import signed_variant
     x = [torch.rand(50, 7), torch.randn(9), torch.arange(4), 3.0]
+    # The formula it always had, temporaries and all: a uniform draw for every float input, then a
+    # normal one for inputs that were signed already.
     g = torch.Generator().manual_seed(11)
-    want = [torch.rand(50, 7, generator=g) * 2 - 1, torch.randn(9, generator=g) * 2.0]
+    want = [torch.rand(50, 7, generator=g) * 2 - 1]
+    torch.rand(9, generator=g)
+    want.append(torch.randn(9, generator=g) * 2.0)
     kept = signed_variant(list(x), 11)
     assert torch.equal(kept[0], want[0]) and torch.equal(kept[1], want[1])      # the same numbers as ever
     assert torch.equal(kept[2], x[2]) and kept[3] == 3.0

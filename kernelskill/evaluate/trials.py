@@ -61,9 +61,13 @@ def signed_variant(inputs: list, seed: int, device: str | None = None, consume: 
             nonneg, shape, dtype = bool(x.min() >= 0), x.shape, x.dtype
             if consume:
                 inputs[k] = x = None
+            # Always the uniform draw first, then the normal one where it is used: the numbers each
+            # seed gives stay what they have been (a task's trials are part of what its tests saw).
+            y = torch.rand(shape, generator=g, dtype=torch.float32, device=dev)
             if nonneg:
-                y = torch.rand(shape, generator=g, dtype=torch.float32, device=dev).mul_(2).sub_(1)
+                y.mul_(2).sub_(1)
             else:
+                del y
                 y = torch.randn(shape, generator=g, device=dev).mul_(2.0)
             out.append(y.to(dtype))
         else:
