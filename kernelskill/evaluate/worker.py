@@ -122,13 +122,23 @@ def mode_reference(req: dict, out: Path) -> dict:
     inputs and outputs are written to their own file, or not at all when they are regenerated from
     seeds / recomputed on demand. Trial 0 is kept for the randomness checks."""
     device = _setup(req)
+    cost, t = {}, _clock()
+
+    def took(step: str) -> None:        # where the reference's seconds go: meta["plan"]["cost_s"]
+        nonlocal t
+        now = _clock()
+        cost[step] = round(cost.get(step, 0.0) + now - t, 3)
+        t = now
+
     task = _load_task(req)
     mod = task.module()
     init = task.init_inputs(mod)
     seed, n = req["seed"], req["trials"]
     cuda = device.startswith("cuda")
+    took("load")
     torch.manual_seed(seed)
     model = task.build_model(mod, init=init).to(device)
+    took("model")
     param_bytes = trials_mod.nbytes(list(model.state_dict().values()))
     with torch.no_grad():
         # Inputs too large to store are drawn on the device (seconds on a CPU for gigabytes): their
@@ -146,6 +156,7 @@ def mode_reference(req: dict, out: Path) -> dict:
         with task.error_context("Model.forward", passing=(torch.OutOfMemoryError,)):
             outs0, structure = _seeded_call(model, first, device, call_seed(seed, 0), cpu=False)
         peak = (torch.cuda.max_memory_allocated() - base) if cuda else 0
+        took("first_call")
         plan = trials_mod.make_plan(input_bytes=trials_mod.nbytes(first), output_bytes=trials_mod.nbytes(outs0),
                                     param_bytes=param_bytes, peak_bytes=peak, trials=n + 1, device=device,
                                     out_dir=out, rotate=int(req.get("rotate", 3)), store_limit=req.get("store_limit"))
@@ -169,6 +180,7 @@ def mode_reference(req: dict, out: Path) -> dict:
                                  f"random functions (not numpy's or Python's), or lower the sizes with --set"}
         draw_on = plan["generated_on"] or where
         dists, finite, degenerate = [], True, guards.DegenerateCheck()
+        took("plan")
 
         def keep(i: int, xs: list, outs: list, dist: str) -> None:
             dists.append(dist)
@@ -193,14 +205,19 @@ def mode_reference(req: dict, out: Path) -> dict:
         if not finite or all(bool(torch.isfinite(o).all()) for o in outs if isinstance(o, torch.Tensor)):
             keep(n, signed, outs, "signed")
         del signed, outs
+        took("trials")
         stochastic, randomness = reference_randomness(model, first, outs0, device, seed, task.tolerance)
+        took("randomness")
     plan["trials"] = len(dists)
     _save({k: v.detach().cpu() for k, v in model.state_dict().items()}, out / "state.pt")
+    work = _work(task)
+    took("state_and_work")
+    plan["cost_s"] = cost
     return {"status": WorkerStatus.ok, "seed": seed, "distributions": dists, "output_bytes": plan["output_bytes"],
             "output_sizes": [o.numel() * o.element_size() for o in outs0 if isinstance(o, torch.Tensor)],
             "structure": structure, "degenerate": degenerate.reason(), "stochastic": stochastic,
             "random": randomness, "plan": plan,
-            "parameter_names": [n for n, _ in model.named_parameters()], **_work(task)}
+            "parameter_names": [n for n, _ in model.named_parameters()], **work}
 
 
 def reference_randomness(model, xs: list, first: list, device: str, seed: int, tol: tuple) -> tuple[str, str]:
