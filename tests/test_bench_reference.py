@@ -66,6 +66,12 @@ def test_every_task_gets_its_verdict_eager_time_floor_and_op_classes(first):
     s = doc["summary"]
     assert s["statuses"] == {"ok": 2, "stochastic": 1, "task_error": 1}
     assert sum(s["bottlenecks"].values()) >= 2 and s["job_seconds"] > 0
+    # Where the evaluation seconds went, by step, the largest first; the summary line names the top three.
+    steps = s["phase_seconds"]
+    assert {"reference", "run", "time"} <= set(steps) and list(steps.values()) == sorted(steps.values(), reverse=True)
+    assert 0 < sum(steps.values()) <= s["job_seconds"] + 1
+    from kernelskill.bench.report import reference_line
+    assert f"evaluation ({list(steps)[0]} " in reference_line(s)
     assert "[4/4]" in stderr
 
 

@@ -407,7 +407,8 @@ def solution_row(p: TaskPlan, job, rec: dict) -> dict:
            "flags": res.get("flags", []), "message": rec.get("message", ""), "seconds": rec.get("seconds"),
            "device": rec.get("device"), "floor_ms": (prof.get("roofline") or {}).get("floor_ms"),
            "eager_fraction": (prof.get("roofline") or {}).get("eager_fraction"),
-           "bottleneck": prof.get("bottleneck"), "op_classes": rec.get("op_classes")}
+           "bottleneck": prof.get("bottleneck"), "op_classes": rec.get("op_classes"),
+           "phases": res.get("phases") or {}}
     if job.kind == "optimize":
         row.update({k: rec.get(k) for k in ("run_dir", "attempts", "reason", "tokens", "usd")})
     return row
@@ -495,6 +496,12 @@ def summarize(rows: list[dict]) -> dict:
     out["bottlenecks"] = {b: sum(r.get("bottleneck") == b for r in rows)
                           for b in sorted({r["bottleneck"] for r in rows if r.get("bottleneck")})}
     out["job_seconds"] = round(sum(s.get("seconds") or 0.0 for r in rows for s in r["solutions"]), 1)
+    # Where those seconds went, by the evaluator's steps (EvalResult.phases), summed over the jobs.
+    steps: dict[str, float] = {}
+    for sol in (s for r in rows for s in r["solutions"]):
+        for step, sec in (sol.get("phases") or {}).items():
+            steps[step] = steps.get(step, 0.0) + sec
+    out["phase_seconds"] = {k: round(v, 1) for k, v in sorted(steps.items(), key=lambda kv: -kv[1])}
     sols = [s for r in rows for s in r["solutions"]]
     honest = [s for s in sols if s["expected"] == "ok"]
     out["verdicts"] = {"solutions": len(sols), "as_expected": sum(s["as_expected"] for s in sols),

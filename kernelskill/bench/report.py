@@ -81,7 +81,12 @@ def reference_line(s: dict) -> str:
         text += f" · torch.compile faster than eager on {c['faster']} of {c['n']} (geomean {_x(c['geomean'])})"
     if s.get("bottlenecks"):
         text += " · " + ", ".join(f"{k} {v}" for k, v in s["bottlenecks"].items())
-    return text + f" · {s.get('job_seconds', 0):.0f} s of evaluation"
+    text += f" · {s.get('job_seconds', 0):.0f} s of evaluation"
+    steps = s.get("phase_seconds") or {}
+    total = sum(steps.values())
+    if total > 0:
+        text += " (" + ", ".join(f"{k} {v / total:.0%}" for k, v in list(steps.items())[:3]) + ")"
+    return text
 
 
 def _short(text: str, n: int = 90) -> str:
