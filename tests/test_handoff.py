@@ -17,13 +17,45 @@ def good(**over) -> dict:
     return {**d, **over}
 
 
-def test_cpu_tensors_and_subclasses_are_not_shared():
+def test_what_is_not_a_plain_tensor_on_the_workers_device_is_not_shared():
     class Sub(torch.Tensor):
         pass
-    assert handoff.describe([torch.zeros(3)]) is None
-    assert handoff.describe([torch.zeros(3).as_subclass(Sub)]) is None
-    assert handoff.describe([1.0]) is None
-    assert handoff.describe([]) == []
+    assert handoff.describe([torch.zeros(3)], device="cuda") is None          # on the CPU, for a GPU worker
+    assert handoff.describe([torch.zeros(3).as_subclass(Sub)], device="cpu") is None
+    assert handoff.describe([1.0], device="cpu") is None
+    assert handoff.describe([], device="cpu") == []
+
+
+def test_a_cpu_output_opens_in_another_process_as_the_same_memory(tmp_path):
+    # The reference worker is another process: share in a child, open here, see its numbers.
+    import json
+    import subprocess
+    import sys
+    script = tmp_path / "share.py"
+    script.write_text(
+        "import json, sys, torch\n"
+        "from kernelskill.evaluate import handoff\n"
+        "x = torch.arange(24, dtype=torch.float32).reshape(4, 6)\n"
+        "outs = [x.t(), torch.tensor([7, 8], dtype=torch.int64), torch.empty(0, 3)]\n"
+        "print(json.dumps(handoff.describe(outs, device='cpu')), flush=True)\n"
+        "sys.stdin.readline()          # held until the other side has read it, as the worker does\n")
+    child = subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        desc = json.loads(child.stdout.readline())
+        assert desc[0]["device"] == "cpu" and desc[0]["stride"] == [1, 6]         # a transposed view, as it was
+        got = handoff.open_outputs(desc, "cpu")
+        assert torch.equal(got[0], torch.arange(24, dtype=torch.float32).reshape(4, 6).t())
+        assert torch.equal(got[1], torch.tensor([7, 8])) and got[2].shape == (0, 3)
+        # A view past the end of the shared memory is refused, not read.
+        with pytest.raises(handoff.Unreadable):
+            handoff.open_outputs([{**desc[1], "size": [1000]}], "cpu")
+        with pytest.raises(handoff.Unreadable, match="not torch's shared memory"):
+            handoff.open_outputs([{**desc[1], "name": "/etc/passwd"}], "cpu")
+        with pytest.raises(handoff.Unreadable, match="opened on cuda"):
+            handoff.open_outputs([desc[1]], "cuda:0")
+        del got
+    finally:
+        child.communicate("done\n", timeout=60)
 
 
 @pytest.mark.parametrize("bad, why", [

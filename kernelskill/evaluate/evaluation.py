@@ -277,7 +277,8 @@ class Evaluation:
             verify.memory_plan = {**meta["plan"], "summary": describe(meta["plan"])}
             if meta["plan"].get("outputs") == "recompute" and self.trials is not None:
                 # How the candidate's outputs reached the comparison: shared on the GPU, or as files.
-                verify.memory_plan["handoff"] = "cuda-ipc" if self.trials.shared else "file"
+                verify.memory_plan["handoff"] = ("file" if not self.trials.shared else
+                                                 "cuda-ipc" if self.device.startswith("cuda") else "shared-memory")
         if meta.get("random"):
             flags.append(verdict.random_reference_flag(meta["random"]))
         timing = self.reply.timing

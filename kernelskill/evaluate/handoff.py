@@ -1,21 +1,24 @@
-"""Outputs handed from the candidate's worker to the trusted reference worker on the GPU itself.
+"""Outputs handed from the candidate's worker to the trusted reference worker in memory, not files.
 
 A KernelBench level-1 task as shipped returns gigabytes per call (19_ReLU: 6.4 GB). Writing each
 trial's outputs to a file and reading them back on the reference worker's device took most of an
 evaluation (38 s of trials and 13 s + 25 s for the timed outputs on an H100, docs/bench.md). Here
-the candidate's worker shares its output tensors through CUDA IPC instead: it writes a small JSON
-description (``describe``), the reference worker opens the same device memory (``open_outputs``)
+the candidate's worker shares its output tensors instead — on a GPU through CUDA IPC (the same
+device memory), on a CPU through shared memory (torch's file-system sharing) — and writes a small
+JSON description (``describe``); the reference worker opens the same memory (``open_outputs``)
 and compares it in place, and the candidate's worker keeps the tensors alive until the parent
-acknowledges the comparison. Nothing crosses to the host.
+acknowledges the comparison. On a GPU nothing crosses to the host.
 
 The description comes from a process that ran candidate code, so it is plain JSON (never pickle),
 every field is checked, and the tensor view is bounds-checked against the shared storage by
 ``Tensor.set_``. A handle that does not open is the candidate's output failing to be read: the
 parent flags it as it flags outputs that are not plain tensors. Where a tensor cannot be shared
-(not a plain CUDA tensor, memory from outside torch's allocator), ``describe`` returns None and the
-worker writes the file as before.
+(a subclass, memory from outside torch's allocator, another device), ``describe`` returns None
+and the worker writes the file as before.
 """
 from __future__ import annotations
+
+import os
 
 import torch
 
@@ -25,30 +28,44 @@ DTYPES = {str(d).removeprefix("torch."): d for d in (
     torch.int8, torch.uint8, torch.bool, torch.complex64, torch.complex128)}
 
 
-def describe(tensors: list, plain=torch.Tensor) -> list[dict] | None:
-    """JSON-able descriptions of CUDA tensors shared through IPC; None when any cannot be shared.
+def describe(tensors: list, plain=torch.Tensor, device: str = "cuda") -> list[dict] | None:
+    """JSON-able descriptions of tensors shared with another process; None when any cannot be.
 
     ``plain``: the Tensor class as captured before candidate code was imported (a subclass is
-    never shared: the parent's checks flag it from the file)."""
+    never shared: the parent's checks flag it from the file). ``device``: the worker's; a tensor
+    on another device type goes through the file, as before."""
     out = []
+    kind = torch.device(device).type
     for t in tensors:
-        if type(t) is not plain or not t.is_cuda or t.layout != torch.strided or t.is_nested \
-                or str(t.dtype).removeprefix("torch.") not in DTYPES:
+        if type(t) is not plain or t.layout != torch.strided or t.is_nested \
+                or t.device.type != kind or str(t.dtype).removeprefix("torch.") not in DTYPES:
             return None
+        view = {"dtype": str(t.dtype).removeprefix("torch."), "size": list(t.shape)}
         if t.numel() == 0:
-            out.append({"empty": True, "dtype": str(t.dtype).removeprefix("torch."), "size": list(t.shape)})
+            out.append({**view, "empty": True})
             continue
+        view.update(stride=list(t.stride()), offset=int(t.storage_offset()))
         try:
-            (device, handle, size_bytes, offset_bytes, ref_handle, ref_offset,
-             event, event_sync) = t.detach().untyped_storage()._share_cuda_()
+            if t.is_cuda:
+                (device, handle, size_bytes, offset_bytes, ref_handle, ref_offset,
+                 event, event_sync) = t.detach().untyped_storage()._share_cuda_()
+                out.append({**view, "device": int(device), "handle": bytes(handle).hex(),
+                            "size_bytes": int(size_bytes), "offset_bytes": int(offset_bytes),
+                            "ref_handle": bytes(ref_handle).hex() if ref_handle else None,
+                            "ref_offset": int(ref_offset or 0), "event": bytes(event).hex() if event else None,
+                            "event_sync": bool(event_sync)})
+            else:
+                t.share_memory_()          # into shared memory, in place (a copy, in memory: no file)
+                manager, name, size_bytes = t.untyped_storage()._share_filename_cpu_()
+                out.append({**view, "device": "cpu", "manager": _text(manager), "name": _text(name),
+                            "size_bytes": int(size_bytes)})
         except Exception:  # noqa: BLE001 — memory torch cannot share (foreign allocator, …): use a file
             return None
-        out.append({"dtype": str(t.dtype).removeprefix("torch."), "size": list(t.shape), "stride": list(t.stride()),
-                    "offset": int(t.storage_offset()), "device": int(device), "handle": bytes(handle).hex(),
-                    "size_bytes": int(size_bytes), "offset_bytes": int(offset_bytes),
-                    "ref_handle": bytes(ref_handle).hex() if ref_handle else None, "ref_offset": int(ref_offset or 0),
-                    "event": bytes(event).hex() if event else None, "event_sync": bool(event_sync)})
     return out
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 class Unreadable(Exception):
@@ -88,6 +105,9 @@ def open_outputs(descs, device: str) -> list[torch.Tensor]:
             out.append(torch.empty(size, dtype=dtype, device=dev))
             continue
         stride = _ints(d.get("stride"), f"output {i}: stride")
+        if d.get("device") == "cpu" or dev.type == "cpu":
+            out.append(_open_cpu(i, d, dtype, size, stride, dev))
+            continue
         nums = [d.get(k) for k in ("offset", "device", "size_bytes", "offset_bytes", "ref_offset")]
         if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in nums):
             raise Unreadable(f"output {i}: offsets and sizes must be non-negative integers")
@@ -103,6 +123,30 @@ def open_outputs(descs, device: str) -> list[torch.Tensor]:
                                                             ref_offset, event, bool(d.get("event_sync")))
             t = torch.empty((0,), dtype=dtype, device=dev).set_(storage, offset, size, stride)
         except Exception as e:  # noqa: BLE001 — a handle that does not open, a view past the storage
-            raise Unreadable(f"output {i}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]) from None
+            raise Unreadable(_why(i, e)) from None
         out.append(t)
     return out
+
+
+def _why(i: int, e: Exception) -> str:
+    first = str(e).splitlines()[0] if str(e) else ""
+    return f"output {i}: {type(e).__name__}: {first}"[:300]
+
+
+def _open_cpu(i: int, d: dict, dtype, size: list[int], stride: list[int], dev) -> torch.Tensor:
+    """A CPU output shared through torch's file-system sharing (its manager and the memory's name)."""
+    if d.get("device") != "cpu" or dev.type != "cpu":
+        raise Unreadable(f"output {i}: shared on {d.get('device')!r}, opened on {dev}")
+    offset, size_bytes = d.get("offset"), d.get("size_bytes")
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (offset, size_bytes)):
+        raise Unreadable(f"output {i}: offsets and sizes must be non-negative integers")
+    manager, name = d.get("manager"), d.get("name")
+    if not (isinstance(name, str) and name.startswith("/torch_") and "/" not in name[1:]
+            and isinstance(manager, str) and os.path.basename(manager) == "manager.sock"
+            and os.path.basename(os.path.dirname(manager)).startswith("torch-shm-dir")):
+        raise Unreadable(f"output {i}: not torch's shared memory")
+    try:
+        storage = torch.UntypedStorage._new_shared_filename_cpu(manager.encode(), name.encode(), size_bytes)
+        return torch.empty((0,), dtype=dtype).set_(storage, offset, size, stride)
+    except Exception as e:  # noqa: BLE001 — memory that does not open, a view past the storage
+        raise Unreadable(_why(i, e)) from None

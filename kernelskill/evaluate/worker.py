@@ -363,8 +363,10 @@ def mode_run(req: dict, out: Path) -> dict:
     t0 = _clock()
     model, aligned = _candidate_model(module, init, state, req, device)
     checks, sets = [], []
-    # The memory plan's large outputs: compared on the GPU by the reference worker (handoff.py).
-    on_gpu = device.startswith("cuda") and (meta.get("plan") or {}).get("outputs") == "recompute"
+    # The memory plan's large outputs: compared by the reference worker in the memory they are in
+    # (the GPU's through CUDA IPC, a CPU's shared), not written (handoff.py).
+    shares = (meta.get("plan") or {}).get("outputs") == "recompute"
+    cuda = device.startswith("cuda")
     with torch.no_grad():
         for i in range(len(trials)):
             xs = trials.get(i)          # one trial on the device at a time (a level-1 task: gigabytes)
@@ -381,12 +383,13 @@ def mode_run(req: dict, out: Path) -> dict:
             # One file per trial, complete when it appears: the parent compares trial i while
             # this process runs trial i + 1. Outputs too large to store stay on the GPU: shared
             # with the reference worker, held until the parent says they were compared.
-            shared = handoff.describe(flat, _Tensor) if on_gpu else None
+            shared = handoff.describe(flat, _Tensor, device) if shares else None
             if shared is not None:
                 # The reference worker recomputes this trial beside us: what this process holds
                 # beyond the outputs (the clones, the poison, the forward's temporaries) goes back.
                 del clones, result
-                torch.cuda.empty_cache()
+                if cuda:
+                    torch.cuda.empty_cache()
                 _write_json_atomic(out / f"cand_ipc_{i}.json", {"outputs": shared})
                 _await_file(out / f"ack_{i}", req.get("await_timeout", 600))
             else:
@@ -412,9 +415,10 @@ def mode_run(req: dict, out: Path) -> dict:
         timed, rounds = _timing_rounds(models, sets, device, cfg, out, reseed)
         t2 = _clock()
         last = {idx: flatten(o)[0] for idx, o in timed["last_outputs"]["candidate"].items()}
-        shared = {str(idx): handoff.describe(o, _Tensor) for idx, o in last.items()} if on_gpu else {}
+        shared = {str(idx): handoff.describe(o, _Tensor, device) for idx, o in last.items()} if shares else {}
         if shared and all(d is not None for d in shared.values()):
-            torch.cuda.empty_cache()     # the timing's cached blocks: the reference worker recomputes now
+            if cuda:
+                torch.cuda.empty_cache()     # the timing's cached blocks: the reference worker recomputes now
             _write_json_atomic(out / "timed_ipc.json", {"sets": shared})
         else:
             shared = {}

@@ -61,6 +61,9 @@ def test_cpp_with_nothing_stored(case):
     plan = r.verify.memory_plan if r.verify else {}
     if r.verify is not None:
         assert (plan["inputs"], plan["outputs"], plan["stored_bytes"]) == ("seeds", "recompute", 0), plan
+        # The outputs were shared with the reference worker in memory, the timed calls' too: the
+        # protocol the GPU's CUDA IPC uses (ack per trial, timed_checked), with nothing written.
+        assert plan["handoff"] == "shared-memory", plan
 
 
 # The same on a GPU: the candidate's outputs are not written but shared with the reference worker
