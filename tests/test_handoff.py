@@ -84,3 +84,13 @@ def test_a_description_that_is_not_plain_data_is_refused_before_anything_opens(b
 def test_an_empty_output_needs_no_handle():
     t, = handoff.open_outputs([{"empty": True, "dtype": "int64", "size": [0, 3]}], "cpu")
     assert t.shape == (0, 3) and t.dtype == torch.int64
+
+
+def test_cpu_outputs_too_large_for_dev_shm_go_through_a_file(monkeypatch):
+    # A tmpfs past its size kills the process that touches the page (SIGBUS): a container's /dev/shm
+    # of 64 MB must never be filled with a candidate's outputs; they take the file instead.
+    import os
+    from types import SimpleNamespace
+    monkeypatch.setattr(os, "statvfs", lambda path: SimpleNamespace(f_bavail=16, f_frsize=4096))   # 64 KB free
+    assert handoff.describe([torch.zeros(1 << 14)], device="cpu") is None                   # 64 KB, twice over: no
+    assert handoff.describe([torch.zeros(1 << 10)], device="cpu") is not None               # 4 KB: yes

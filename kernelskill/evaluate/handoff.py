@@ -36,6 +36,8 @@ def describe(tensors: list, plain=torch.Tensor, device: str = "cuda") -> list[di
     on another device type goes through the file, as before."""
     out = []
     kind = torch.device(device).type
+    if kind == "cpu" and not _shm_room(tensors):
+        return None
     for t in tensors:
         if type(t) is not plain or t.layout != torch.strided or t.is_nested \
                 or t.device.type != kind or str(t.dtype).removeprefix("torch.") not in DTYPES:
@@ -62,6 +64,18 @@ def describe(tensors: list, plain=torch.Tensor, device: str = "cuda") -> list[di
         except Exception:  # noqa: BLE001 — memory torch cannot share (foreign allocator, …): use a file
             return None
     return out
+
+
+def _shm_room(tensors: list) -> bool:
+    """Whether /dev/shm has room for these CPU tensors, twice over. A tmpfs past its size does not
+    fail when the memory is made but kills the process that touches the page (SIGBUS), and a
+    container's /dev/shm is often 64 MB."""
+    need = sum(t.untyped_storage().nbytes() for t in tensors if isinstance(t, torch.Tensor) and t.device.type == "cpu")
+    try:
+        st = os.statvfs("/dev/shm")
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize >= 2 * need
 
 
 def _text(value) -> str:
