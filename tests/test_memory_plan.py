@@ -110,3 +110,36 @@ def test_inputs_drawn_again_from_seeds_must_come_out_the_same(tmp_path):
         reference(Task.load(path), "cpu", opts)
     # Stored, the same task is fine: every worker reads the very tensors the reference drew.
     assert (reference(Task.load(path), "cpu", Options(device="cpu", timing=None, profile=False)) / "inputs_0.pt").exists()
+
+
+SUBCLASS_ONCE = '''
+import torch
+import torch.nn as nn
+
+
+class Sub(torch.Tensor):
+    pass
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        y = torch.relu(x) * 2.0
+        return y.as_subclass(Sub) if self.calls == 1 else y
+'''
+
+
+def test_a_worker_holding_shared_outputs_is_let_go_once_the_verdict_is_known():
+    # Trial 0's output is a tensor subclass (written to a file, unreadable: flagged); trials 1… are
+    # plain and shared in memory, each held until the parent acknowledges it. The parent compares
+    # nothing more once the verdict is known, but must still let the worker go: before, it waited
+    # for an acknowledgement that never came until its timeout.
+    opts = Options(device="cpu", store_limit=0, timing=None, profile=False, run_timeout=120)
+    r = evaluate(RELU_TASK, Candidate.from_source(SUBCLASS_ONCE), opts=opts)
+    assert r.status == "flagged", (r.status, r.message)
+    assert any(f.startswith("output-type") for f in r.flags), r.flags
+    assert r.phases.get("run", 0) < 60, r.phases

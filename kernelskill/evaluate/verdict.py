@@ -101,20 +101,28 @@ class TrialJudge:
         self.drop = int(meta.get("output_bytes") or 0) > DROP_COMPARED_BYTES
         self.done: dict[int, tuple] = {}
         self.unreadable: str | None = None
-        self.shared = 0              # trials whose outputs came shared on the GPU (handoff.py), not as files
+        self.shared = 0              # trials whose outputs came shared in memory (handoff.py), not as files
+        self.acked: set[int] = set()  # trials whose shared outputs the worker was told it may free
 
     def poll(self, out_dir) -> None:
         """Compare every trial whose outputs have appeared since the last call: a file, or (large
         outputs on a GPU) tensors shared with the reference worker (``cand_ipc_I.json``)."""
         for i in range(len(self.ref_outs)):
-            if i in self.done or self.unreadable is not None:
+            if i in self.done or i in self.acked:
+                continue
+            shared = out_dir / f"cand_ipc_{i}.json"
+            if self.unreadable is not None:          # the verdict is known: nothing more is compared,
+                if shared.exists():                  # but a worker holding shared outputs is let go
+                    self.acked.add(i)
+                    write_atomic(out_dir / f"ack_{i}", "not compared")
                 continue
             if (out_dir / f"cand_outputs_{i}.pt").exists():
                 self._compare(out_dir, i, out_dir / f"cand_outputs_{i}.pt")
-            elif self.ref_outs.server is not None and (out_dir / f"cand_ipc_{i}.json").exists():
+            elif self.ref_outs.server is not None and shared.exists():
                 self.shared += 1
+                self.acked.add(i)
                 try:
-                    self._compare(out_dir, i, out_dir / f"cand_ipc_{i}.json")
+                    self._compare(out_dir, i, shared)
                 finally:
                     # The worker holds the shared outputs until this: it goes on to the next trial.
                     write_atomic(out_dir / f"ack_{i}", "compared")
