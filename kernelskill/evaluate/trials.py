@@ -84,17 +84,6 @@ def generate(task, mod, seed: int, i: int, on_device: str | None) -> list:
     return task.inputs(mod)
 
 
-def input_bytes_on_meta(task, mod, seed: int) -> int | None:
-    """Bytes of one trial's inputs, from get_inputs() on the meta device (nothing allocated);
-    None when the task's get_inputs() cannot run there."""
-    try:
-        torch.manual_seed(input_seed(seed, 0))
-        with torch.device("meta"):
-            return nbytes(task.inputs(mod))
-    except Exception:  # noqa: BLE001 — a get_inputs() that needs real data: measured for real instead
-        return None
-
-
 def nbytes(xs) -> int:
     return sum(x.numel() * x.element_size() for x in xs if isinstance(x, torch.Tensor))
 

@@ -141,8 +141,6 @@ def mode_reference(req: dict, out: Path) -> dict:
     took("model")
     param_bytes = trials_mod.nbytes(list(model.state_dict().values()))
     with torch.no_grad():
-        # Inputs too large to store are drawn on the device (seconds on a CPU for gigabytes): their
-        # size comes from get_inputs() on the meta device, where nothing is computed.
         # On a GPU every trial is drawn there, stored or not: get_inputs() of a KernelBench level-1
         # task draws gigabytes, seconds per trial on one CPU thread (55_conv: 17 s of its 25 s).
         where = device if cuda else None
