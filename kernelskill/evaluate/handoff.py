@@ -104,7 +104,7 @@ def _hex(value, what: str, optional: bool = False) -> bytes | None:
 
 
 def open_outputs(descs, device: str) -> list[torch.Tensor]:
-    """The tensors ``describe`` shared, opened on ``device`` (this process's GPU). Raises Unreadable."""
+    """The tensors ``describe`` shared, opened on ``device`` (this process's GPU, or the CPU). Raises Unreadable."""
     if not isinstance(descs, list):
         raise Unreadable("the outputs' description is not a list")
     dev = torch.device(device)
