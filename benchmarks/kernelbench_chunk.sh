@@ -8,7 +8,7 @@
 #   echo /.kb/ >> .git/info/exclude; mkdir -p .kb
 #   git --git-dir=<a fetched ScalingIntelligence/KernelBench>/.git archive HEAD KernelBench/level1 \
 #       KernelBench/level2 KernelBench/level3 | tar -x -C .kb
-#   ../shared/scripts/fetch-wheels tomli-w
+#   ../shared/scripts/fetch-wheels tomli-w einops     (einops: level3/48-49 Mamba2 import it)
 # Then with the device tool, carrying .whl and .kb:
 #   bash benchmarks/kernelbench_chunk.sh [SECONDS] [EXECUTOR]
 # SECONDS: the chunk's length (default 540; SIGINT ends it and keeps every finished job);
