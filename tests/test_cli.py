@@ -41,6 +41,10 @@ def test_eval_failure_exit_1_and_readable_summary(cand_file, capsys):
     out = capsys.readouterr().out
     assert code == 1
     assert "incorrect" in out and "worst" in out and "expected" in out
+    # Where the seconds went, by step (the worker's start-up, importing torch, always shows); nothing
+    # was timed.
+    steps = next(line for line in out.splitlines() if line.startswith("  seconds: "))
+    assert "start " in steps and "time " not in steps, steps
 
 
 def test_errors_in_a_candidate_file_name_that_file_and_line(cand_file, tmp_path, monkeypatch, capsys):

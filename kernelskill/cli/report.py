@@ -28,6 +28,9 @@ def print_eval(r: EvalResult, out=print) -> None:
     out(f"{_MARK.get(r.status, '?')} {r.status}: {r.message}")
     out(f"  task {r.task} · candidate {r.candidate_hash[:8]} · backend {r.compile.backend} · device "
         f"{r.env.gpu or r.env.device} · {r.seconds:.1f} s")
+    steps = [(k, v) for k, v in r.phases.items() if v >= 0.05]
+    if steps:       # where those seconds went (EvalResult.phases), the largest first
+        out("  seconds: " + " · ".join(f"{k} {v:.1f}" for k, v in sorted(steps, key=lambda kv: -kv[1])))
     if r.compile.diagnostics or (not r.compile.ok and r.status != Status.stochastic):   # stochastic: never built
         print_compile(r.compile, out=lambda s: out("  " + s))
     v = r.verify
