@@ -122,10 +122,8 @@ def open_outputs(descs, device: str) -> list[torch.Tensor]:
         if d.get("device") == "cpu" or dev.type == "cpu":
             out.append(_open_cpu(i, d, dtype, size, stride, dev))
             continue
-        nums = [d.get(k) for k in ("offset", "device", "size_bytes", "offset_bytes", "ref_offset")]
-        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in nums):
-            raise Unreadable(f"output {i}: offsets and sizes must be non-negative integers")
-        offset, where, size_bytes, offset_bytes, ref_offset = nums
+        offset, where, size_bytes, offset_bytes, ref_offset = _counts(
+            d, ("offset", "device", "size_bytes", "offset_bytes", "ref_offset"), i)
         index = dev.index if dev.index is not None else torch.cuda.current_device()
         if where != index:
             raise Unreadable(f"output {i}: on cuda:{where}, not on this worker's cuda:{index}")
@@ -142,6 +140,14 @@ def open_outputs(descs, device: str) -> list[torch.Tensor]:
     return out
 
 
+def _counts(d: dict, keys: tuple, i: int) -> list[int]:
+    """The description's fields ``keys``, each a non-negative integer, or Unreadable."""
+    values = [d.get(k) for k in keys]
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values):
+        raise Unreadable(f"output {i}: offsets and sizes must be non-negative integers")
+    return values
+
+
 def _why(i: int, e: Exception) -> str:
     first = str(e).splitlines()[0] if str(e) else ""
     return f"output {i}: {type(e).__name__}: {first}"[:300]
@@ -151,9 +157,7 @@ def _open_cpu(i: int, d: dict, dtype, size: list[int], stride: list[int], dev) -
     """A CPU output shared through torch's file-system sharing (its manager and the memory's name)."""
     if d.get("device") != "cpu" or dev.type != "cpu":
         raise Unreadable(f"output {i}: shared on {d.get('device')!r}, opened on {dev}")
-    offset, size_bytes = d.get("offset"), d.get("size_bytes")
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (offset, size_bytes)):
-        raise Unreadable(f"output {i}: offsets and sizes must be non-negative integers")
+    offset, size_bytes = _counts(d, ("offset", "size_bytes"), i)
     manager, name = d.get("manager"), d.get("name")
     if not (isinstance(name, str) and name.startswith("/torch_") and "/" not in name[1:]
             and isinstance(manager, str) and os.path.basename(manager) == "manager.sock"

@@ -17,9 +17,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..vocab import RECHECK_PHASE
 from . import lifeline
 from .build import cache_root, tail
-from ..vocab import RECHECK_PHASE
 from .reply import WorkerReply
 
 _SECRET = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION)", re.I)

@@ -101,7 +101,6 @@ class TrialJudge:
         self.drop = int(meta.get("output_bytes") or 0) > DROP_COMPARED_BYTES
         self.done: dict[int, tuple] = {}
         self.unreadable: str | None = None
-        self.shared = 0              # trials whose outputs came shared in memory (handoff.py), not as files
         self.acked: set[int] = set()  # trials whose shared outputs the worker was told it may free
 
     def poll(self, out_dir) -> None:
@@ -110,28 +109,29 @@ class TrialJudge:
         for i in range(len(self.ref_outs)):
             if i in self.done or i in self.acked:
                 continue
-            shared = out_dir / f"cand_ipc_{i}.json"
-            if self.unreadable is not None:          # the verdict is known: nothing more is compared,
-                if shared.exists():                  # but a worker holding shared outputs is let go
-                    self.acked.add(i)
-                    write_atomic(out_dir / f"ack_{i}", "not compared")
-                continue
-            if (out_dir / f"cand_outputs_{i}.pt").exists():
-                self._compare(out_dir, i, out_dir / f"cand_outputs_{i}.pt")
-            elif self.ref_outs.server is not None and shared.exists():
-                self.shared += 1
+            file, shared = out_dir / f"cand_outputs_{i}.pt", out_dir / f"cand_ipc_{i}.json"
+            if self.ref_outs.server is not None and shared.exists():
                 self.acked.add(i)
                 try:
-                    self._compare(out_dir, i, shared)
+                    if self.unreadable is None:      # once the verdict is known nothing more is compared
+                        self._compare(out_dir, i, shared)
                 finally:
                     # The worker holds the shared outputs until this: it goes on to the next trial.
-                    write_atomic(out_dir / f"ack_{i}", "compared")
+                    write_atomic(out_dir / f"ack_{i}", "done")
+            elif self.unreadable is None and file.exists():
+                self._compare(out_dir, i, file)
+
+    @property
+    def shared(self) -> bool:
+        """Whether the outputs came shared in memory (handoff.py) rather than as files."""
+        return bool(self.acked)
 
     def _compare(self, out_dir, i: int, file) -> None:
         server = self.ref_outs.server
         if server is not None:           # compared on the reference worker's device, not read here
             from ..results import TrialResult
-            ans = server.compare(i, file, seed=self.seeds[i], dist=self.dists[i], atol=self.atol, rtol=self.rtol)
+            ans = server.compare(i, file, key=i if file.suffix == ".json" else None, seed=self.seeds[i],
+                                 dist=self.dists[i], atol=self.atol, rtol=self.rtol)
             if "unreadable" in ans:
                 self.unreadable = f"output-type: the outputs are not plain tensors ({ans['unreadable']})"
                 return

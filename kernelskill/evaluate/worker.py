@@ -364,7 +364,6 @@ def mode_run(req: dict, out: Path) -> dict:
     # The memory plan's large outputs: compared by the reference worker in the memory they are in
     # (the GPU's through CUDA IPC, a CPU's shared), not written (handoff.py).
     shares = (meta.get("plan") or {}).get("outputs") == "recompute"
-    cuda = device.startswith("cuda")
     with torch.no_grad():
         for i in range(len(trials)):
             xs = trials.get(i)          # one trial on the device at a time (a level-1 task: gigabytes)
@@ -381,14 +380,8 @@ def mode_run(req: dict, out: Path) -> dict:
             # One file per trial, complete when it appears: the parent compares trial i while
             # this process runs trial i + 1. Outputs too large to store stay on the GPU: shared
             # with the reference worker, held until the parent says they were compared.
-            shared = handoff.describe(flat, _Tensor, device) if shares else None
-            if shared is not None:
-                # The reference worker recomputes this trial beside us: what this process holds
-                # beyond the outputs (the clones, the poison, the forward's temporaries) goes back.
-                del clones, result
-                if cuda:
-                    torch.cuda.empty_cache()
-                _write_json_atomic(out / f"cand_ipc_{i}.json", {"outputs": shared})
+            del clones, result
+            if shares and _share({str(i): flat}, device, out / f"cand_ipc_{i}.json"):
                 _await_file(out / f"ack_{i}", req.get("await_timeout", 600))
             else:
                 _save_atomic(_cpu([o if isinstance(o, _Tensor) else torch.tensor(float("nan")) for o in flat]),
@@ -396,7 +389,6 @@ def mode_run(req: dict, out: Path) -> dict:
             if dists[i] == "task" and len(sets) < rotate:
                 sets.append(xs)
             del xs, flat
-            clones = result = None
     verify_s = _clock() - t0
     res = {"status": WorkerStatus.ok, "build": compiled["build"], "checks": checks, "aligned": aligned,
            "verify_seconds": verify_s, "pid": os.getpid(), "gpu_uuid": _gpu_uuid(device), "flags_after": guards.flag_changes(before, guards.backend_flags())}
@@ -413,13 +405,8 @@ def mode_run(req: dict, out: Path) -> dict:
         timed, rounds = _timing_rounds(models, sets, device, cfg, out, reseed)
         t2 = _clock()
         last = {idx: flatten(o)[0] for idx, o in timed["last_outputs"]["candidate"].items()}
-        shared = {str(idx): handoff.describe(o, _Tensor, device) for idx, o in last.items()} if shares else {}
-        if shared and all(d is not None for d in shared.values()):
-            if cuda:
-                torch.cuda.empty_cache()     # the timing's cached blocks: the reference worker recomputes now
-            _write_json_atomic(out / "timed_ipc.json", {"sets": shared})
-        else:
-            shared = {}
+        shared = shares and _share({str(idx): o for idx, o in last.items()}, device, out / "timed_ipc.json")
+        if not shared:
             _save({idx: _cpu(o) for idx, o in last.items()}, out / "timed_outputs.pt")
         _write_json_atomic(out / "timed_keys.json", sorted(last))
         t3 = _clock()
@@ -442,6 +429,20 @@ def mode_run(req: dict, out: Path) -> dict:
                                    "profile": round(t4 - t3, 3), "await_recheck": round(_clock() - t4, 3)}
         res["flags_after"] = guards.flag_changes(before, guards.backend_flags())
     return res
+
+
+def _share(sets: dict, device: str, path: Path) -> bool:
+    """Share each set of outputs with the reference worker in the memory they are in (handoff.py):
+    their description, by key, in the JSON file ``path``. False, and nothing written, when one
+    cannot be shared (the caller writes the file instead). On a GPU the cached blocks go back
+    first: the reference worker recomputes beside this process."""
+    described = {key: handoff.describe(outs, _Tensor, device) for key, outs in sets.items()}
+    if any(d is None for d in described.values()):
+        return False
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+    _write_json_atomic(path, {"sets": described})
+    return True
 
 
 def _timing_rounds(models: dict, sets: list, device: str, cfg: TimingConfig, out: Path,
@@ -595,7 +596,8 @@ def mode_refserve(req: dict, out: Path) -> dict:
 
     ``want_I``      trial I's reference outputs (under its call seed) → ``ref_I.pt``
     ``cmp_I_K.json`` {"file", "key", "trial", "seed", "dist", "atol", "rtol"}: a candidate's outputs
-                    (a file the candidate's worker wrote; ``key`` picks one entry of a dict) loaded
+                    (a file the candidate's worker wrote, or its JSON description of outputs shared
+                    in memory; ``key`` picks one entry of a dict, or one set of the description) loaded
                     straight to the device and compared there with trial I's reference outputs
                     → ``res_I_K.json`` (the TrialResult). Gigabytes never cross to the host twice.
     """
@@ -623,10 +625,9 @@ def mode_refserve(req: dict, out: Path) -> dict:
                     i = int(ask["trial"])
                     want, _ = _seeded_call(model, trials.get(i), device, call_seed(req["seed"], i), cpu=False)
                     try:
-                        if ask["file"].endswith(".json"):     # shared on this GPU (handoff.py)
-                            desc = json.loads(Path(ask["file"]).read_text())
-                            desc = desc["sets"][str(ask["key"])] if ask.get("key") is not None else desc["outputs"]
-                            got = handoff.open_outputs(desc, device)
+                        if ask["file"].endswith(".json"):     # shared in memory (handoff.py)
+                            sets = json.loads(Path(ask["file"]).read_text())["sets"]
+                            got = handoff.open_outputs(sets[str(ask["key"])], device)
                         else:
                             got = torch.load(ask["file"], weights_only=True, map_location=device)
                             if ask.get("key") is not None:
