@@ -18,7 +18,9 @@ set -uo pipefail
 seconds=${1:-540}
 executor=${2:-pool}
 : "${OUT:?run this on the GPU machine, where \$OUT is the folder that comes back}"
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
+# The wheels once per machine (a second install beside running tests would swap files under them).
+[ -f /tmp/site/.installed ] || { python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl \
+    && touch /tmp/site/.installed; } || exit 1
 rm -rf /tmp/kb-w && cp -r . /tmp/kb-w && cd /tmp/kb-w || exit 1
 export PYTHONPATH=/tmp/site:/tmp/kb-w KERNELSKILL_CACHE=${KERNELSKILL_CACHE:-/tmp/kscache} PYTHONUNBUFFERED=1
 [ -n "${GPUS:-}" ] && export CUDA_VISIBLE_DEVICES=$GPUS
