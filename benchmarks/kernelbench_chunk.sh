@@ -14,6 +14,9 @@
 # SECONDS: the chunk's length (default 540; SIGINT ends it and keeps every finished job);
 # EXECUTOR: pool (the default: every visible GPU, one timing worker each) or local (one job after
 # another). With GPUS=1 (say) the chunk sees that GPU only, so tests can use another beside it.
+# BASELINE=both adds torch.compile to every task and resumes benchmarks/results/$NAME instead
+# (NAME: kernelbench_h100, or kernelbench_h100_compile with BASELINE=both); LEVELS=2 (say) picks levels.
+# What comes back lies in $OUT/$NAME: results.jsonl, bench.log, report.md, baseline.json.
 set -uo pipefail
 seconds=${1:-540}
 executor=${2:-pool}
@@ -24,13 +27,17 @@ executor=${2:-pool}
 rm -rf /tmp/kb-w && cp -r . /tmp/kb-w && cd /tmp/kb-w || exit 1
 export PYTHONPATH=/tmp/site:/tmp/kb-w KERNELSKILL_CACHE=${KERNELSKILL_CACHE:-/tmp/kscache} PYTHONUNBUFFERED=1
 [ -n "${GPUS:-}" ] && export CUDA_VISIBLE_DEVICES=$GPUS
-mkdir -p /tmp/kbout
-[ -f /tmp/kbout/results.jsonl ] || cp benchmarks/results/kernelbench_h100/results.jsonl /tmp/kbout/
-nvidia-smi -L > "$OUT/gpus.txt"
+baseline=${BASELINE:-eager}
+name=kernelbench_h100; [ "$baseline" = eager ] || name=kernelbench_h100_$baseline
+[ "$baseline" = both ] && name=kernelbench_h100_compile
+out=/tmp/kbout/$name; back=$OUT/$name
+mkdir -p "$out" "$back"
+[ -f "$out/results.jsonl" ] || [ ! -f "benchmarks/results/$name/results.jsonl" ] \
+    || cp "benchmarks/results/$name/results.jsonl" "$out/"
+nvidia-smi -L > "$back/gpus.txt"
 start=$(date +%s)
-timeout -s INT "$seconds" python3 -m kernelskill bench .kb/KernelBench --levels 1,2,3 --reference --device cuda \
-    --executor "$executor" --out /tmp/kbout > "$OUT/bench.log" 2>&1
-echo "bench rc=$? wall=$(( $(date +%s) - start ))s executor=$executor" >> "$OUT/bench.log"
-cp /tmp/kbout/results.jsonl "$OUT/"
-[ -f /tmp/kbout/report.md ] && cp /tmp/kbout/report.md "$OUT/"
-tail -3 "$OUT/bench.log"
+timeout -s INT "$seconds" python3 -m kernelskill bench .kb/KernelBench --levels "${LEVELS:-1,2,3}" --reference \
+    --device cuda --baseline "$baseline" --executor "$executor" --out "$out" > "$back/bench.log" 2>&1
+echo "bench rc=$? wall=$(( $(date +%s) - start ))s executor=$executor" >> "$back/bench.log"
+for f in results.jsonl report.md baseline.json; do [ -f "$out/$f" ] && cp "$out/$f" "$back/"; done
+tail -3 "$back/bench.log"

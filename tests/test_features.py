@@ -208,3 +208,40 @@ def test_requires_gates_only_when_the_structure_is_known():
     assert [s.id for s in book.gate(["matmul"])] == ["x"]              # op classes only: structure unknown
     assert book.gate(["matmul", "gemm-large"]) == []
     assert [s.id for s in book.gate(["matmul", "diagonal"])] == ["x"]
+
+
+def test_consumers_are_indexed_once_not_scanned_per_op(tmp_path):
+    """A recurrent network unrolls to tens of thousands of ops on meta tensors (KernelBench's
+    level3/35_LSTM: 46,105); consumers() scanned every later op per call, so pattern detection
+    was quadratic (225 s of 252 s for that task, and the bench's reference job never finished).
+    Checked by counting: the readers of every op take one pass over the graph, and they are the
+    same as the scan's."""
+    from kernelskill.features import trace
+    src = HEAD + textwrap.dedent(_model("return self.m(xs[0])[0]", "self.m = nn.LSTM(8, 8, num_layers=2)")) \
+        + "\n\ndef get_inputs():\n    return [torch.randn(40, 2, 8)]\n\ndef get_init_inputs():\n    return []\n"
+    (tmp_path / "t.py").write_text(src)
+    graph_holder = {}
+    import kernelskill.patterns as patterns
+    detect = patterns.detect
+    try:
+        patterns.detect = lambda g, tol: graph_holder.setdefault("g", g) and detect(g, tol)
+        trace(Task.load(tmp_path / "t.py"), fallback=False)
+    finally:
+        patterns.detect = detect
+    g = graph_holder["g"]
+    n = len(g.ops)
+    assert n > 1000                                   # unrolled: 40 steps × 2 layers
+    calls = {"inputs_of": 0}
+    inputs_of = g.inputs_of
+
+    def counted(i):
+        calls["inputs_of"] += 1
+        return inputs_of(i)
+    g.inputs_of = counted
+    g._readers_of = -1
+    readers = [g.consumers(i) for i in range(n)]
+    assert calls["inputs_of"] == n                    # one pass, not one per op (n * n / 2 before)
+    g.inputs_of = inputs_of
+    for i in range(0, n, 97):
+        assert readers[i] == [j for j in range(i + 1, n) if i in g.inputs_of(j)]
+    assert any(readers)
