@@ -99,11 +99,11 @@ class Task:
         """Top-level constants as written in the file (before overrides), by name."""
         out = {}
         for node in _tree(self.source, self.path).body:
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            for name in _assigned_names(node):
                 try:
-                    out[node.targets[0].id] = ast.literal_eval(node.value)
+                    out[name] = ast.literal_eval(node.value)
                 except (ValueError, SyntaxError):
-                    out[node.targets[0].id] = ast.unparse(node.value)
+                    out[name] = ast.unparse(node.value)
         return out
 
     def validate_overrides(self) -> None:
@@ -262,20 +262,38 @@ class _Expr(str):
     """An override that is an expression (``torch.float16``), evaluated in the module."""
 
 
+def _assigned_names(node: ast.stmt) -> list[str]:
+    """The names a top-level ``name = value`` or chained ``a = b = value`` statement sets."""
+    if isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets):
+        return [t.id for t in node.targets]
+    return []
+
+
 def _apply_overrides(tree: ast.Module, overrides: dict[str, Any], path: Path) -> ast.Module:
+    body = []
     for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            name = node.targets[0].id
-            if name in overrides:
-                value = overrides[name]
-                text = str(value) if isinstance(value, _Expr) else repr(value)
-                try:
-                    value_node = ast.parse(text, mode="eval").body
-                except SyntaxError:
-                    raise TaskError(f"{path}: override {name}={text!r} is not a Python value") from None
-                for sub in ast.walk(value_node):        # errors of the new value point at the constant's line
-                    ast.copy_location(sub, node.value)
-                node.value = value_node
+        names = _assigned_names(node)
+        hit = [n for n in names if n in overrides]
+        if not hit:
+            body.append(node)
+            continue
+        # A chain (KernelBench's ``height = width = 128``) splits: the names kept share the file's
+        # value, evaluated once as before; each overridden name gets its own statement, same line.
+        kept = [t for t in node.targets if t.id not in overrides]
+        if kept:
+            body.append(ast.copy_location(ast.Assign(targets=kept, value=node.value), node))
+        for name in hit:
+            value = overrides[name]
+            text = str(value) if isinstance(value, _Expr) else repr(value)
+            try:
+                value_node = ast.parse(text, mode="eval").body
+            except SyntaxError:
+                raise TaskError(f"{path}: override {name}={text!r} is not a Python value") from None
+            for sub in ast.walk(value_node):        # errors of the new value point at the constant's line
+                ast.copy_location(sub, node.value)
+            body.append(ast.copy_location(ast.Assign(targets=[ast.copy_location(ast.Name(name, ast.Store()), node)],
+                                                     value=value_node), node))
+    tree.body = body
     return ast.fix_missing_locations(tree)
 
 

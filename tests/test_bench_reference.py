@@ -150,3 +150,22 @@ def test_op_classes_never_run_the_task_for_real(tmp_path):
                                                "return torch.relu(x) * float(x.sum().item() > 0)"))
     assert op_classes(Task.load(RELU_TASK)) == ["elementwise"]
     assert op_classes(Task.load(f)) is None
+
+
+def test_op_classes_come_from_the_reference_workers_trace(tmp_path, monkeypatch):
+    """One trace per task, not two: the reference worker traces the forward for its FLOPs and
+    records the op classes beside them, and the bench row takes them from its cached reply
+    (tracing an unrolled LSTM costs seconds; it was done twice). Here the bench's own tracer is
+    broken: the classes still arrive."""
+    import kernelskill.features as features
+
+    def broken(*a, **k):
+        raise AssertionError("the bench traced the task itself")
+    monkeypatch.setattr(features, "trace", broken)
+    monkeypatch.setenv("KERNELSKILL_CACHE", str(tmp_path / "cache"))     # a reference not cached before
+    (tmp_path / "kb" / "level1").mkdir(parents=True)
+    (tmp_path / "kb" / "level1" / "19_ReLU.py").write_text(RELU_TASK.read_text())
+    code, stdout, _ = bench(str(tmp_path / "kb"), "--reference", "--out", str(tmp_path / "out"), "--json", *FAST)
+    row = rows(last_json(stdout))["level1/19_ReLU"]
+    assert code == 0 and row["status"] == "ok"
+    assert row["op_classes"] == ["elementwise"]

@@ -33,6 +33,37 @@ def test_expression_override():
     assert t.inputs(t.module())[0].shape == (64, 10)
 
 
+def test_a_chained_constant_is_overridden_alone(tmp_path):
+    """KernelBench writes ``height = width = 128`` (level2/16 and others): each name is a constant
+    --set can change by itself; the other keeps the file's value, and a bad value names the line."""
+    path = tmp_path / "chain.py"
+    path.write_text(textwrap.dedent("""\
+        import torch
+        import torch.nn as nn
+
+        class Model(nn.Module):
+            def forward(self, x):
+                return x * 2
+
+        batch = 2
+        height = width = 5
+
+        def get_inputs():
+            return [torch.rand(batch, height, width)]
+
+        def get_init_inputs():
+            return []
+        """))
+    assert Task.load(path).constants == {"batch": 2, "height": 5, "width": 5}
+    t = Task.load(path, overrides={"height": 3})
+    assert t.inputs(t.module())[0].shape == (2, 3, 5)
+    both = Task.load(path, overrides={"height": 3, "width": 4})
+    assert both.inputs(both.module())[0].shape == (2, 3, 4)
+    bad = Task.load(path, overrides={"width": parse_value("undefined_name")})
+    with pytest.raises(TaskError, match=r"chain\.py:9"):
+        bad.module()
+
+
 def test_unknown_override_names_the_constants():
     with pytest.raises(TaskError, match=r"no top-level constant named 'bogus'.*batch_size"):
         Task.load(RELU_TASK, overrides={"bogus": 1})

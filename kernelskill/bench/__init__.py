@@ -167,15 +167,30 @@ class ReferenceJob(_Shippable, _Evaluates):
     def run(self, device: str, threads: int | None) -> dict:
         from ..evaluate.api import profile
         started = time.perf_counter()
-        classes = None
+        classes, task = None, None
         try:
             task = self.load_task()
-            classes = op_classes(task)
-            r = profile(task, None, opts=self._options(device, threads))
+            opts = self._options(device, threads)
+            r = profile(task, None, opts=opts)
             status, message, result = r.status, r.message, r.to_dict()
+            classes = reference_op_classes(task, device, opts)
         except UserError as e:
             status, message, result = _error_status(e), str(e), None
+        if classes is None and task is not None:
+            classes = op_classes(task)
         return {**_record(self, status, message, result, device, threads, started), "op_classes": classes}
+
+
+def reference_op_classes(task: Task, device: str, opts) -> list[str] | None:
+    """The op classes the reference worker traced beside its FLOPs (its cached reply); None when it
+    has none (a reference that failed, or one cached before it recorded them)."""
+    from ..evaluate.api import reference_key
+    from ..evaluate.build import cache_root
+    meta = cache_root() / "ref" / reference_key(task, device, opts) / "meta.json"
+    try:
+        return json.loads(meta.read_text()).get("op_classes")
+    except (OSError, ValueError):
+        return None
 
 
 def op_classes(task: Task) -> list[str] | None:

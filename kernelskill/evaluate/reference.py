@@ -21,10 +21,12 @@ from .build import cache_root
 from .isolation import Cancelled, WorkerOutcome, run_worker
 from .options import Options, mkdir, request, workdir
 
-PROTOCOL = "v9"   # bump when the reference cache's contents change (v5: one file per trial, memory plan;
+PROTOCOL = "v10"   # bump when the reference cache's contents change (v5: one file per trial, memory plan;
 #                  v6: outputs above DEVICE_COMPARE_BYTES on a GPU are recomputed, not stored;
 #                  v7: output_sizes, for the exact-size poison; v8: on a GPU every trial drawn there;
-#                  v9: plan["cost_s"], where the reference worker's seconds went)
+#                  v9: plan["cost_s"], where the reference worker's seconds went;
+#                  v10: a worker on cuda:N sets its device, so the plan's peak memory is GPU N's;
+#                  and op_classes, from the trace that counts the FLOPs)
 
 
 def reference_key(task: Task, device: str, opts: Options) -> str:

@@ -40,7 +40,7 @@ NCU_SATURATED = 60.0      # % of peak at which Nsight Compute calls a unit satur
 # FLOPs or bytes overcount what eager does (an input it reads in part, attention it masks), and
 # raising a device-wide ceiling by it would hide candidates below every other task's floor.
 RAISE_LIMIT = 1.2
-CEILINGS_VERSION = 1
+CEILINGS_VERSION = 2   # 2: measured with the worker on its own device (cuda:N timed GPU 0's stream before)
 
 
 # ---- measuring (runs inside a worker) --------------------------------------------------------

@@ -68,6 +68,12 @@ def _setup(req: dict) -> str:
     threads = req.get("threads")
     if threads:
         torch.set_num_threads(threads)
+    if device.startswith("cuda:"):
+        # The pool names GPUs by index (cuda:N). CUDA events, torch.cuda.synchronize() and the
+        # current stream belong to the current device: left at GPU 0 they bracket none of the work
+        # on GPU N, and the timings were the host's launch times (KernelBench on a 4-GPU H100 pool:
+        # eager below its roofline floor on cuda:1 and cuda:2, 0.00 ms medians with torch.compile).
+        torch.cuda.set_device(torch.device(device))
     torch.backends.cuda.matmul.allow_tf32 = bool(req.get("allow_tf32"))
     torch.backends.cudnn.allow_tf32 = bool(req.get("allow_tf32"))
     limit = req.get("memory_limit")
@@ -248,13 +254,15 @@ def _difference(got: list, want: list, tol: tuple) -> str:
 
 
 def _work(task: Task) -> dict:
-    """FLOPs and compulsory bytes of one forward, traced on meta tensors (nothing computed)."""
+    """FLOPs, compulsory bytes and op classes of one forward, traced on meta tensors (nothing
+    computed); the bench's reference rows take their op classes from here (one trace, not two:
+    a recurrent network's costs seconds)."""
     from kernelskill.features import trace
     try:
         t = trace(task, fallback=False)
     except Exception as e:  # noqa: BLE001 — an op without a meta kernel: no roofline, not a failure
         return {"flops": None, "bytes": None, "work_note": f"FLOPs not traced: {type(e).__name__}: {e}"[:300]}
-    return {"flops": t["flops"], "bytes": t["bytes"]}
+    return {"flops": t["flops"], "bytes": t["bytes"], "op_classes": t["op_classes"]}
 
 
 # ---- candidate ------------------------------------------------------------------------------
