@@ -446,6 +446,44 @@ def test_pool_builds_everything_first_then_shares_the_jobs_between_its_slots():
     assert [rec["device"] for _, rec in make_executor("local", "cpu").map([_Job("a")])] == ["cpu"]
 
 
+def test_a_long_job_is_named_while_it_runs():
+    """Nothing finishes for minutes (a KernelBench LSTM traced on meta tensors held every GPU of
+    a pool for over 200 s and the log stayed silent): after a quiet minute the display names what
+    runs, where, and for how long."""
+    from kernelskill.bench.executors import RUNNING
+    from kernelskill.cli.bench import Progress
+    release, started = threading.Event(), threading.Semaphore(0)
+
+    class Held(_Job):
+        def run(self, device, threads):
+            started.release()
+            assert release.wait(120), "never released"
+            return super().run(device, threads)
+    jobs = [Held("lstm"), Held("gru")]
+    out = io.StringIO()
+    progress = Progress(out)
+    progress.start(2, 0, Path("out/results.jsonl"))
+    records = []
+    consumer = threading.Thread(target=lambda: records.extend(PoolExecutor("cpu", workers=2, jobs=1).map(jobs)))
+    consumer.start()
+    try:
+        for _ in jobs:                                   # both slots hold a job
+            assert started.acquire(timeout=120)
+        running = RUNNING.now()
+        assert sorted(label for label, _, _ in running) == ["gru", "lstm"]
+        assert {device for _, device, _ in running} == {"cpu"} and all(s >= 0 for _, _, s in running)
+        assert not progress.beat(running, now=progress.last_line + 10)      # a quiet 10 s: nothing
+        assert progress.beat(running, now=progress.last_line + 61)
+        line = out.getvalue().splitlines()[-1]
+        assert "running:" in line and "lstm on cpu for" in line and "gru on cpu for" in line, line
+        assert not progress.beat(running, now=progress.last_line + 1)       # printed just now
+    finally:
+        release.set()
+        consumer.join(120)
+    assert sorted(r["key"] for _, r in records) == ["gru", "lstm"]
+    assert RUNNING.now() == []                                              # finished jobs leave it
+
+
 # ---- --optimize against a real chat-completions server ---------------------------------------------------
 
 

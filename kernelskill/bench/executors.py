@@ -15,6 +15,7 @@ that trades timing precision (neighbours share caches and memory bandwidth) for 
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import threading
@@ -63,6 +64,36 @@ def _silent(_: str) -> None:
     pass
 
 
+class Running:
+    """The jobs running now in this process (the local and pool executors), for the progress
+    display: a KernelBench level-3 LSTM can hold a GPU for minutes with nothing else to show."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._jobs: dict[int, tuple[str, str, float]] = {}
+
+    @contextlib.contextmanager
+    def job(self, job: "Job", device: str):
+        token = object()
+        with self._lock:
+            self._jobs[id(token)] = (_label(job), device, time.monotonic())
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._jobs.pop(id(token), None)
+
+    def now(self) -> list[tuple[str, str, float]]:
+        """(job, device, seconds so far) of each running job, the longest-running first."""
+        t = time.monotonic()
+        with self._lock:
+            jobs = list(self._jobs.values())
+        return sorted(((label, device, t - start) for label, device, start in jobs), key=lambda x: -x[2])
+
+
+RUNNING = Running()
+
+
 @dataclass
 class LocalExecutor:
     """One job after another, in this process, on one device."""
@@ -77,7 +108,9 @@ class LocalExecutor:
 
     def map(self, jobs: Sequence[Job], note: Note = _silent) -> Iterator[tuple[Job, dict]]:
         for job in jobs:
-            yield job, job.run(self.device, None)
+            with RUNNING.job(job, self.device):
+                record = job.run(self.device, None)
+            yield job, record
 
 
 @dataclass
@@ -117,7 +150,9 @@ class PoolExecutor:
                 except queue.Empty:
                     return
                 try:
-                    done.put((job, job.run(device, threads)))
+                    with RUNNING.job(job, device):
+                        record = job.run(device, threads)
+                    done.put((job, record))
                 except BaseException as e:   # noqa: BLE001 — handed to the caller's thread, re-raised there
                     done.put((job, e))
                     return

@@ -9,11 +9,12 @@ import csv
 import json
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
 from ..errors import UserError
-from ..bench.executors import _clock
+from ..bench.executors import RUNNING, _clock
 
 EPILOG = """examples:
   kernelskill bench examples                          # the shipped solutions on this machine's device
@@ -57,17 +58,23 @@ class Progress:
         self.slots = max(1, slots)            # jobs that run at once
         self.total = self.done = self.ok = 0
         self.busy = 0.0                       # seconds the finished jobs took, summed
-        self.started = time.monotonic()
+        self.started = self.last_line = time.monotonic()
         self._open = False
+        self._lock = threading.RLock()        # the heartbeat's thread prints too
 
     def start(self, total: int, reused: int, store: Path) -> None:
         self.total, self.started = total, time.monotonic()
+        self.last_line = self.started
         if reused:
             self.note(f"reused {reused} of {reused + total} jobs from {store}; running {total}")
         elif total:
             self.note(f"running {total} jobs")
 
     def __call__(self, job, record: dict) -> None:
+        with self._lock:
+            self._finished(job, record)
+
+    def _finished(self, job, record: dict) -> None:
         self.done += 1
         self.ok += record["status"] == "ok"
         self.busy += record.get("seconds") or 0.0
@@ -86,10 +93,27 @@ class Progress:
             self._open = True
         else:
             print(text, file=self.stream, flush=True)
+        self.last_line = time.monotonic()
 
     def note(self, text: str) -> None:
-        self.close()
-        print(text, file=self.stream, flush=True)
+        with self._lock:
+            self.close()
+            print(text, file=self.stream, flush=True)
+            self.last_line = time.monotonic()
+
+    # A job that runs long leaves the display still: every QUIET seconds without a finished job,
+    # a line names what is running and for how long (the local and pool executors).
+    QUIET = 60.0
+
+    def beat(self, running: list[tuple[str, str, float]], now: float | None = None) -> bool:
+        """Print the running jobs if nothing was printed for QUIET seconds; whether it printed."""
+        now = time.monotonic() if now is None else now
+        if not running or now - self.last_line < self.QUIET:
+            return False
+        jobs = "; ".join(f"{label} on {device} for {_clock(secs)}" for label, device, secs in running[:4])
+        more = f" (+{len(running) - 4} more)" if len(running) > 4 else ""
+        self.note(f"  … {_clock(now - self.started)} elapsed, running: {jobs}{more}")
+        return True
 
     def close(self) -> None:
         if self._open:
@@ -171,6 +195,12 @@ def cmd_bench(args) -> int:
     store = ResultStore(out / "results.jsonl")
     progress = Progress(slots=len(executor.slots()) if executor.name == "pool" else (args.workers or 1))
     started = time.monotonic()
+    quiet = threading.Event()
+
+    def heartbeat() -> None:                 # what runs, when nothing has finished for a minute
+        while not quiet.wait(5.0):
+            progress.beat(RUNNING.now())
+    threading.Thread(target=heartbeat, daemon=True, name="kernelskill-bench-heartbeat").start()
     try:
         records, reused = run(plans, executor, store, fresh=args.fresh, on_result=progress, note=progress.note,
                               on_start=lambda total, reused: progress.start(total, reused, store.path))
@@ -178,6 +208,8 @@ def cmd_bench(args) -> int:
         progress.note(f"interrupted: {progress.done} finished jobs are kept in {store.path}; "
                       f"run the same command again to go on")
         raise
+    finally:
+        quiet.set()
     progress.close()
     rows = task_rows(plans, records)
     doc = {"suite": str(suite), "device": settings.device, "preset": label, "mode": settings.mode,
