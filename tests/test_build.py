@@ -107,21 +107,46 @@ def test_locate_and_parse_gcc_and_nvcc_messages():
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
-def test_cuda_compile_only_check_without_cuda_torch():
+def _compile_only_machine():
     import torch
     if torch.cuda.is_available():
         pytest.skip("this machine runs CUDA; the compile-only path is for machines that cannot")
-    good = Candidate.from_source(CUDA.replace("BROKEN", ""))
+
+
+def _fresh_cuda() -> str:
+    import uuid
+    return CUDA.replace("BROKEN", f"  // {uuid.uuid4().hex}")      # never built: no cached check
+
+
+def test_cuda_compile_only_check_without_cuda_torch():
+    """The check stands in for the GPU's direct build: the light nvcc header made for the source's
+    ops (29 s -> 9 s for this candidate on a 2-core machine), and a typo reported from that first
+    attempt with its line, with no second build."""
+    _compile_only_machine()
+    good = Candidate.from_source(_fresh_cuda())
     assert good.backend == "cuda"
     res = compile(good)
     assert res.ok and res.compile_only, res.diagnostics
+    assert set(res.units) == {"cuda.cu (light header)"}, res.units
     bad = Candidate.from_source(CUDA)
     res = compile(bad)
-    assert not res.ok
+    assert not res.ok and set(res.units) == {"cuda.cu (light header)"}, res.units
     d = next(d for d in res.diagnostics if d.severity == "error")
     assert d.origin == "cuda" and d.file == "candidate"
     assert d.line == CUDA.splitlines().index(next(l for l in CUDA.splitlines() if "BROKEN" in l)) + 1
     assert "BROKEN" in d.source_line or "BROKEN" in d.message
+
+
+@pytest.mark.slow
+def test_the_compile_only_check_falls_back_to_torchs_header_like_the_gpu_build():
+    """A name torch/types.h holds and the light header does not (at::indexing, from
+    ATen/TensorIndexing.h): the check goes again with torch's header (~30 s here), as the build does."""
+    _compile_only_machine()
+    needs_more = _fresh_cuda().replace("int64_t n = x.numel();",
+                                       "auto sl = at::indexing::Slice(0, 1); (void)sl; int64_t n = x.numel();")
+    res = compile(Candidate.from_source(needs_more))
+    assert res.ok and res.compile_only, res.diagnostics
+    assert set(res.units) == {"cuda.cu (light header)", "cuda.cu"}, res.units
 
 
 def test_precompiled_header_is_made_by_one_build_at_a_time(tmp_path):
