@@ -213,9 +213,10 @@ class ModelNew(nn.Module):
     assert r.compile.path == "direct" and len(r.compile.extensions) == 2
 
 
-def test_a_function_declared_but_never_defined_is_a_compile_error_in_torchs_words():
+def test_a_function_declared_but_never_defined_is_a_compile_error_at_its_declaration():
     """The direct build links without complaint (an extension may leave symbols to its loader); its
-    module then fails to load. That goes to torch's build, whose diagnostic names the symbol."""
+    module then fails to load. A function the candidate declares and never defines is its own
+    error, said at once at the declaration's line (torch's build said the same, 20 s later)."""
     src = f'''import torch
 from torch.utils.cpp_extension import load_inline
 SRC = """
@@ -232,8 +233,23 @@ class ModelNew(torch.nn.Module):
         return ext.f(x)
 '''
     res = compile(Candidate.from_source(src))
-    assert not res.ok and res.path == "torch" and "did not load" in res.fallback, res.to_dict()
-    assert any("undefined symbol" in d.message for d in res.diagnostics), res.diagnostics
+    assert not res.ok and res.path == "direct" and not res.fallback, res.to_dict()
+    d = res.diagnostics[0]
+    assert "undefined symbol: g(at::Tensor)" in d.message and "`g` is declared but defined nowhere" in d.message
+    assert d.file == "candidate" and d.line == 6 and d.source_line == "torch::Tensor g(torch::Tensor x);", d
+
+
+def test_a_symbol_the_candidate_does_not_declare_still_goes_to_torchs_build():
+    """Only the candidate's own declarations are judged at once: a missing library symbol (not
+    declared in the sources) is left to torch's build, which may link what this one did not."""
+    from kernelskill.evaluate.build import _declared_never_defined
+    src = "torch::Tensor g(torch::Tensor x);\ntorch::Tensor f(torch::Tensor x) { return g(x); }\n"
+    err = "/b/x.so: undefined symbol: _Z1gN2at6TensorE"
+    assert _declared_never_defined(err, [src], src).line == 1
+    assert _declared_never_defined("/b/x.so: undefined symbol: cublasSgemm_v2", [src + "cublasSgemm_v2(h);"], src) is None
+    defined = src + "torch::Tensor g(torch::Tensor x) { return x; }\n"      # defined: not this cause
+    assert _declared_never_defined(err, [defined], defined) is None
+    assert _declared_never_defined("libfoo.so: cannot open shared object file", [src], src) is None
 
 
 # ---- nvcc: the light header and the two front ends side by side -----------------------------------

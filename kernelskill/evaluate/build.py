@@ -209,10 +209,44 @@ def _direct(unique, build_dir, cpp, cuda, args, kwargs, candidate_source, log: B
     try:
         return toolchain.load(so, p.unique)
     except ImportError as e:
-        # e.g. a symbol declared but defined nowhere: torch's build says so in its own words (and
-        # if this build's module is at fault, torch's build is the one that works)
+        undefined = _declared_never_defined(str(e), cpp + cuda, candidate_source)
+        if undefined is not None:          # the candidate's own: said now, not after torch's build
+            log.diagnostics.append(undefined)
+            log.log_tail = tail(str(e))
+            raise BuildFailed([undefined], str(e)) from None
+        # Anything else: if this build's module is at fault, torch's build is the one that works.
         log.fallback = f"the direct build's module did not load: {str(e)[:200]}"
         return None
+
+
+def _declared_never_defined(error: str, sources: list[str], candidate_source: str) -> Diagnostic | None:
+    """The module did not load for a function the candidate declares and defines nowhere (torch's
+    build says the same, 20 s later): a Diagnostic at the declaration's line; None for any other
+    cause (a library symbol, say, which torch's build may resolve)."""
+    m = re.search(r"undefined symbol: (\S+)", error)
+    if not m:
+        return None
+    try:
+        shown = subprocess.run(["c++filt", m.group(1)], capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    name = re.sub(r"\(.*", "", shown or m.group(1)).split("::")[-1]
+    if not re.fullmatch(r"[A-Za-z_]\w*", name):
+        return None
+    text = re.sub(r"//[^\n]*|/\*.*?\*/", "", "\n".join(sources), flags=re.S)
+    # A declaration: a type before the name at the start of a line, a parameter list, ';' (a call
+    # statement has no type before it; `return g(x);` is not one).
+    declared = re.compile(rf"(?m)^\s*(?!(?:return|throw|else|do|case|new|delete|co_return|co_yield)\b)"
+                          rf"[A-Za-z_][\w:<>,\s*&]*[\s*&]{name}\s*\([^;{{}}]*\)\s*;")
+    if not declared.search(text) or re.search(rf"\b{name}\s*\([^;{{}}]*\)\s*(?:const\s*)?\{{", text):
+        return None
+    diag = Diagnostic("error", f"undefined symbol: {shown or m.group(1)} — `{name}` is declared but defined "
+                      "nowhere in the sources (define it, or link the library that holds it)", origin="link")
+    for i, line in enumerate(candidate_source.splitlines(), 1):
+        if declared.search(line):
+            diag.file, diag.line, diag.source_line = "candidate", i, line
+            break
+    return diag
 
 
 @contextlib.contextmanager
