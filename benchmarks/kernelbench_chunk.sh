@@ -34,10 +34,10 @@ out=/tmp/kbout/$name; back=$OUT/$name
 mkdir -p "$out" "$back"
 [ -f "$out/results.jsonl" ] || [ ! -f "benchmarks/results/$name/results.jsonl" ] \
     || cp "benchmarks/results/$name/results.jsonl" "$out/"
-nvidia-smi -L > "$back/gpus.txt"
+nvidia-smi -L > "$back/bench.log"     # the GPUs first (one command brings back 8 files at most)
 start=$(date +%s)
 timeout -s INT "$seconds" python3 -m kernelskill bench .kb/KernelBench --levels "${LEVELS:-1,2,3}" --reference \
-    --device cuda --baseline "$baseline" --executor "$executor" --out "$out" > "$back/bench.log" 2>&1
+    --device cuda --baseline "$baseline" --executor "$executor" --out "$out" >> "$back/bench.log" 2>&1
 echo "bench rc=$? wall=$(( $(date +%s) - start ))s executor=$executor" >> "$back/bench.log"
 for f in results.jsonl report.md baseline.json; do [ -f "$out/$f" ] && cp "$out/$f" "$back/"; done
 tail -3 "$back/bench.log"
