@@ -127,7 +127,7 @@ class Graph:
                 for p in dict.fromkeys(self.inputs_of(j)):
                     readers.setdefault(p, []).append(j)
             self._readers, self._readers_of = readers, len(self.ops)
-        return [j for j in self._readers.get(i, ()) if j > i]
+        return list(self._readers.get(i, ()))
 
 
 def _flat(xs) -> list:

@@ -184,9 +184,8 @@ class ReferenceJob(_Shippable, _Evaluates):
 def reference_op_classes(task: Task, device: str, opts) -> list[str] | None:
     """The op classes the reference worker traced beside its FLOPs (its cached reply); None when it
     has none (a reference that failed, or one cached before it recorded them)."""
-    from ..evaluate.api import reference_key
-    from ..evaluate.build import cache_root
-    meta = cache_root() / "ref" / reference_key(task, device, opts) / "meta.json"
+    from ..evaluate.api import reference_dir
+    meta = reference_dir(task, device, opts) / "meta.json"
     try:
         return json.loads(meta.read_text()).get("op_classes")
     except (OSError, ValueError):

@@ -23,10 +23,10 @@ from .compiling import check_triton, compile, user_paths
 from .evaluation import Evaluation
 from .isolation import run_worker
 from .options import BASELINES, Options, request, resolve, resolve_device, worker_threads, workdir
-from .reference import PROTOCOL, RefServer, reference, reference_key, reference_server
+from .reference import PROTOCOL, RefServer, reference, reference_dir, reference_key, reference_server
 
 __all__ = ["BASELINES", "PROTOCOL", "Options", "RefServer", "ceilings", "check_triton", "compile", "evaluate",
-           "machine", "profile", "reference", "reference_key", "reference_server", "resolve_device",
+           "machine", "profile", "reference", "reference_dir", "reference_key", "reference_server", "resolve_device",
            "store_raised_ceiling", "user_paths", "verify"]
 
 

@@ -400,27 +400,26 @@ def _compile_only(build_dir: Path, cuda: list[str], kwargs: dict, candidate_sour
     if not (cuda_inc / "cusparse.h").exists():
         includes.append(str(STUB_DIR))
     arch = os.environ.get("KERNELSKILL_COMPILE_ARCH", "sm_90")
-    cmd = [str(nvcc), "-std=c++17", f"-arch={arch}", "-c", str(src), "-o", str(build_dir / "cuda.o"),
-           "-Xcompiler", "-fPIC", "-DTORCH_EXTENSION_NAME=" + build_dir.name, "-D__CUDA_NO_HALF_OPERATORS__",
-           "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__",
-           *[f"-I{p}" for p in includes], *(kwargs.get("extra_cuda_cflags") or [])]
-    if not os.environ.get("KERNELSKILL_NVCC_SERIAL"):
-        cmd[0:0] = [sys.executable, str(toolchain.NVCC_PHASES)]      # the two front ends side by side
+    nvcc_cmd = [*([sys.executable, str(toolchain.NVCC_PHASES)] if not os.environ.get("KERNELSKILL_NVCC_SERIAL") else []),
+                str(nvcc)]                                  # by default the two front ends side by side
 
     def check(header_dir: Path | None, unit: str):
+        cmd = [*nvcc_cmd, "-std=c++17", f"-arch={arch}", "-c", str(src), "-o", str(build_dir / "cuda.o"),
+               "-Xcompiler", "-fPIC", "-DTORCH_EXTENSION_NAME=" + build_dir.name, "-D__CUDA_NO_HALF_OPERATORS__",
+               "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__",
+               *[f"-I{p}" for p in ([header_dir] if header_dir else []) + includes],
+               *(kwargs.get("extra_cuda_cflags") or [])]
         t = time.monotonic()
-        proc = subprocess.run(cmd[:cmd.index("-c")] + ([f"-I{header_dir}"] if header_dir else []) + cmd[cmd.index("-c"):],
-                              capture_output=True, text=True)
+        proc = subprocess.run(cmd, capture_output=True, text=True)
         log.units[unit] = round(time.monotonic() - t, 3)
         return proc
 
     # The header the GPU's direct build gives this source (toolchain.nvcc_light_header: its ops
     # only), and torch/types.h where that lacks a name torch's headers hold — the same check, at
     # the same cost, as the build it stands in for.
-    light = (toolchain.nvcc_light_dir(build_dir, cuda)
-             if header and not toolchain.HEAVY.search(toolchain._strip_comments(text)) else None)
-    full = None if toolchain.HEAVY.search(toolchain._strip_comments(text)) else \
-        toolchain.header_dir(root / "_pch", "cuda", ["compile-only"])[0]
+    heavy = toolchain.HEAVY.search(toolchain._strip_comments(text))
+    full = None if heavy else toolchain.header_dir(root / "_pch", "cuda", ["compile-only"])[0]
+    light = toolchain.nvcc_light_dir(build_dir, cuda) if header and not heavy else None
     proc = check(light or full, "cuda.cu (light header)" if light else "cuda.cu")
     if proc.returncode != 0 and light is not None and toolchain.nvcc_light_miss(proc.stdout + proc.stderr):
         proc = check(full, "cuda.cu")

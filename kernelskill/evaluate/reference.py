@@ -36,9 +36,14 @@ def reference_key(task: Task, device: str, opts: Options) -> str:
     return f"{PROTOCOL}-{task.hash}-{device.split(':')[0]}-{opts.trials}-{opts.seed}{limit}"
 
 
+def reference_dir(task: Task, device: str, opts: Options) -> Path:
+    """Where the reference of ``task`` on ``device`` is cached (its ``meta.json``: the worker's reply)."""
+    return cache_root() / "ref" / reference_key(task, device, opts)
+
+
 def reference(task: Task, device: str, opts: Options) -> Path:
     """Seeded inputs, reference outputs and weights for ``task`` on ``device``; cached on disk."""
-    ref_dir = cache_root() / "ref" / reference_key(task, device, opts)
+    ref_dir = reference_dir(task, device, opts)
     if (ref_dir / "meta.json").exists():
         return ref_dir
     base = workdir(opts)
