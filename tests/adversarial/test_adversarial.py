@@ -28,7 +28,11 @@ def _check(case, r):
     if case.flag:
         assert any(f.startswith(case.flag) for f in r.flags), (case.name, r.flags)
     if case.expect == "ok" and case.name == "honest":
-        assert r.profile.speedup is not None and r.profile.custom_share > 0.5
+        assert r.profile.speedup is not None
+        # Its own kernel holds most of the time — a profile taken on a machine busy enough that the
+        # timings were judged not good (two test workers and two spinners on 2 cores: custom share
+        # 0.28, the reference drifting 200x) says so instead, and counts for no decision.
+        assert r.profile.custom_share > 0.5 or not r.profile.quality.good, (r.profile.custom_share, r.profile.quality)
         # A loaded machine can push the ratio past the review threshold; nothing else may show.
         assert not [f for f in r.flags if not f.startswith("review:")], r.flags
     if case.name == "degenerate":
