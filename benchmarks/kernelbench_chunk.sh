@@ -14,8 +14,9 @@
 # SECONDS: the chunk's length (default 540; SIGINT ends it and keeps every finished job);
 # EXECUTOR: pool (the default: every visible GPU, one timing worker each) or local (one job after
 # another). With GPUS=1 (say) the chunk sees that GPU only, so tests can use another beside it.
-# BASELINE=both adds torch.compile to every task and resumes benchmarks/results/$NAME instead
-# (NAME: kernelbench_h100, or kernelbench_h100_compile with BASELINE=both); LEVELS=2 (say) picks levels.
+# BASELINE=both adds torch.compile to every task. The results file is benchmarks/results/$NAME,
+# NAME = kernelbench_<card> (kernelbench_h100, from nvidia-smi; CARD=h100 to name it) or
+# kernelbench_<card>_compile with BASELINE=both; LEVELS=2 (say) picks levels.
 # What comes back lies in $OUT/$NAME: results.jsonl, bench.log, report.md, baseline.json.
 set -uo pipefail
 seconds=${1:-540}
@@ -24,12 +25,15 @@ executor=${2:-pool}
 # The wheels once per machine (a second install beside running tests would swap files under them).
 [ -f /tmp/site/.installed ] || { python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl \
     && touch /tmp/site/.installed; } || exit 1
-rm -rf /tmp/kb-w && cp -r . /tmp/kb-w && cd /tmp/kb-w || exit 1
-export PYTHONPATH=/tmp/site:/tmp/kb-w KERNELSKILL_CACHE=${KERNELSKILL_CACHE:-/tmp/kscache} PYTHONUNBUFFERED=1
 [ -n "${GPUS:-}" ] && export CUDA_VISIBLE_DEVICES=$GPUS
 baseline=${BASELINE:-eager}
-name=kernelbench_h100; [ "$baseline" = eager ] || name=kernelbench_h100_$baseline
-[ "$baseline" = both ] && name=kernelbench_h100_compile
+# The results of one kind of card stay together: kernelbench_h100, kernelbench_h200_compile, ...
+card=${CARD:-$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE 'h[0-9]+' | tr A-Z a-z)}
+name=kernelbench_${card:-gpu}; [ "$baseline" = eager ] || name=${name}_$baseline
+[ "$baseline" = both ] && name=${name/%_both/_compile}
+work=/tmp/kb-w-$name        # one working copy per results file: two chunks can run side by side
+rm -rf "$work" && cp -r . "$work" && cd "$work" || exit 1
+export PYTHONPATH=/tmp/site:$work KERNELSKILL_CACHE=${KERNELSKILL_CACHE:-/tmp/kscache} PYTHONUNBUFFERED=1
 out=/tmp/kbout/$name; back=$OUT/$name
 mkdir -p "$out" "$back"
 [ -f "$out/results.jsonl" ] || [ ! -f "benchmarks/results/$name/results.jsonl" ] \
