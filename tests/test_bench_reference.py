@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from kernelskill.bench import baseline as baselines
+from kernelskill.errors import UserError
 
 from helpers import DROPOUT_TASK, RELU_TASK
 from test_bench import bench, last_json
@@ -121,6 +122,72 @@ def test_compare_counts_fast_p_against_eager_and_compile_and_changed_verdicts():
     assert c["geomean_vs_eager"] == pytest.approx(6 ** 0.5) and c["geomean_vs_compile"] == pytest.approx(2.0)
     assert c["changed"] == [{"task": "c", "was": "ok", "now": "incorrect"}]
     assert "fast_1 vs eager 50%" in baselines.compare_line(c) and "c (ok → incorrect)" in baselines.compare_line(c)
+
+
+def test_report_only_rewrites_the_report_from_the_stored_rows_and_runs_nothing(first, tmp_path):
+    """Chunks run on a GPU host come back as results.jsonl; --report-only writes report.md,
+    report.json and baseline.json from them on any machine, running nothing."""
+    out, _, doc, _ = first
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    (copy / "results.jsonl").write_text((out / "results.jsonl").read_text())
+    before = (copy / "results.jsonl").read_text()
+    code, stdout, stderr = bench(doc["suite"], "--reference",
+                                 "--out", str(copy), "--json", "--report-only", *FAST)
+    again = last_json(stdout)
+    assert code == 1 and again["evaluated"] == 0 and again["reused"] == 4      # the task error still counts
+    assert {r["task"]: r["status"] for r in again["tasks"]} == {r["task"]: r["status"] for r in doc["tasks"]}
+    assert [r["eager_ms"] for r in again["tasks"]] == [r["eager_ms"] for r in doc["tasks"]]
+    assert (copy / "results.jsonl").read_text() == before                        # nothing ran, nothing appended
+    assert "written by --report-only" in (copy / "report.md").read_text()
+    assert json.loads((copy / "baseline.json").read_text())["tasks"].keys() == {r["task"] for r in doc["tasks"]}
+    # Other flags than the run's find none of its rows: said, not an empty report.
+    code, _, err = bench(doc["suite"], "--reference", "--out", str(copy), "--report-only",
+                         *[x if x != "2" else "3" for x in FAST])
+    assert code == 2 and "holds no finished job" in err and "--trials" in err
+    code, _, err = bench(doc["suite"], "--reference", "--out", str(tmp_path / "none"), "--report-only",
+                         "--device", "auto")
+    assert code == 2 and "results.jsonl" in err
+
+
+def test_a_baseline_measured_on_two_gpus_compares_only_the_rows_of_this_runs_gpu():
+    """A resumed run can hold rows from two kinds of card (its chunks ran on whatever host came):
+    each task keeps its GPU, a later run compares only the tasks measured on its own GPU and
+    counts the rest, and the report names the GPUs of the rows rather than only the last run's."""
+    from kernelskill.bench.report import report_markdown
+    h100, h200 = "NVIDIA H100 80GB HBM3", "NVIDIA H200"
+    base = {"machine": {"gpus": [h200]}, "finished": "then", "suite": "kb", "device": "cuda",
+            "tasks": {"a": {"status": "ok", "eager_ms": 2.0, "gpu": h100},
+                      "b": {"status": "ok", "eager_ms": 3.0, "gpu": h200},
+                      "c": {"status": "ok", "eager_ms": 4.0}}}           # no per-row GPU: the file's machine
+    sol = lambda ms: [{"solution": "s.py", "cand_ms": ms}]  # noqa: E731
+    got = [{"task": t, "status": "ok", "solution": "s.py", "solutions": sol(1.0), "gpu": g}
+           for t, g in (("a", h200), ("b", h200), ("c", h200))]
+    c = baselines.compare(got, {"mode": "solutions", "machine": {"gpus": [h200]}}, base)
+    assert c["n"] == 2 and c["other_gpu"] == 1                   # a was timed on the H100: left out
+    assert c["geomean_vs_eager"] == pytest.approx((3.0 * 4.0) ** 0.5)
+    assert "1 task(s) measured on another GPU, not compared" in baselines.compare_line(c)
+    on_h100 = baselines.compare(got, {"mode": "solutions", "machine": {"gpus": [h100]}},
+                                {**base, "tasks": {"a": base["tasks"]["a"]}})
+    assert on_h100["n"] == 0 and on_h100["other_gpu"] == 1       # this run's rows say H200
+    assert baselines.compare(got, {"mode": "solutions", "machine": {"gpus": [h200]}}, base,
+                             any_machine=True)["n"] == 3
+    baselines.check_machine(base, {"gpus": [h100]})               # the baseline holds H100 rows: accepted
+    with pytest.raises(UserError, match="measured on NVIDIA H100 80GB HBM3, NVIDIA H200"):
+        baselines.check_machine(base, {"gpus": ["NVIDIA A100-SXM4-80GB"]})
+    doc = {"suite": "kb", "device": "cuda", "preset": "default", "mode": "reference", "finished": "now",
+           "evaluated": 1, "reused": 2, "machine": {"gpus": [h200], "cpu": "x", "cores": 2, "torch": "2",
+                                                    "cuda": "13", "executor": "local", "slots": ["cuda"],
+                                                    "threads": None},
+           "settings": {"timing": {"warmup": 3}, "trials": 5, "baseline": "eager"},
+           "summary": {"n": 3, "evaluated": 3, "statuses": {"ok": 3}, "bottlenecks": {}, "seconds": 1.0},
+           "tasks": [{"task": "a", "level": 1, "status": "ok", "gpu": h100, "solutions": []},
+                     {"task": "b", "level": 1, "status": "ok", "gpu": h100, "solutions": []},
+                     {"task": "c", "level": 1, "status": "ok", "gpu": h200, "solutions": []}]}
+    text = report_markdown(doc)
+    assert f"rows measured on: {h100} (2), {h200} (1)" in text
+    doc["tasks"] = doc["tasks"][2:]
+    assert "rows measured on" not in report_markdown(doc)        # all on this run's GPU: nothing to say
 
 
 def test_a_baseline_from_another_device_or_not_a_baseline_exits_2(first, suite, tmp_path):

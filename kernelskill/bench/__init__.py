@@ -379,6 +379,18 @@ def unique_jobs(plans: list[TaskPlan]) -> list:
     return list(seen.values())
 
 
+def stored(plans: list[TaskPlan], store: ResultStore) -> tuple[dict[str, dict], int]:
+    """What ``run`` would reuse, running nothing: (the stored records of these plans, how many).
+    UserError when none is stored (other flags than the run's, or another folder)."""
+    keys = {j.key for j in unique_jobs(plans)}
+    done = {k: r for k, r in store.load().items() if k in keys}
+    if not done:
+        raise UserError(f"--report-only: {store.path} holds no finished job of these tasks with these flags; "
+                        f"give the flags of the run that wrote it (--levels, --device, --preset, --baseline, "
+                        f"--trials, --time-cap) or run without --report-only")
+    return done, len(done)
+
+
 def run(plans: list[TaskPlan], executor, store: ResultStore, *, fresh: bool = False, on_start=None,
         on_result=None, note=lambda _: None) -> tuple[dict[str, dict], int]:
     """Run what is not done yet; return (every record by key, how many were reused).
@@ -419,7 +431,8 @@ def solution_row(p: TaskPlan, job, rec: dict) -> dict:
            "speedup_vs_compile": prof.get("speedup_vs_compile"), "eager_ms": ms("baseline"),
            "cand_ms": ms("candidate"), "compile_ms": ms("compile_baseline"), "custom_share": res.get("custom_share"),
            "flags": res.get("flags", []), "message": rec.get("message", ""), "seconds": rec.get("seconds"),
-           "device": rec.get("device"), "floor_ms": (prof.get("roofline") or {}).get("floor_ms"),
+           "device": rec.get("device"), "gpu": (res.get("env") or {}).get("gpu"),
+           "floor_ms": (prof.get("roofline") or {}).get("floor_ms"),
            "eager_fraction": (prof.get("roofline") or {}).get("eager_fraction"),
            "bottleneck": prof.get("bottleneck"), "op_classes": rec.get("op_classes"),
            "phases": res.get("phases") or {}}
@@ -454,7 +467,7 @@ def task_rows(plans: list[TaskPlan], records: dict[str, dict]) -> list[dict]:
                      "message": message, "solutions": sols,
                      # What the task itself costs (the same in every solution's run): from the first.
                      **{k: (first or {}).get(k) for k in ("compile_ms", "floor_ms", "eager_fraction", "bottleneck",
-                                                          "op_classes", "seconds")}})
+                                                          "op_classes", "seconds", "gpu")}})
     return rows
 
 

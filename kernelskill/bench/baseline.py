@@ -8,7 +8,9 @@ and fraction, bottleneck and op classes, with the machine and settings they were
 task in both, the run's time (the best solution's, or eager's in a reference run) against the
 baseline's eager and torch.compile times — fast_p against each, their geometric means — and the
 tasks whose verdict changed. Times from two runs are only comparable on the same kind of device;
-a baseline from another GPU is refused unless ``--compare-any-machine`` says otherwise.
+a baseline from another GPU is refused unless ``--compare-any-machine`` says otherwise. Each task
+keeps the GPU its row was measured on (a resumed run can hold rows from several machines): a task
+measured on another GPU than this run's is left out of the scores and counted, not compared.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from . import geomean
 KIND = "kernelskill-baseline"
 VERSION = 1
 FIELDS = ("level", "status", "eager_ms", "compile_ms", "floor_ms", "eager_fraction", "bottleneck", "op_classes",
-          "quality", "message", "seconds")
+          "quality", "message", "seconds", "gpu")
 FAST = (0.0, 1.0, 1.5, 2.0)
 
 
@@ -65,10 +67,19 @@ def _gpus(machine: dict) -> list[str]:
     return sorted(set(machine.get("gpus") or [])) or [machine.get("cpu") or "?"]
 
 
+def base_gpus(base: dict) -> list[str]:
+    """The devices a baseline's rows were measured on: each task's GPU where it says, else the
+    machine of the run that wrote the file."""
+    machine = _gpus(base.get("machine") or {})
+    tasks = (base.get("tasks") or {}).values()
+    return sorted({g for t in tasks for g in ([t["gpu"]] if t.get("gpu") else machine)}) or machine
+
+
 def check_machine(base: dict, machine: dict, any_machine: bool = False) -> None:
-    """UserError when the baseline was measured on another device (checked before a run starts)."""
-    here, there = _gpus(machine), _gpus(base.get("machine") or {})
-    if here != there and not any_machine:
+    """UserError when no row of the baseline was measured on this run's device (checked before a
+    run starts)."""
+    here, there = _gpus(machine), base_gpus(base)
+    if not set(here) & set(there) and not any_machine:
         raise UserError(f"--compare: the baseline was measured on {', '.join(there)} and this run on "
                         f"{', '.join(here)}; times from different devices are not comparable "
                         f"(--compare-any-machine compares them anyway)")
@@ -77,13 +88,17 @@ def check_machine(base: dict, machine: dict, any_machine: bool = False) -> None:
 def compare(rows: list[dict], doc: dict, base: dict, any_machine: bool = False) -> dict:
     """The run's rows scored against a baseline (see the module docstring)."""
     check_machine(base, doc["machine"], any_machine)
-    there = _gpus(base.get("machine") or {})
+    there, here, base_machine = base_gpus(base), _gpus(doc["machine"]), _gpus(base.get("machine") or {})[0]
     tasks = base.get("tasks") or {}
     per_task, vs_eager, vs_compile, changed = [], [], [], []
-    n = 0
+    n = other_gpu = 0
     for r in rows:
         b = tasks.get(r["task"])
         if b is None:
+            continue
+        measured_on = b.get("gpu") or base_machine
+        if not any_machine and measured_on not in ([r["gpu"]] if r.get("gpu") else here):
+            other_gpu += 1              # times from two kinds of device say nothing about each other
             continue
         n += 1
         ms = r.get("eager_ms") if doc.get("mode") == "reference" else \
@@ -101,7 +116,7 @@ def compare(rows: list[dict], doc: dict, base: dict, any_machine: bool = False) 
                          "vs_baseline_eager": e, "vs_baseline_compile": c})
     out = {"baseline": {"suite": base.get("suite"), "device": base.get("device"), "machine": there,
                         "finished": base.get("finished")},
-           "n": n, "missing_from_baseline": sum(r["task"] not in tasks for r in rows),
+           "n": n, "missing_from_baseline": sum(r["task"] not in tasks for r in rows), "other_gpu": other_gpu,
            "geomean_vs_eager": geomean(vs_eager), "geomean_vs_compile": geomean(vs_compile),
            "changed": changed, "tasks": per_task}
     for p in FAST:
@@ -123,6 +138,8 @@ def compare_line(c: dict) -> str:
     if c["changed"]:
         text += f" · verdict changed on {len(c['changed'])}: " + ", ".join(
             f"{d['task']} ({d['was']} → {d['now']})" for d in c["changed"][:5])
+    if c.get("other_gpu"):
+        text += f" · {c['other_gpu']} task(s) measured on another GPU, not compared"
     if c["missing_from_baseline"]:
         text += f" · {c['missing_from_baseline']} task(s) not in the baseline"
     return text

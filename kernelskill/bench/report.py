@@ -3,6 +3,7 @@ the machine the numbers come from."""
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
 from pathlib import Path
 
 from ..vocab import EVALUATED, Status
@@ -121,16 +122,32 @@ CSV_FIELDS = ("task", "level", "preset", "status", "speedup", "quality", "speedu
               "compile_ms", "floor_ms", "eager_fraction", "bottleneck", "solution", "message")
 
 
+def row_gpus_lines(doc: dict) -> list[str]:
+    """Where the rows were measured, when that is not just this run's machine: a resumed run
+    reuses rows that an earlier chunk measured, perhaps on another kind of GPU."""
+    counts = Counter(r["gpu"] for r in doc["tasks"] if r.get("gpu"))
+    this_run = not doc["machine"]["executor"].startswith("none")       # not --report-only
+    if not counts or (this_run and len(counts) == 1 and set(counts) == set(doc["machine"]["gpus"])):
+        return []
+    return ["- rows measured on: " + ", ".join(f"{g} ({n})" for g, n in counts.most_common()) +
+            " — reused rows keep the GPU that measured them; compare times only within one GPU"]
+
+
 def report_markdown(doc: dict) -> str:
     """``report.md``: settings, machine, summary, the task table and every solution."""
     m, s, cfg = doc["machine"], doc["summary"], doc["settings"]
     gpus = f"; GPUs: {', '.join(m['gpus'])}" if m["gpus"] else ""
     cuda = f", CUDA {m['cuda']}" if m["cuda"] else ""
     timing = ", ".join(f"{k} {v:g}" for k, v in cfg["timing"].items())
-    lines = [f"# kernelskill bench: {doc['suite']}", "",
-             f"- device: {doc['device']} · preset: {doc['preset']} · mode: {doc['mode']} · executor: {m['executor']} "
-             f"({len(m['slots'])} timing slot(s), {m['threads'] or 'all'} threads each)",
-             f"- machine: {m['cpu']}, {m['cores']} cores{gpus}; torch {m['torch']}{cuda}",
+    if m["executor"].startswith("none"):      # --report-only: no run here, the rows' GPUs below
+        where = [f"- device: {doc['device']} · preset: {doc['preset']} · mode: {doc['mode']} · written by "
+                 f"--report-only from results.jsonl"]
+    else:
+        where = [f"- device: {doc['device']} · preset: {doc['preset']} · mode: {doc['mode']} · executor: "
+                 f"{m['executor']} ({len(m['slots'])} timing slot(s), {m['threads'] or 'all'} threads each)",
+                 f"- machine: {m['cpu']}, {m['cores']} cores{gpus}; torch {m['torch']}{cuda}"]
+    lines = [f"# kernelskill bench: {doc['suite']}", "", *where,
+             *row_gpus_lines(doc),
              f"- timing: {timing}; {cfg['trials']} trials; baseline {cfg['baseline']}",
              f"- finished {doc['finished']}; {doc['evaluated']} jobs run, {doc['reused']} reused from results.jsonl",
              "", "## Summary", ""]
@@ -155,6 +172,14 @@ def report_markdown(doc: dict) -> str:
     if doc.get("mode") != "reference" and any(r["solutions"] for r in doc["tasks"]):
         lines += ["", "## Solutions", "", solutions_markdown(doc["tasks"]), "", verdicts_line(s)]
     return "\n".join(lines) + "\n"
+
+
+def rows_machine(rows: list[dict]) -> dict:
+    """``--report-only``'s machine: the GPUs the rows name, nothing of the machine that writes it."""
+    gpus = sorted({r["gpu"] for r in rows if r.get("gpu")})
+    return {"cpu": "(report only: the rows' machines)", "cores": None, "gpus": gpus, "platform": None,
+            "python": None, "torch": "-", "cuda": None, "executor": "none (--report-only)", "slots": [],
+            "threads": None}
 
 
 def machine_info(executor) -> dict:

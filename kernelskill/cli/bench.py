@@ -142,6 +142,15 @@ def _optimize_config(args):
     return config
 
 
+def _stored_device(out: str | None) -> str:
+    """--report-only --device auto: the device kind of the stored rows (cuda or cpu)."""
+    path = Path(out or "") / "results.jsonl"
+    if not out or not path.is_file():
+        raise UserError(f"--report-only: no {path if out else 'OUT/results.jsonl'} to report; pass --out DIR of a "
+                        f"bench run (its results.jsonl)")
+    return "cuda" if '"device": "cuda' in path.read_text(encoding="utf-8") else "cpu"
+
+
 def setup(args):
     """(suite, settings, executor, plans, out dir, preset label) from the flags; UserError on a mistake."""
     from ..bench import DEFAULT_TIMING, BenchSettings, plan
@@ -154,7 +163,10 @@ def setup(args):
     tasks = select(discover(suite), _levels(args.levels), args.limit)
     # A Ray driver may sit on a machine without the GPUs its cluster has: cuda is not checked here.
     remote_gpu = args.executor == "ray" and args.device.startswith("cuda")
-    device = args.device if remote_gpu else resolve_device(args.device)
+    if args.report_only:            # no device needed: the rows say where they ran
+        device = args.device if args.device != "auto" else _stored_device(args.out)
+    else:
+        device = args.device if remote_gpu else resolve_device(args.device)
     mode = "optimize" if args.optimize else "reference" if args.reference else "solutions"
     if mode == "solutions" and not args.solutions and not any(t.has_solutions() for t in tasks):
         raise UserError(f"{suite}: no task here has solutions to evaluate; pass --reference to evaluate and time "
@@ -169,7 +181,8 @@ def setup(args):
         settings.optimize_config = config.data      # plain tables: they travel to the bench's workers (Ray too)
         key_env = config.llm.api_key_env
         env = {key_env: os.environ[key_env]} if key_env else {}     # Ray workers read the key by that name
-    executor = make_executor(args.executor, device, workers=args.workers, jobs=args.jobs,
+    executor = make_executor("local" if args.report_only else args.executor, device,
+                             workers=None if args.report_only else args.workers, jobs=args.jobs,
                              ray_address=args.ray_address, env=env)
     settings.threads = executor.threads() or (None if settings.device_kind == "cuda" else cpu_cores())
     plans = plan(tasks, settings)
@@ -185,12 +198,12 @@ def setup(args):
 
 
 def cmd_bench(args) -> int:
-    from ..bench import ResultStore, all_as_expected, all_evaluated, run, summarize, task_rows, unique_jobs
+    from ..bench import ResultStore, all_as_expected, all_evaluated, run, stored, summarize, task_rows, unique_jobs
     from ..bench import baseline as baselines
-    from ..bench.report import machine_info, report_markdown
+    from ..bench.report import machine_info, report_markdown, rows_machine
     suite, settings, executor, plans, out, label = setup(args)
     base = baselines.load(Path(args.compare)) if args.compare else None
-    if base is not None:              # a bad file, or one from another device, fails before any run
+    if base is not None and not args.report_only:     # a bad file, or another device, fails before any run
         baselines.check_machine(base, machine_info(executor), args.compare_any_machine)
     store = ResultStore(out / "results.jsonl")
     progress = Progress(slots=len(executor.slots()) if executor.name == "pool" else (args.workers or 1))
@@ -202,8 +215,11 @@ def cmd_bench(args) -> int:
             progress.beat(RUNNING.now())
     threading.Thread(target=heartbeat, daemon=True, name="kernelskill-bench-heartbeat").start()
     try:
-        records, reused = run(plans, executor, store, fresh=args.fresh, on_result=progress, note=progress.note,
-                              on_start=lambda total, reused: progress.start(total, reused, store.path))
+        if args.report_only:
+            records, reused = stored(plans, store)
+        else:
+            records, reused = run(plans, executor, store, fresh=args.fresh, on_result=progress, note=progress.note,
+                                  on_start=lambda total, reused: progress.start(total, reused, store.path))
     except KeyboardInterrupt:
         progress.note(f"interrupted: {progress.done} finished jobs are kept in {store.path}; "
                       f"run the same command again to go on")
@@ -213,7 +229,7 @@ def cmd_bench(args) -> int:
     progress.close()
     rows = task_rows(plans, records)
     doc = {"suite": str(suite), "device": settings.device, "preset": label, "mode": settings.mode,
-           "out": str(out), "machine": machine_info(executor),
+           "out": str(out), "machine": rows_machine(rows) if args.report_only else machine_info(executor),
            "settings": {"trials": settings.trials, "timing": settings.timing, "baseline": settings.baseline,
                         "include_wrong": settings.include_wrong, "executor": executor.name,
                         "threads": settings.threads},
@@ -319,6 +335,9 @@ def add_parser(sub) -> None:
     g.add_argument("--out", metavar="DIR", help="results.jsonl, report.md and report.json (default "
                    "bench-runs/<suite>-<device>-<preset>)")
     g.add_argument("--fresh", action="store_true", help="ignore finished results in OUT; run everything again")
+    g.add_argument("--report-only", action="store_true", help="run nothing: write report.md, report.json (and "
+                   "baseline.json with --reference) from OUT/results.jsonl, on any machine (e.g. after chunks run "
+                   "on a GPU host); give the run's flags (--levels, --baseline, ...) so its rows are found")
     g.add_argument("--compare", metavar="BASELINE", help="score this run against a baseline file (OUT/baseline.json "
                    "of a --reference run): fast_p and geomean against its eager and torch.compile times, verdicts "
                    "that changed")
