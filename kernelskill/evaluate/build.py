@@ -8,6 +8,7 @@ mapper without the candidate doing anything special.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import platform
@@ -21,8 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..results import Diagnostic
+from . import cuda_split
 
 STUB_DIR = Path(__file__).parent / "cuda_stubs"
+# torch's nvcc flags that change what CUDA's half headers declare (cpp_extension.COMMON_NVCC_FLAGS)
+NO_HALF = ["-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
+           "-D__CUDA_NO_HALF2_OPERATORS__"]
 PCH_AFTER = int(os.environ.get("KERNELSKILL_PCH_AFTER", "3"))   # cold builds of a flag set before a PCH
 _GCC = re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:(?P<col>\d+):)? (?P<sev>fatal error|error|warning|note): (?P<msg>.*)$")
 _NVCC = re.compile(r"^(?P<file>[^\s(][^(]*)\((?P<line>\d+)\): (?P<sev>error|warning|remark)(?: #[\w-]+)?: (?P<msg>.*)$")
@@ -396,7 +401,7 @@ def _compile_only(build_dir: Path, cuda: list[str], kwargs: dict, candidate_sour
     log.cache_hit = False
     src.write_text(text)
     includes = ext.include_paths() + [sysconfig.get_paths()["include"]] + list(kwargs.get("extra_include_paths") or [])
-    cuda_inc = Path(nvcc).resolve().parent.parent / "include"
+    cuda_inc = cuda_include_dir(str(nvcc))
     if not (cuda_inc / "cusparse.h").exists():
         includes.append(str(STUB_DIR))
     arch = os.environ.get("KERNELSKILL_COMPILE_ARCH", "sm_90")
@@ -405,8 +410,7 @@ def _compile_only(build_dir: Path, cuda: list[str], kwargs: dict, candidate_sour
 
     def check(header_dir: Path | None, unit: str):
         cmd = [*nvcc_cmd, "-std=c++17", f"-arch={arch}", "-c", str(src), "-o", str(build_dir / "cuda.o"),
-               "-Xcompiler", "-fPIC", "-DTORCH_EXTENSION_NAME=" + build_dir.name, "-D__CUDA_NO_HALF_OPERATORS__",
-               "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__",
+               "-Xcompiler", "-fPIC", "-DTORCH_EXTENSION_NAME=" + build_dir.name, *NO_HALF,
                *[f"-I{p}" for p in ([header_dir] if header_dir else []) + includes],
                *(kwargs.get("extra_cuda_cflags") or [])]
         t = time.monotonic()
@@ -418,6 +422,21 @@ def _compile_only(build_dir: Path, cuda: list[str], kwargs: dict, candidate_sour
     # only), and torch/types.h where that lacks a name torch's headers hold — the same check, at
     # the same cost, as the build it stands in for.
     heavy = toolchain.HEAVY.search(toolchain._strip_comments(text))
+    sources = {"cuda.cu": (cuda, len(header))}
+    if header and not heavy and not os.environ.get("KERNELSKILL_CUDA_WHOLE"):
+        # The GPU's build splits the source (toolchain.split_cuda): so does its check.
+        sp, out = _compile_only_split(build_dir, cuda, kwargs, includes, cuda_inc, str(nvcc), arch, log, root)
+        if sp is not None and out is None:
+            ok_marker.write_text(digest)
+            return
+        if sp is not None and out is not None and cuda_split.candidates_error(*out, sp, toolchain._in_torch_headers):
+            diags = parse_diagnostics(out[0], sources, candidate_source)
+            log.diagnostics.extend(diags)
+            log.log_tail = tail(out[0])
+            raise BuildFailed(diags, out[0])
+        for name in ("cuda.cu", "cuda_host.cpp"):
+            if name in log.units:
+                log.units[f"{name} (split)"] = log.units.pop(name)
     full = None if heavy else toolchain.header_dir(root / "_pch", "cuda", ["compile-only"])[0]
     light = toolchain.nvcc_light_dir(build_dir, cuda) if header and not heavy else None
     proc = check(light or full, "cuda.cu (light header)" if light else "cuda.cu")
@@ -425,11 +444,72 @@ def _compile_only(build_dir: Path, cuda: list[str], kwargs: dict, candidate_sour
         proc = check(full, "cuda.cu")
     if proc.returncode != 0:
         out = proc.stdout + proc.stderr
-        diags = parse_diagnostics(out, {"cuda.cu": (cuda, len(header))}, candidate_source)
+        diags = parse_diagnostics(out, sources, candidate_source)
         log.diagnostics.extend(diags)
         log.log_tail = tail(out)
         raise BuildFailed(diags, out)
     ok_marker.write_text(digest)
+
+
+@functools.cache
+def cuda_include_dir(nvcc: str) -> Path:
+    """CUDA's own headers (cuda.h): beside the nvcc that runs — which may be a wrapper script on
+    the PATH — as nvcc itself says (``--dryrun``), else CUDA_HOME's or /usr/local/cuda's."""
+    guesses = [Path(nvcc).resolve().parent.parent / "include"]
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        out = subprocess.run([nvcc, "--dryrun", "-E", "-x", "cu", "/dev/null"], capture_output=True, text=True,
+                             timeout=30).stderr
+        guesses += [Path(m) for m in re.findall(r'INCLUDES="[^"]*?-I"?([^"\s]+)', out)]
+    guesses += [Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "include", Path("/usr/local/cuda/include")]
+    return next((g for g in guesses if (g / "cuda.h").exists()), guesses[0])
+
+
+def _compile_only_split(build_dir: Path, cuda: list[str], kwargs: dict, includes: list[str], cuda_inc: Path,
+                        nvcc: str, arch: str, log: BuildLog, root: Path):
+    """The split check: the device unit through nvcc, the host unit through the C++ compiler
+    against the precompiled light header, side by side. (None, None) when the source is built
+    whole; (split, None) when both compiled; (split, (output, unit)) for the first to fail."""
+    from . import toolchain
+    try:
+        sp = cuda_split.split(cuda, offset=3)
+    except cuda_split.CannotSplit as e:
+        log.steps.append((0.0, f"cuda.cu built whole: {e}"))
+        return None, None
+    (build_dir / "cuda.cu").write_text(sp.device)
+    (build_dir / "cuda_host.cpp").write_text(sp.host)
+    cxx = toolchain._torch_flags(False)[0] + ["-isystem", str(cuda_inc)] + \
+        [f"-I{p}" for p in includes if p == str(STUB_DIR) or p in (kwargs.get("extra_include_paths") or [])]
+    light, _ = toolchain.header_dir(root / "_pch", "light", cxx)
+    cmds = {"cuda.cu": [*([sys.executable, str(toolchain.NVCC_PHASES)] if not os.environ.get("KERNELSKILL_NVCC_SERIAL")
+                          else []), nvcc, "-std=c++17", f"-arch={arch}", "-c", str(build_dir / "cuda.cu"),
+                        "-o", str(build_dir / "cuda.o"), "-Xcompiler", "-fPIC", *NO_HALF,
+                        *[f"-I{p}" for p in kwargs.get("extra_include_paths") or []],
+                        *(kwargs.get("extra_cuda_cflags") or [])],
+            "cuda_host.cpp": [toolchain._cxx(), "-c", f"-I{light}", *cxx, "-DTORCH_EXTENSION_NAME=" + build_dir.name,
+                              str(build_dir / "cuda_host.cpp"), "-o", str(build_dir / "cuda_host.o")]}
+    t = time.monotonic()
+    procs = {name: subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                    stdin=subprocess.DEVNULL) for name, cmd in cmds.items()}
+    failed = None
+    try:
+        pending = dict(procs)
+        while pending and failed is None:
+            for name, proc in list(pending.items()):
+                if proc.poll() is None:
+                    continue
+                del pending[name]
+                log.units[name] = round(time.monotonic() - t, 3)
+                if proc.returncode != 0:
+                    failed = (proc.stdout.read(), name)      # the first to fail decides
+                    break
+            time.sleep(0.02)
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            proc.stdout.close()
+    return sp, failed
 
 
 def parse_diagnostics(log: str, sources: dict[str, tuple[list[str], int]], candidate: str) -> list[Diagnostic]:

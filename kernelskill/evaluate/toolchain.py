@@ -50,6 +50,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import cuda_split
+
 LIGHT_HEADER = ("#pragma once\n// kernelskill: <torch/extension.h> for sources that use ATen and torch's tensor "
                 "API only\n#include <torch/types.h>\n")
 # The bindings' unit: pybind11 and torch's Python bindings over the light header — what PYBIND11_MODULE
@@ -436,31 +438,44 @@ def build(p: Plan, cache: Path, on_step=None, log=None) -> Path:
         cuda_full, _ = header_dir(pch_root, "cuda", [*nvcc_flags, *p.cuda_cflags])
         cuda_light = nvcc_light_dir(d, p.cuda) if p.implicit else None
 
-        def cuda_unit(include: Path) -> Unit:
-            src = ("#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n" if p.implicit else "") \
-                + "\n".join(p.cuda) + "\n"
-            ncmd = [_nvcc(), "-c", f"-I{include}", *[f"-I{i}" for i in p.include_paths], name_flag, *nvcc_flags,
-                    *_cuda_arch_flags(p.cuda_cflags), *p.cuda_cflags]
+        def nvcc_cmd(include: Path | None) -> list[str]:
+            ncmd = [_nvcc(), "-c", *([f"-I{include}"] if include else []), *[f"-I{i}" for i in p.include_paths],
+                    name_flag, *nvcc_flags, *_cuda_arch_flags(p.cuda_cflags), *p.cuda_cflags]
             if not any(f.startswith("-std=") for f in ncmd):
                 ncmd.append("-std=c++20")
             if os.environ.get("CC"):
                 ncmd[1:1] = ["-ccbin", os.environ["CC"]]
             if not os.environ.get("KERNELSKILL_NVCC_SERIAL"):
                 ncmd[0:0] = [sys.executable, str(NVCC_PHASES)]
-            return _unit("cuda.cu", d, src, ncmd, objects, nice=5)
+            return ncmd
 
-        try:
-            units.append(cuda_unit(cuda_light or cuda_full))
-            _compile_all(units, step, log)
-        except UnitFailed as e:
-            miss = cuda_light is not None and e.unit == "cuda.cu" and nvcc_light_miss(e.output)
-            if not miss:
-                raise
-            step(f"cuda.cu: the light header lacks `{miss}`; again with torch/types.h")
-            if log is not None:
-                log.units["cuda.cu (light header)"] = log.units.pop("cuda.cu", 0.0)
-            units[-1] = cuda_unit(cuda_full)
-            _compile_all(units, step, log)
+        def cuda_unit(include: Path) -> Unit:
+            src = ("#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n" if p.implicit else "") \
+                + "\n".join(p.cuda) + "\n"
+            return _unit("cuda.cu", d, src, nvcc_cmd(include), objects, nice=5)
+
+        sp = split_cuda(p, step)
+        if sp is not None:
+            # The kernels through nvcc with CUDA's headers only, the host functions through the C++
+            # compiler against the precompiled light header (cuda_split.py).
+            units += [_unit("cuda.cu", d, sp.device, nvcc_cmd(None), objects, nice=5),
+                      _unit("cuda_host.cpp", d, sp.host, [_cxx(), "-c", f"-I{light}",
+                            *[f"-I{i}" for i in p.include_paths], name_flag, *kflags], objects)]
+            try:
+                _compile_all(units, step, log)
+            except UnitFailed as e:
+                if e.unit not in ("cuda.cu", "cuda_host.cpp") or cuda_split.candidates_error(
+                        e.output, e.unit, sp, _in_torch_headers):
+                    raise
+                step(f"{e.unit}: the split build failed where the whole source may not; cuda.cu whole")
+                if log is not None:
+                    for name in ("cuda.cu", "cuda_host.cpp"):
+                        if name in log.units:
+                            log.units[f"{name} (split)"] = log.units.pop(name)
+                units = units[:-2]
+                sp = None
+        if sp is None:
+            _compile_cuda_whole(units, cuda_unit, cuda_light, cuda_full, step, log)
     else:
         _compile_all(units, step, log)
     so = d / f"{p.unique}.so"
@@ -474,6 +489,34 @@ def build(p: Plan, cache: Path, on_step=None, log=None) -> Path:
     os.replace(tmp, so)
     (d / "kernelskill_module").write_text(p.unique)
     return so
+
+
+def _compile_cuda_whole(units: list[Unit], cuda_unit, cuda_light, cuda_full, step, log) -> None:
+    """``cuda.cu`` built whole: the light nvcc header, then torch/types.h where it lacks a name."""
+    try:
+        units.append(cuda_unit(cuda_light or cuda_full))
+        _compile_all(units, step, log)
+    except UnitFailed as e:
+        miss = cuda_light is not None and e.unit == "cuda.cu" and nvcc_light_miss(e.output)
+        if not miss:
+            raise
+        step(f"cuda.cu: the light header lacks `{miss}`; again with torch/types.h")
+        if log is not None:
+            log.units["cuda.cu (light header)"] = log.units.pop("cuda.cu", 0.0)
+        units[-1] = cuda_unit(cuda_full)
+        _compile_all(units, step, log)
+
+
+def split_cuda(p: Plan, step) -> "cuda_split.Split | None":
+    """The CUDA sources as a device unit and a host unit, or None (built whole) with the reason
+    reported as a step. Off with KERNELSKILL_CUDA_WHOLE=1."""
+    if not p.implicit or os.environ.get("KERNELSKILL_CUDA_WHOLE"):
+        return None
+    try:
+        return cuda_split.split(p.cuda, offset=3)
+    except cuda_split.CannotSplit as e:
+        step(f"cuda.cu built whole: {e}")
+        return None
 
 
 def init_source(p: Plan) -> str:
