@@ -161,9 +161,12 @@ def _items(m: str) -> list[tuple[int, int]]:
                     while j < n and m[j] in " \t\r\n":
                         j += 1
                     head = m[start:m.find("{", start)]
-                    # `struct S {...};`, `x = {...};`: the item goes on to its semicolon
-                    if j < n and m[j] == ";" or not re.search(r"\)\s*(?:const\s*)?(?:noexcept\s*)?(?:->[^{]*)?$",
-                                                               head.strip()):
+                    # `struct S {...} s;`, `x = {...};`: the item goes on to its semicolon; a function's
+                    # or a namespace's body ends it
+                    if j < n and m[j] == ";":
+                        i = j
+                    elif re.search(r"\b(?:struct|class|union|enum)\b|=", head) and \
+                            not re.search(r"\)\s*(?:const\s*)?(?:noexcept\s*)?(?:->[^{]*)?$", head.strip()):
                         while i < n and m[i] != ";":
                             i += 1
                     i += 1
