@@ -11,7 +11,11 @@ Each row is `kernelskill.evaluate.compile` of a candidate file: the worker's bui
 call (worker start included). Headers are made first (`kernelskill warm` for the flag set), so the
 direct rows show builds after set-up, as on any machine after its first builds.
 
-    python benchmarks/build_cost.py [--device cpu|cuda] [--repeat N] [--json OUT]
+    python benchmarks/build_cost.py [--device cpu|cuda] [--backends cpp,cuda] [--paths torch,whole,direct]
+                                    [--repeat N] [--json OUT]
+
+On a machine without a CUDA torch, `--backends cuda --device cpu --paths whole,direct` times the
+compile-only check of the CUDA candidate (nvcc -c, the same units the GPU's build compiles).
 """
 from __future__ import annotations
 
@@ -111,10 +115,12 @@ def timed(src: str, device: str):
 
 def measure(backend: str, device: str, path: str) -> dict[str, tuple[float, float, str]]:
     """One round of the five builds under one build path: {row: (build step s, whole call s, note)}."""
+    os.environ.pop("KERNELSKILL_TORCH_BUILD", None)
+    os.environ.pop("KERNELSKILL_CUDA_WHOLE", None)
     if path == "torch":
         os.environ["KERNELSKILL_TORCH_BUILD"] = "1"
-    else:
-        os.environ.pop("KERNELSKILL_TORCH_BUILD", None)
+    elif path == "whole":           # the direct build with the CUDA source in one nvcc unit (no split)
+        os.environ["KERNELSKILL_CUDA_WHOLE"] = "1"
     token = uuid.uuid4().hex[:10]
     rows = {}
     res, wall = timed(source(backend, token, change="typo"), device)
@@ -135,6 +141,16 @@ def measure(backend: str, device: str, path: str) -> dict[str, tuple[float, floa
     return rows
 
 
+def _wait_for_header_makers(limit_s: float = 300.0) -> None:
+    """The precompiled headers the warm-up builds asked for (made by detached processes) are ready:
+    the rows measure builds after set-up."""
+    import subprocess
+    t = time.monotonic()
+    while time.monotonic() - t < limit_s and subprocess.run(
+            ["pgrep", "-f", "kernelskill.evaluate.toolchain pch"], capture_output=True).returncode == 0:
+        time.sleep(1.0)
+
+
 def _units(res) -> str:
     return res.path + (": " + ", ".join(f"{k} {v:.1f}s" for k, v in res.units.items()) if res.units else "")
 
@@ -143,7 +159,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--repeat", type=int, default=2, help="rounds per path (the median is shown)")
-    ap.add_argument("--paths", default="torch,direct")
+    ap.add_argument("--paths", default="torch,direct", help="torch (load_inline's build), whole (direct, the CUDA "
+                    "source in one nvcc unit), direct (the CUDA source split: cuda_split.py); comma-separated")
     ap.add_argument("--backends", default=None, help="cpp and/or cuda (default: cpp, and cuda on a GPU)")
     ap.add_argument("--json")
     args = ap.parse_args()
@@ -155,6 +172,7 @@ def main() -> None:
     for b in backends:
         compile(Candidate.from_source(source(b, "warmup-" + uuid.uuid4().hex[:6])),
                 device="cpu" if b == "cpp" else args.device)
+    _wait_for_header_makers()
     table: dict[tuple[str, str, str], list[tuple[float, float, str]]] = {}
     for b in backends:
         dev = "cpu" if b == "cpp" else args.device
