@@ -15,12 +15,16 @@ same call becomes three translation units:
     the bindings: torch's Python bindings (``BIND_HEADER``), the functions' declarations (read from the sources), the
     ``PYBIND11_MODULE``; its object depends on the declarations only, so every candidate with the
     same signatures shares one;
-``cuda.cu``
-    the CUDA sources through nvcc, when there are any. nvcc takes no precompiled header, so
-    ``<torch/extension.h>`` and ``<torch/types.h>`` resolve to a header made for this source: the
-    Tensor class, the dispatch macros and the headers of the ATen operators it names (a name it
-    lacks, as nvcc's errors show and torch's headers hold, sends the unit back to torch/types.h);
-    and nvcc's host and device front ends run side by side (``nvcc_phases.py``).
+``cuda.cu`` and ``cuda_host.cpp``
+    the CUDA sources, when there are any, split (``cuda_split.py``): the kernels and device code
+    with one generated launcher per launch site through nvcc, with CUDA's headers only; the host
+    functions, their launches calling those launchers, through the C++ compiler against the
+    precompiled light header. A source the split does not take is ``cuda.cu`` whole: nvcc takes no
+    precompiled header, so ``<torch/extension.h>`` and ``<torch/types.h>`` resolve to a header
+    made for this source: the Tensor class, the dispatch macros and the headers of the ATen
+    operators it names (a name it lacks, as nvcc's errors show and torch's headers hold, sends
+    the unit back to torch/types.h). nvcc's host and device front ends run side by side
+    (``nvcc_phases.py``).
 
 Every object is cached by its text, command and environment (``$KERNELSKILL_CACHE/objects``): a
 child that changes one kernel rebuilds that unit only. The candidate's own unit starts first and at
