@@ -258,7 +258,10 @@ def _top_names(text: str) -> set[str]:
     """The names a top-level item shared by both units defines (macros, types, constants)."""
     pats = (r"#\s*define\s+(\w+)", r"\b(?:struct|class|union|enum(?:\s+class)?)\s+(\w+)", r"\busing\s+(\w+)\s*=",
             r"\btypedef\b[^;]*?\b(\w+)\s*;", r"\b(?:constexpr|const)\b[^;=(]*?\b(\w+)\s*(?:=|\{|\[)")
-    return {n for p in pats for n in re.findall(p, text)}
+    names = {n for p in pats for n in re.findall(p, text)}
+    for body in re.findall(r"\benum\b[^{;]*\{([^}]*)\}", text):        # the enumerators
+        names |= {m.group(0) for part in body.split(",") if (m := _IDENT.search(part))}
+    return names
 
 
 def _launches(item: str, masked: str, kernels: dict[str, Kernel], sites: list, known: set[str]) -> str:
@@ -310,16 +313,19 @@ def _launches(item: str, masked: str, kernels: dict[str, Kernel], sites: list, k
         args = item[p + 1:q]
         if kern.tparams and targs is None:
             raise CannotSplit(f"template kernel `{kern.name}` launched with deduced template arguments")
+        insts: list | tuple = [None]
         if kern.tparams:
             unknown = set(_IDENT.findall(mask(targs))) - known - {"scalar_t"}
-            if unknown:             # a host template's parameter, a macro's, a local constant
+            host_fn = _host_template(masked)
+            if unknown and host_fn and unknown <= set(host_fn[1]):
+                insts = host_fn         # instantiated for each call of the host template, later
+            elif unknown:               # a macro's parameter, a local constant
                 raise CannotSplit(f"`{kern.name}` launched with `{sorted(unknown)[0]}`, which the device unit "
                                   f"cannot instantiate")
-            insts = _instantiations(targs, masked[:m.start()], kern)
-        else:
-            insts = [None]
+            else:
+                insts = _instantiations(targs, masked[:m.start()], kern)
         i = len(sites)
-        sites.append((kern, targs, insts))
+        sites.append([kern, targs, insts])
         conf = [f"dim3({cfg[0]})", f"dim3({cfg[1]})", f"(size_t)({cfg[2]})" if len(cfg) > 2 else "(size_t)0",
                 f"(cudaStream_t)({cfg[3]})" if len(cfg) > 3 else "(cudaStream_t)0"]
         call = f"__ks_launch_{i}" + (f"<{targs}>" if targs is not None and kern.tparams else "")
@@ -328,6 +334,36 @@ def _launches(item: str, masked: str, kernels: dict[str, Kernel], sites: list, k
         last = q + 1
     out.append(item[last:])
     return "".join(out)
+
+
+def _host_template(masked: str) -> tuple[str, list[str]] | None:
+    """(name, template parameters) of a host function template: ``template <int ACT> void f(...)``."""
+    t = re.match(r"\s*template\s*<([^{;]*?)>\s*(?:static\s+|inline\s+)*[\w:<>,\s*&]*?\b(\w+)\s*\(", masked)
+    if not t:
+        return None
+    names = [_IDENT.findall(p.split("=")[0])[-1] for p in _split_top(t.group(1)) if _IDENT.findall(p)]
+    return t.group(2), names
+
+
+def _host_instantiations(targs: str, kern: Kernel, fn: str, params: list[str], host_text: str,
+                         known: set[str]) -> list[list[str]]:
+    """A launch inside host template ``fn``: its template arguments for each explicit call
+    ``fn<...>(`` of the host code (every call must give them all, from names the device unit knows)."""
+    calls = [m.group(1) for m in re.finditer(rf"\b{re.escape(fn)}\s*<([^;{{}}()]*?)>\s*\(", host_text)]
+    calls = [c for c in calls if not re.search(r"\b(?:typename|class)\b", c)]   # not its own definition
+    if not calls:
+        raise CannotSplit(f"host template `{fn}` is never called with explicit template arguments")
+    out = []
+    for call in calls:
+        values = _split_top(call)
+        if len(values) != len(params) or set(_IDENT.findall(call)) - known:
+            raise CannotSplit(f"host template `{fn}` called as `{fn}<{call}>`, which the device unit cannot follow")
+        inst = _split_top(_subst(targs, params, values))
+        if len(inst) != len(kern.tparams):
+            raise CannotSplit(f"`{kern.name}` launched with {len(inst)} of {len(kern.tparams)} template arguments")
+        if inst not in out:
+            out.append(inst)
+    return out
 
 
 def _instantiations(targs: str, before: str, kern: Kernel) -> list[list[str]]:
@@ -413,6 +449,10 @@ def split(cuda: list[str], offset: int = 0, file: str = "cuda.cu") -> Split:
             raise CannotSplit("a launch from device code (dynamic parallelism)")
     if not sites:
         raise CannotSplit("no launch from a host function")
+    host_text = "\n".join(masked[s:e] for (s, e), r in zip(items, roles) if r == "host")
+    for site in sites:
+        if isinstance(site[2], tuple):          # inside a host template: follow its calls
+            site[2] = _host_instantiations(site[1], site[0], *site[2], host_text, known)
     launchers = []
     for i, (k, _targs, insts) in enumerate(sites):
         targs = f"<{', '.join(k.tparams)}>" if k.tparams else ""
