@@ -6,7 +6,7 @@ correct variants, each a source never built before (a fresh token per run). It d
 torch's own build (KERNELSKILL_TORCH_BUILD=1: before) and once with the direct build (after), in one
 run on one machine.
 
-    python benchmarks/loop_throughput.py [--device cpu|cuda] [--json OUT]
+    python benchmarks/loop_throughput.py [--device cpu|cuda] [--paths torch,whole,direct] [--json OUT]
 """
 from __future__ import annotations
 
@@ -71,6 +71,9 @@ def candidates(backend: str) -> list[tuple[str, str, str]]:
 
 
 def run(task: Task, backend: str, device: str, path: str) -> dict:
+    os.environ.pop("KERNELSKILL_CUDA_WHOLE", None)
+    if path == "whole":                 # the direct build, the CUDA source in one nvcc unit (no split)
+        os.environ["KERNELSKILL_CUDA_WHOLE"] = "1"
     if path == "torch":
         os.environ["KERNELSKILL_TORCH_BUILD"] = "1"
     else:
@@ -91,7 +94,8 @@ def run(task: Task, backend: str, device: str, path: str) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--paths", default="torch,direct")
+    ap.add_argument("--paths", default="torch,direct", help="torch (load_inline's build), whole (direct, the CUDA "
+                    "source in one nvcc unit), direct (split); comma-separated")
     ap.add_argument("--json")
     args = ap.parse_args()
     backend = "cpp" if args.device == "cpu" else "cuda"
