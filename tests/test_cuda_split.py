@@ -124,6 +124,19 @@ def test_both_units_compile_and_every_launcher_the_host_calls_is_defined(tmp_pat
     assert len(called) == 4 and called <= defined, (called, defined)
 
 
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_a_launcher_the_device_unit_lacks_is_found_before_the_module_is_loaded(tmp_path):
+    """An instantiation the split did not foresee would make a module that fails to load; the
+    objects are compared first (nm), and the whole build decides instead."""
+    sp = split([SOURCE], offset=3)
+    sp.device = "\n".join(ln for ln in sp.device.split("\n") if "__ks_launch_1<double" not in ln)
+    dev, host, outs = _objects(tmp_path, sp)
+    assert all(code == 0 for _, code in outs.values()), outs
+    missing = cuda_split.missing_launchers(host, dev)
+    assert len(missing) == 1 and "__ks_launch_1" in next(iter(missing))
+    assert candidates_error(f"launchers not instantiated: {sorted(missing)}", "cuda_host.cpp", sp, _in_torch) is False
+
+
 @pytest.mark.parametrize("change, reason", [
     (lambda s: "#ifdef FAST\n#define BLOCK 128\n#endif\n" + s, "preprocessor conditionals"),
     (lambda s: s.replace("__device__ __forceinline__ float apply", "namespace k { __device__ float apply2(float v) "

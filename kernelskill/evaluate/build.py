@@ -509,6 +509,10 @@ def _compile_only_split(build_dir: Path, cuda: list[str], kwargs: dict, includes
                 proc.kill()
             proc.wait()
             proc.stdout.close()
+    if failed is None:
+        missing = cuda_split.missing_launchers(build_dir / "cuda_host.o", build_dir / "cuda.o")
+        if missing:                     # the whole build decides (as the GPU's build does)
+            failed = (f"launchers not instantiated: {sorted(missing)[:3]}", "cuda_host.cpp")
     return sp, failed
 
 

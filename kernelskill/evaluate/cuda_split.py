@@ -74,6 +74,21 @@ CUDA_NAME = re.compile(r"__|(?:thread|block)Idx$|(?:block|grid)Dim$|warpSize$|at
 _ERROR = re.compile(r"^(?P<file>[^:(\n]+?)(?:\((?P<l1>\d+)\):|:(?P<l2>\d+):\d+:)\s*(?:fatal )?error:?(?P<msg>.*)$", re.M)
 
 
+def missing_launchers(host_obj: Path, device_obj: Path) -> set[str]:
+    """The launchers the host object calls that the device object does not define (an
+    instantiation the split did not foresee): the whole build then decides, rather than a module
+    that fails to load. Empty when ``nm`` is not there to say."""
+    import shutil
+    import subprocess
+    if not shutil.which("nm"):
+        return set()
+
+    def syms(obj: Path, flag: str) -> set[str]:
+        out = subprocess.run(["nm", flag, str(obj)], capture_output=True, text=True).stdout
+        return {ln.split()[-1] for ln in out.splitlines() if "__ks_launch_" in ln}
+    return syms(host_obj, "-u") - syms(device_obj, "--defined-only")
+
+
 def candidates_error(output: str, unit: str, sp: Split, in_torch) -> bool:
     """Whether a split unit's errors are the candidate's own — what building the source whole would
     say too — so that they are reported at once: every error in the candidate's lines (cuda.cu),

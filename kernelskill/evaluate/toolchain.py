@@ -467,6 +467,9 @@ def build(p: Plan, cache: Path, on_step=None, log=None) -> Path:
                             *[f"-I{i}" for i in p.include_paths], name_flag, *kflags], objects)]
             try:
                 _compile_all(units, step, log)
+                missing = cuda_split.missing_launchers(units[-1].obj, units[-2].obj)
+                if missing:
+                    raise UnitFailed("cuda_host.cpp", f"launchers not instantiated: {sorted(missing)[:3]}")
             except UnitFailed as e:
                 if e.unit not in ("cuda.cu", "cuda_host.cpp") or cuda_split.candidates_error(
                         e.output, e.unit, sp, _in_torch_headers):
