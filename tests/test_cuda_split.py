@@ -144,8 +144,7 @@ def test_a_launcher_the_device_unit_lacks_is_found_before_the_module_is_loaded(t
     (lambda s: s.replace("const float* __restrict__ x, float* __restrict__ y,\n",
                          "torch::PackedTensorAccessor32<float, 1> x, float* __restrict__ y,\n"), "names torch"),
     (lambda s: s.replace("copy_kernel<float, 1><<<", "copy_kernel<<<"), "deduced template arguments"),
-    (lambda s: s.replace("AT_DISPATCH_FLOATING_TYPES(", "AT_DISPATCH_FLOATING_TYPES_AND_HALF("),
-     "AT_DISPATCH_FLOATING_TYPES_AND_HALF"),
+    (lambda s: s.replace("AT_DISPATCH_FLOATING_TYPES(", "AT_DISPATCH_ALL_TYPES("), "AT_DISPATCH_ALL_TYPES"),
     (lambda s: s.replace("copy_kernel<float, 1><<<", "copy_kernel<float, U2><<<"), "`U2`"),
     (lambda s: s.replace("affine_kernel<<<", "other_kernel<<<"), "not a kernel of this source"),
 ])
@@ -187,6 +186,24 @@ def test_a_launch_inside_a_host_template_is_instantiated_for_each_of_its_calls(t
         for name, (text, code) in outs.items():
             assert code == 0, f"{name}:\n{text[-3000:]}"
         assert len(_symbols(host, "-u")) == 2 and _symbols(host, "-u") <= _symbols(dev, "--defined-only")
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_a_half_dispatch_instantiates_c10_half_with_its_small_header(tmp_path):
+    """AT_DISPATCH_FLOATING_TYPES_AND_HALF (common in LLM-written kernels): float, double and
+    c10::Half (at::Half), the device unit including c10's Half header only."""
+    sp = split([SOURCE.replace("AT_DISPATCH_FLOATING_TYPES(", "AT_DISPATCH_FLOATING_TYPES_AND_HALF(")], offset=3)
+    assert "template void __ks_launch_1<c10::Half, UNROLL>(dim3, dim3, size_t, cudaStream_t, const c10::Half* x" \
+        in sp.device
+    assert "#include <c10/util/Half.h>" in sp.device and "ATen" not in sp.device
+    import torch.utils.cpp_extension as ext
+    nvcc = shutil.which("nvcc")
+    (tmp_path / "cuda.cu").write_text(sp.device)
+    r = subprocess.run([nvcc, "-c", "-std=c++17", "-arch=sm_90", "-Xcompiler", "-fPIC",
+                        *[f for inc in ext.include_paths() for f in ("-isystem", inc)], str(tmp_path / "cuda.cu"),
+                        "-o", str(tmp_path / "dev.o")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert len(_symbols(tmp_path / "dev.o", "--defined-only")) == 5     # affine, copy ×3, copy<float, 1>
 
 
 def test_a_source_with_no_launch_is_built_whole():

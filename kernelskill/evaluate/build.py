@@ -483,6 +483,7 @@ def _compile_only_split(build_dir: Path, cuda: list[str], kwargs: dict, includes
     cmds = {"cuda.cu": [*([sys.executable, str(toolchain.NVCC_PHASES)] if not os.environ.get("KERNELSKILL_NVCC_SERIAL")
                           else []), nvcc, "-std=c++17", f"-arch={arch}", "-c", str(build_dir / "cuda.cu"),
                         "-o", str(build_dir / "cuda.o"), "-Xcompiler", "-fPIC", *NO_HALF,
+                        *[f for inc in includes for f in ("-isystem", inc)],     # c10's Half, if named
                         *[f"-I{p}" for p in kwargs.get("extra_include_paths") or []],
                         *(kwargs.get("extra_cuda_cflags") or [])],
             "cuda_host.cpp": [toolchain._cxx(), "-c", f"-I{light}", *cxx, "-DTORCH_EXTENSION_NAME=" + build_dir.name,

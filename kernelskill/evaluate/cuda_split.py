@@ -20,7 +20,9 @@ messages map into the candidate as before. What the split does not take raises `
 and the unit is built whole (the light nvcc header, then torch/types.h): preprocessor
 conditionals, namespaces and ``extern "C"`` blocks, device code that names torch (tensor
 accessors, ``c10::Half``), a template kernel launched with deduced arguments, dispatch macros
-other than ``AT_DISPATCH_FLOATING_TYPES``, a launch outside a host function.
+other than the floating ones (``AT_DISPATCH_FLOATING_TYPES[_AND_HALF]``,
+``AT_DISPATCH_REDUCED_FLOATING_TYPES``: for these the device unit includes c10's small Half and
+BFloat16 headers), a launch outside a host function.
 """
 from __future__ import annotations
 
@@ -35,7 +37,12 @@ TORCH = re.compile(r"\b(?:torch|at|c10|caffe2)::|\bAT_[A-Z_]+|\bTORCH_[A-Z_]+|\b
 TORCH_INCLUDE = re.compile(r"#\s*include\s*[<\"](?:torch|ATen|c10|caffe2|pybind11)/")
 CONDITIONAL = re.compile(r"#\s*(?:if|ifdef|ifndef|elif|else|endif)\b")
 # The types a dispatch macro runs its lambda with (scalar_t); others are not split.
-DISPATCH_TYPES = {"AT_DISPATCH_FLOATING_TYPES": ("float", "double")}
+DISPATCH_TYPES = {"AT_DISPATCH_FLOATING_TYPES": ("float", "double"),
+                  "AT_DISPATCH_FLOATING_TYPES_AND_HALF": ("float", "double", "c10::Half"),
+                  "AT_DISPATCH_REDUCED_FLOATING_TYPES": ("c10::Half", "c10::BFloat16")}
+# What the device unit includes for torch's scalar types in a launcher's instantiation (small,
+# header-only: the dispatch macros' at::Half is c10::Half).
+SCALAR_HEADERS = {"c10::Half": "#include <c10/util/Half.h>\n", "c10::BFloat16": "#include <c10/util/BFloat16.h>\n"}
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 
 
@@ -477,6 +484,9 @@ def split(cuda: list[str], offset: int = 0, file: str = "cuda.cu") -> Split:
             params = _subst(k.params, k.tparams, inst)
             launchers.append(f"template void __ks_launch_{i}<{', '.join(inst)}>(dim3, dim3, size_t, cudaStream_t"
                              + (f", {params});" if k.params and k.params != "void" else ");"))
+    needs = "".join(h for t, h in SCALAR_HEADERS.items() if any(t in ln for ln in launchers))
+    if needs:
+        dev.insert(1, needs)
     dev += ['#line 1 "ks_launchers.cu"\n', "\n".join(launchers), "\n"]
     only = lambda want: "\n".join(masked[s:e] for (s, e), r in zip(items, roles) if r == want)  # noqa: E731
     return Split(device="".join(dev), host="".join(host), kernels=sorted(kernels), launches=len(sites),
