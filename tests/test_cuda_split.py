@@ -222,6 +222,10 @@ def _in_torch(name: str) -> bool:
     # a typo in a kernel: nvcc's words
     ('/b/cuda.cu(17): error: identifier "flot" is undefined\n1 error detected in the compilation of "x".\n',
      "cuda.cu", True),
+    # nvcc's follow-on error of the same typo (an operand of <error-type>) does not hide it; alone it decides nothing
+    ('/b/cuda.cu(17): error: identifier "flot" is undefined\n/b/cuda.cu(17): error: ambiguous "?" operation: second '
+     'operand of type "<error-type>" can be converted to third operand type "c10::Half"\n', "cuda.cu", True),
+    ('/b/cuda.cu(17): error: ambiguous "?" operation: second operand of type "<error-type>"\n', "cuda.cu", False),
     # a name torch's headers hold: the whole build decides
     ('/b/cuda.cu(17): error: namespace "at" has no member "acc_type"\n', "cuda.cu", False),
     # a name only the other unit has (the kernel's helper, seen from the host)

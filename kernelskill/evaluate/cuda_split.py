@@ -109,6 +109,7 @@ def candidates_error(output: str, unit: str, sp: Split, in_torch) -> bool:
     if not errors or said:                  # an error line of another shape: not judged here
         return False
     other = sp.device_only if unit.endswith(".cpp") else sp.host_only
+    decisive = False
     for e in errors:
         if Path(e["file"].strip()).name != "cuda.cu":
             return False
@@ -117,9 +118,12 @@ def candidates_error(output: str, unit: str, sp: Split, in_torch) -> bool:
             name = next(g for g in miss.groups() if g)
             if re.search(rf"\b{re.escape(name)}\b", other) or CUDA_NAME.match(name) or in_torch(name):
                 return False
-        elif not _SYNTAX.search(e.group(0)):
+            decisive = True
+        elif _SYNTAX.search(e.group(0)):
+            decisive = True
+        elif "<error-type>" not in e.group(0):     # nvcc's follow-on errors of an undeclared name
             return False
-    return True
+    return decisive
 
 
 def mask(text: str) -> str:
