@@ -19,7 +19,8 @@ kernels need none of it. Split here:
 messages map into the candidate as before. What the split does not take raises ``CannotSplit``
 and the unit is built whole (the light nvcc header, then torch/types.h): preprocessor
 conditionals, namespaces and ``extern "C"`` blocks, device code that names torch (tensor
-accessors, ``c10::Half``), a template kernel launched with deduced arguments, dispatch macros
+accessors, ``c10::Half``), a template kernel launched with deduced arguments, a launch in a
+top-level macro, dispatch macros
 other than the floating ones (``AT_DISPATCH_FLOATING_TYPES[_AND_HALF]``,
 ``AT_DISPATCH_REDUCED_FLOATING_TYPES``: for these the device unit includes c10's small Half and
 BFloat16 headers), a launch outside a host function.
@@ -343,9 +344,12 @@ def _launches(item: str, masked: str, kernels: dict[str, Kernel], sites: list, k
         if kern.tparams:
             unknown = set(_IDENT.findall(mask(targs))) - known - {"scalar_t"}
             host_fn = _host_template(masked)
+            macro = _enclosing_macro(masked, m.start()) if unknown else None
             if unknown and host_fn and unknown <= set(host_fn[1]):
                 insts = host_fn         # instantiated for each call of the host template, later
-            elif unknown:               # a macro's parameter, a local constant
+            elif unknown and macro and unknown <= set(macro[1]):
+                insts = _macro_instantiations(targs, kern, *macro, known)
+            elif unknown:               # a local constant, a variable
                 raise CannotSplit(f"`{kern.name}` launched with `{sorted(unknown)[0]}`, which the device unit "
                                   f"cannot instantiate")
             else:
@@ -369,6 +373,35 @@ def _host_template(masked: str) -> tuple[str, list[str]] | None:
         return None
     names = [_IDENT.findall(p.split("=")[0])[-1] for p in _split_top(t.group(1)) if _IDENT.findall(p)]
     return t.group(2), names
+
+
+def _enclosing_macro(masked: str, pos: int) -> tuple[str, list[str], str] | None:
+    """(name, parameters, the text after it) of the function-like ``#define`` whose body holds
+    ``pos`` — ``#define LAUNCH(E) k<E><<<g, b>>>(...)`` inside a host function."""
+    for d in re.finditer(r"#\s*define\s+(\w+)\(([^()]*)\)", masked[:pos]):
+        end = d.end()
+        while end < len(masked) and masked[end] != "\n":
+            end += 2 if masked[end] == "\\" else 1
+        if d.start() < pos < end:
+            return d.group(1), [p.strip() for p in d.group(2).split(",") if p.strip()], masked[end:]
+    return None
+
+
+def _macro_instantiations(targs: str, kern: Kernel, name: str, params: list[str], after: str,
+                          known: set[str]) -> list[list[str]]:
+    """A launch in a macro's body with the macro's parameters as template arguments: one
+    instantiation per use of the macro after its definition (``LAUNCH(4); LAUNCH(8);``)."""
+    out = []
+    for use in re.finditer(rf"\b{re.escape(name)}\s*\(([^()]*)\)", after):
+        values = _split_top(use.group(1))
+        if len(values) != len(params) or set(_IDENT.findall(use.group(1))) - known:
+            raise CannotSplit(f"macro `{name}` used as `{name}({use.group(1)})`, which the device unit cannot follow")
+        inst = _split_top(_subst(targs, params, values))
+        if inst not in out:
+            out.append(inst)
+    if not out:
+        raise CannotSplit(f"macro `{name}` launches `{kern.name}` and is never used")
+    return out
 
 
 def _host_instantiations(targs: str, kern: Kernel, fn: str, params: list[str], host_text: str,
@@ -434,6 +467,8 @@ def split(cuda: list[str], offset: int = 0, file: str = "cuda.cu") -> Split:
         if m.startswith("#"):
             if CONDITIONAL.match(m):
                 raise CannotSplit("preprocessor conditionals")
+            if "<<<" in m:
+                raise CannotSplit("a launch in a top-level macro")
             role = "host" if TORCH_INCLUDE.match(m) else ("drop" if re.match(r"#\s*pragma\s+once", m) else "both")
         elif re.match(r"\s*(?:inline\s+)?namespace\b|\s*extern\s+\"", text[s:e]):
             raise CannotSplit("a namespace or extern block")
