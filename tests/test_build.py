@@ -139,6 +139,19 @@ def test_cuda_compile_only_check_without_cuda_torch():
     assert "BROKEN" in d.source_line or "BROKEN" in d.message
 
 
+def test_a_split_failure_not_surely_the_candidates_is_checked_on_the_whole_source():
+    """The host function names its kernel (a name only the device unit has): the split cannot
+    judge, and the whole source decides — the whole source, not the split's device unit left in
+    its place (which compiles): the candidate's real error is still found."""
+    _compile_only_machine()
+    src = _fresh_cuda().replace("int64_t n = x.numel();", "int64_t n = x.numel(); "
+                                "cudaFuncSetAttribute(relu2_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 0); "
+                                "struct Q {} q = x;")
+    res = compile(Candidate.from_source(src))
+    assert "cuda_host.cpp (split)" in res.units and "cuda.cu (light header)" in res.units, res.units
+    assert not res.ok and any(d.severity == "error" and d.file == "candidate" for d in res.diagnostics), res.diagnostics
+
+
 @pytest.mark.slow
 def test_the_compile_only_check_falls_back_to_torchs_header_like_the_gpu_build(monkeypatch):
     """A name torch/types.h holds and the light header does not (at::indexing, from

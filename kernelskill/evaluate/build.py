@@ -399,7 +399,6 @@ def _compile_only(build_dir: Path, cuda: list[str], kwargs: dict, candidate_sour
     if ok_marker.exists() and ok_marker.read_text() == digest:
         return
     log.cache_hit = False
-    src.write_text(text)
     includes = ext.include_paths() + [sysconfig.get_paths()["include"]] + list(kwargs.get("extra_include_paths") or [])
     cuda_inc = cuda_include_dir(str(nvcc))
     if not (cuda_inc / "cusparse.h").exists():
@@ -425,7 +424,7 @@ def _compile_only(build_dir: Path, cuda: list[str], kwargs: dict, candidate_sour
     sources = {"cuda.cu": (cuda, len(header))}
     if header and not heavy and not os.environ.get("KERNELSKILL_CUDA_WHOLE"):
         # The GPU's build splits the source (toolchain.split_cuda): so does its check.
-        sp, out = _compile_only_split(build_dir, cuda, kwargs, includes, cuda_inc, str(nvcc), arch, log, root)
+        sp, out = _compile_only_split(build_dir, cuda, kwargs, includes, cuda_inc, nvcc_cmd, arch, log, root)
         if sp is not None and out is None:
             ok_marker.write_text(digest)
             return
@@ -437,6 +436,7 @@ def _compile_only(build_dir: Path, cuda: list[str], kwargs: dict, candidate_sour
         for name in ("cuda.cu", "cuda_host.cpp"):
             if name in log.units:
                 log.units[f"{name} (split)"] = log.units.pop(name)
+    src.write_text(text)                # the whole source (the split wrote its device unit there)
     full = None if heavy else toolchain.header_dir(root / "_pch", "cuda", ["compile-only"])[0]
     light = toolchain.nvcc_light_dir(build_dir, cuda) if header and not heavy else None
     proc = check(light or full, "cuda.cu (light header)" if light else "cuda.cu")
@@ -465,56 +465,29 @@ def cuda_include_dir(nvcc: str) -> Path:
 
 
 def _compile_only_split(build_dir: Path, cuda: list[str], kwargs: dict, includes: list[str], cuda_inc: Path,
-                        nvcc: str, arch: str, log: BuildLog, root: Path):
+                        nvcc_cmd: list[str], arch: str, log: BuildLog, root: Path):
     """The split check: the device unit through nvcc, the host unit through the C++ compiler
-    against the precompiled light header, side by side. (None, None) when the source is built
-    whole; (split, None) when both compiled; (split, (output, unit)) for the first to fail."""
+    against the precompiled light header, side by side (toolchain.compile_split, as the GPU's
+    build). (None, None) when the source is built whole; (split, None) when both compiled;
+    (split, (output, unit)) for the first to fail."""
     from . import toolchain
     try:
         sp = cuda_split.split(cuda, offset=3)
     except cuda_split.CannotSplit as e:
         log.steps.append((0.0, f"cuda.cu built whole: {e}"))
         return None, None
-    (build_dir / "cuda.cu").write_text(sp.device)
-    (build_dir / "cuda_host.cpp").write_text(sp.host)
     cxx = toolchain._torch_flags(False)[0] + ["-isystem", str(cuda_inc)] + \
         [f"-I{p}" for p in includes if p == str(STUB_DIR) or p in (kwargs.get("extra_include_paths") or [])]
     light, _ = toolchain.header_dir(root / "_pch", "light", cxx)
-    cmds = {"cuda.cu": [*([sys.executable, str(toolchain.NVCC_PHASES)] if not os.environ.get("KERNELSKILL_NVCC_SERIAL")
-                          else []), nvcc, "-std=c++17", f"-arch={arch}", "-c", str(build_dir / "cuda.cu"),
-                        "-o", str(build_dir / "cuda.o"), "-Xcompiler", "-fPIC", *NO_HALF,
-                        *[f for inc in includes for f in ("-isystem", inc)],     # c10's Half, if named
-                        *[f"-I{p}" for p in kwargs.get("extra_include_paths") or []],
-                        *(kwargs.get("extra_cuda_cflags") or [])],
-            "cuda_host.cpp": [toolchain._cxx(), "-c", f"-I{light}", *cxx, "-DTORCH_EXTENSION_NAME=" + build_dir.name,
-                              str(build_dir / "cuda_host.cpp"), "-o", str(build_dir / "cuda_host.o")]}
-    t = time.monotonic()
-    procs = {name: subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                    stdin=subprocess.DEVNULL) for name, cmd in cmds.items()}
-    failed = None
+    device_cmd = [*nvcc_cmd, "-std=c++17", f"-arch={arch}", "-c", "-Xcompiler", "-fPIC", *NO_HALF,
+                  *[f for inc in includes for f in ("-isystem", inc)],     # c10's Half, if named
+                  *(kwargs.get("extra_cuda_cflags") or [])]
+    host_cmd = [toolchain._cxx(), "-c", f"-I{light}", *cxx, "-DTORCH_EXTENSION_NAME=" + build_dir.name]
     try:
-        pending = dict(procs)
-        while pending and failed is None:
-            for name, proc in list(pending.items()):
-                if proc.poll() is None:
-                    continue
-                del pending[name]
-                log.units[name] = round(time.monotonic() - t, 3)
-                if proc.returncode != 0:
-                    failed = (proc.stdout.read(), name)      # the first to fail decides
-                    break
-            time.sleep(0.02)
-    finally:
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait()
-            proc.stdout.close()
-    if failed is None:
-        missing = cuda_split.missing_launchers(build_dir / "cuda_host.o", build_dir / "cuda.o")
-        if missing:                     # the whole build decides (as the GPU's build does)
-            failed = (f"launchers not instantiated: {sorted(missing)[:3]}", "cuda_host.cpp")
-    return sp, failed
+        toolchain.compile_split(build_dir, sp, device_cmd, host_cmd, build_dir / "_objects", lambda _: None, log)
+    except toolchain.UnitFailed as e:
+        return sp, (e.output, e.unit)
+    return sp, None
 
 
 def parse_diagnostics(log: str, sources: dict[str, tuple[list[str], int]], candidate: str) -> list[Diagnostic]:

@@ -462,14 +462,10 @@ def build(p: Plan, cache: Path, on_step=None, log=None) -> Path:
         if sp is not None:
             # The kernels through nvcc with CUDA's headers only, the host functions through the C++
             # compiler against the precompiled light header (cuda_split.py).
-            units += [_unit("cuda.cu", d, sp.device, nvcc_cmd(None), objects, nice=5),
-                      _unit("cuda_host.cpp", d, sp.host, [_cxx(), "-c", f"-I{light}",
-                            *[f"-I{i}" for i in p.include_paths], name_flag, *kflags], objects)]
             try:
-                _compile_all(units, step, log)
-                missing = cuda_split.missing_launchers(units[-1].obj, units[-2].obj)
-                if missing:
-                    raise UnitFailed("cuda_host.cpp", f"launchers not instantiated: {sorted(missing)[:3]}")
+                units = compile_split(d, sp, nvcc_cmd(None), [_cxx(), "-c", f"-I{light}",
+                                      *[f"-I{i}" for i in p.include_paths], name_flag, *kflags], objects, step, log,
+                                      others=units)
             except UnitFailed as e:
                 if e.unit not in ("cuda.cu", "cuda_host.cpp") or cuda_split.candidates_error(
                         e.output, e.unit, sp, _in_torch_headers):
@@ -479,7 +475,6 @@ def build(p: Plan, cache: Path, on_step=None, log=None) -> Path:
                     for name in ("cuda.cu", "cuda_host.cpp"):
                         if name in log.units:
                             log.units[f"{name} (split)"] = log.units.pop(name)
-                units = units[:-2]
                 sp = None
         if sp is None:
             _compile_cuda_whole(units, cuda_unit, cuda_light, cuda_full, step, log)
@@ -496,6 +491,19 @@ def build(p: Plan, cache: Path, on_step=None, log=None) -> Path:
     os.replace(tmp, so)
     (d / "kernelskill_module").write_text(p.unique)
     return so
+
+
+def compile_split(d: Path, sp: "cuda_split.Split", nvcc_cmd: list[str], host_cmd: list[str], objects: Path, step,
+                  log, others: list[Unit] = ()) -> list[Unit]:
+    """A split source's ``cuda.cu`` and ``cuda_host.cpp``, beside ``others``, then the launcher check:
+    every unit compiled, or UnitFailed for the first to fail or a launcher the device object lacks."""
+    units = [*others, _unit("cuda.cu", d, sp.device, nvcc_cmd, objects, nice=5),
+             _unit("cuda_host.cpp", d, sp.host, host_cmd, objects)]
+    _compile_all(units, step, log)
+    missing = cuda_split.missing_launchers(units[-1].obj, units[-2].obj)
+    if missing:
+        raise UnitFailed("cuda_host.cpp", f"launchers not instantiated: {sorted(missing)[:3]}")
+    return units
 
 
 def _compile_cuda_whole(units: list[Unit], cuda_unit, cuda_light, cuda_full, step, log) -> None:
