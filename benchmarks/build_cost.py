@@ -8,11 +8,14 @@ build, KERNELSKILL_TORCH_BUILD=1), measured in one run on one machine:
 - cached: the same source again.
 
 Each row is `kernelskill.evaluate.compile` of a candidate file: the worker's build step and the whole
-call (worker start included). Headers are made first (`kernelskill warm` for the flag set), so the
-direct rows show builds after set-up, as on any machine after its first builds.
+call. With `--workers cold` the call starts its worker (Python and torch imported: a one-shot
+command); with `ahead` a worker started ahead serves it, as in the MCP server, the optimizer and the
+TUI, which keep one ready while the agent thinks (the benchmark waits for it to be ready between
+calls, as an agent's next candidate would). Headers are made first (`kernelskill warm` for the flag
+set), so the direct rows show builds after set-up, as on any machine after its first builds.
 
     python benchmarks/build_cost.py [--device cpu|cuda] [--backends cpp,cuda] [--paths torch,whole,direct]
-                                    [--repeat N] [--json OUT]
+                                    [--workers cold,ahead] [--repeat N] [--json OUT]
 
 On a machine without a CUDA torch, `--backends cuda --device cpu --paths whole,direct` times the
 compile-only check of the CUDA candidate (nvcc -c, the same units the GPU's build compiles).
@@ -37,7 +40,7 @@ import torch  # noqa: E402
 
 from kernelskill import Candidate  # noqa: E402
 from kernelskill.evaluate import compile  # noqa: E402
-from kernelskill.evaluate import toolchain  # noqa: E402
+from kernelskill.evaluate import isolation, toolchain  # noqa: E402
 from kernelskill.evaluate.build import build_root  # noqa: E402
 
 CPP_FLAGS = ["-O3"]
@@ -108,6 +111,8 @@ def source(backend: str, token: str, fn: str = "relu2", change: str | None = Non
 
 
 def timed(src: str, device: str):
+    if isolation.prestarting_now():
+        isolation.wait_for_spares()
     t = time.perf_counter()
     res = compile(Candidate.from_source(src), device=device)
     return res, time.perf_counter() - t
@@ -152,7 +157,7 @@ def _wait_for_header_makers(limit_s: float = 300.0) -> None:
 
 
 def _units(res) -> str:
-    return res.path + (": " + ", ".join(f"{k} {v:.1f}s" for k, v in res.units.items()) if res.units else "")
+    return (res.path or ("compile-only" if res.compile_only else "")) + (": " + ", ".join(f"{k} {v:.1f}s" for k, v in res.units.items()) if res.units else "")
 
 
 def main() -> None:
@@ -161,6 +166,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2, help="rounds per path (the median is shown)")
     ap.add_argument("--paths", default="torch,direct", help="torch (load_inline's build), whole (direct, the CUDA "
                     "source in one nvcc unit), direct (the CUDA source split: cuda_split.py); comma-separated")
+    ap.add_argument("--workers", default="cold,ahead", help="cold (each call starts its worker: a one-shot command) "
+                    "and/or ahead (a worker started ahead serves it: the MCP server, optimizer, TUI); comma-separated")
     ap.add_argument("--backends", default=None, help="cpp and/or cuda (default: cpp, and cuda on a GPU)")
     ap.add_argument("--json")
     args = ap.parse_args()
@@ -169,23 +176,27 @@ def main() -> None:
     toolchain.warm(build_root(), [CPP_FLAGS], say=lambda t: print("  " + t, flush=True))
     # One build of each backend first: worker start-up, torch's import and the bindings of the
     # benchmark's signature warm, as in any run after its first candidate.
+    warmups = {b: source(b, "warmup-" + uuid.uuid4().hex[:6]) for b in backends}
     for b in backends:
-        compile(Candidate.from_source(source(b, "warmup-" + uuid.uuid4().hex[:6])),
-                device="cpu" if b == "cpp" else args.device)
+        compile(Candidate.from_source(warmups[b]), device="cpu" if b == "cpp" else args.device)
     _wait_for_header_makers()
     table: dict[tuple[str, str, str], list[tuple[float, float, str]]] = {}
+    modes = [(p, w) for w in args.workers.split(",") for p in args.paths.split(",")]
     for b in backends:
         dev = "cpu" if b == "cpp" else args.device
         for r in range(args.repeat):
-            for path in args.paths.split(","):
-                for row, value in measure(b, dev, path).items():
-                    table.setdefault((b, row, path), []).append(value)
-                print(f"  {b} {path} round {r + 1} done", file=sys.stderr, flush=True)
+            for path, workers in modes:
+                with isolation.prestarting(workers == "ahead"):
+                    if workers == "ahead":      # a cached call starts the spares the timed calls take
+                        compile(Candidate.from_source(warmups[b]), device=dev)
+                    for row, value in measure(b, dev, path).items():
+                        table.setdefault((b, row, f"{path} ({workers})"), []).append(value)
+                print(f"  {b} {path} ({workers} workers) round {r + 1} done", file=sys.stderr, flush=True)
     where = torch.cuda.get_device_name() if args.device.startswith("cuda") else (platform.processor()
                                                                                  or platform.machine())
     print(f"\nmachine: {where}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; torch {torch.__version__}; "
           f"median of {args.repeat}\n")
-    paths = args.paths.split(",")
+    paths = [f"{p} ({w})" for p, w in modes]
     print("| backend | build | " + " | ".join(f"{p}: step / call (s)" for p in paths) + " | direct: units |")
     print("|---|---|" + "---|" * len(paths) + "---|")
     out = []
@@ -200,8 +211,9 @@ def main() -> None:
                 step = statistics.median(v[0] for v in vals)
                 call = statistics.median(v[1] for v in vals)
                 cells.append(f"{step:.2f} / {call:.2f}")
-                out.append({"backend": b, "build": row, "path": p, "step_s": step, "call_s": call})
-                if p == "direct":
+                out.append({"backend": b, "build": row, "path": p.split(" ")[0], "workers": p.split("(")[1][:-1],
+                            "step_s": step, "call_s": call})
+                if p.startswith("direct"):
                     note = vals[-1][2]
             print(f"| {b} | {row} | " + " | ".join(cells) + f" | {note} |")
     if args.json:

@@ -6,7 +6,13 @@ correct variants, each a source never built before (a fresh token per run). It d
 torch's own build (KERNELSKILL_TORCH_BUILD=1: before) and once with the direct build (after), in one
 run on one machine.
 
-    python benchmarks/loop_throughput.py [--device cpu|cuda] [--paths torch,whole,direct] [--json OUT]
+With `--workers ahead` (as the optimizer, the MCP server and the TUI run the evaluator) a worker
+started ahead serves each evaluation; the benchmark waits for the spares to be ready between
+candidates, as an agent's next candidate comes seconds after the last verdict, and counts only the
+evaluator's own time. `cold`: every worker starts with its evaluation (one-shot commands).
+
+    python benchmarks/loop_throughput.py [--device cpu|cuda] [--paths torch,whole,direct]
+                                         [--workers cold,ahead] [--json OUT]
 """
 from __future__ import annotations
 
@@ -28,7 +34,7 @@ import torch  # noqa: E402
 
 from build_cost import source  # noqa: E402
 from kernelskill import Candidate, Task  # noqa: E402
-from kernelskill.evaluate import compile, evaluate  # noqa: E402
+from kernelskill.evaluate import compile, evaluate, isolation  # noqa: E402
 from kernelskill.evaluate.api import Options  # noqa: E402
 
 TASK = '''import torch
@@ -70,7 +76,7 @@ def candidates(backend: str) -> list[tuple[str, str, str]]:
     return out
 
 
-def run(task: Task, backend: str, device: str, path: str) -> dict:
+def run(task: Task, backend: str, device: str, path: str, workers: str, warm: str) -> dict:
     os.environ.pop("KERNELSKILL_CUDA_WHOLE", None)
     if path == "whole":                 # the direct build, the CUDA source in one nvcc unit (no split)
         os.environ["KERNELSKILL_CUDA_WHOLE"] = "1"
@@ -78,17 +84,22 @@ def run(task: Task, backend: str, device: str, path: str) -> dict:
         os.environ["KERNELSKILL_TORCH_BUILD"] = "1"
     else:
         os.environ.pop("KERNELSKILL_TORCH_BUILD", None)
-    rows, started = [], time.perf_counter()
-    for label, expected, src in candidates(backend):
-        t = time.perf_counter()
-        r = evaluate(task, Candidate.from_source(src), opts=Options(device=device))
-        seconds = time.perf_counter() - t
-        assert r.status == expected, (label, r.status, r.message)
-        rows.append((label, r.status, r.compile.seconds, seconds))
-        print(f"  {path:>6} {label:<10} {r.status:<14} build {r.compile.seconds:6.2f} s  whole {seconds:6.2f} s",
-              file=sys.stderr, flush=True)
-    total = time.perf_counter() - started
-    return {"path": path, "rows": rows, "total_s": total, "per_minute": len(rows) / total * 60}
+    rows = []
+    with isolation.prestarting(workers == "ahead"):
+        if workers == "ahead":        # the loop's first evaluation starts the spares the rest take
+            evaluate(task, Candidate.from_source(warm), opts=Options(device=device))
+        for label, expected, src in candidates(backend):
+            if workers == "ahead":
+                isolation.wait_for_spares()
+            t = time.perf_counter()
+            r = evaluate(task, Candidate.from_source(src), opts=Options(device=device))
+            seconds = time.perf_counter() - t
+            assert r.status == expected, (label, r.status, r.message)
+            rows.append((label, r.status, r.compile.seconds, seconds))
+            print(f"  {path:>6} {workers:>5} {label:<10} {r.status:<14} build {r.compile.seconds:6.2f} s  "
+                  f"whole {seconds:6.2f} s", file=sys.stderr, flush=True)
+    total = sum(row[3] for row in rows)
+    return {"path": path, "workers": workers, "rows": rows, "total_s": total, "per_minute": len(rows) / total * 60}
 
 
 def main() -> None:
@@ -96,6 +107,8 @@ def main() -> None:
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--paths", default="torch,direct", help="torch (load_inline's build), whole (direct, the CUDA "
                     "source in one nvcc unit), direct (split); comma-separated")
+    ap.add_argument("--workers", default="cold,ahead", help="cold (each evaluation starts its workers) and/or ahead "
+                    "(workers started ahead, as the optimizer, MCP server and TUI run); comma-separated")
     ap.add_argument("--json")
     args = ap.parse_args()
     backend = "cpp" if args.device == "cpu" else "cuda"
@@ -109,16 +122,20 @@ def main() -> None:
         warm = source(backend, "warm-" + uuid.uuid4().hex[:6])
         compile(Candidate.from_source(warm), device=args.device)
         evaluate(task, Candidate.from_source(warm), opts=Options(device=args.device))
-        results = [run(task, backend, args.device, p) for p in args.paths.split(",")]
+        results = [run(task, backend, args.device, p, w, warm)
+                   for w in args.workers.split(",") for p in args.paths.split(",")]
     where = torch.cuda.get_device_name() if args.device.startswith("cuda") else (platform.processor()
                                                                                  or platform.machine())
     print(f"\nmachine: {where}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; torch {torch.__version__}; "
           f"task relu×2 {rows}×{cols} fp32, {backend} candidates\n")
-    print("| build | candidates | evaluator time (s) | candidates per minute | build steps (s) |")
-    print("|---|---|---|---|---|")
+    print("| build | workers | candidates | evaluator time (s) | candidates per minute | build steps (s) | "
+          "evaluations (s) |")
+    print("|---|---|---|---|---|---|---|")
     for r in results:
         builds = " / ".join(f"{row[2]:.1f}" for row in r["rows"])
-        print(f"| {r['path']} | {len(r['rows'])} | {r['total_s']:.1f} | {r['per_minute']:.1f} | {builds} |")
+        calls = " / ".join(f"{row[3]:.1f}" for row in r["rows"])
+        print(f"| {r['path']} | {r['workers']} | {len(r['rows'])} | {r['total_s']:.1f} | {r['per_minute']:.1f} | "
+              f"{builds} | {calls} |")
     if args.json:
         Path(args.json).write_text(json.dumps({"machine": where, "results": results}, indent=2))
 

@@ -37,7 +37,7 @@ def main() -> int:
         for path in a.tasks:
             task = Task.load(path)
             t0 = time.perf_counter()
-            classes = op_classes(task)
+            op_classes(task)
             t1 = time.perf_counter()
             reference(task, a.device, opts)
             t2 = time.perf_counter()

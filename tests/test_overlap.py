@@ -110,6 +110,22 @@ def test_profiling_worker_of_an_incorrect_candidate_never_runs_it(fast, tmp_path
     assert time.monotonic() - t0 < 60
 
 
+def test_a_compile_error_is_reported_without_waiting_for_the_profiling_worker(fast, tmp_path):
+    # The profiling worker of this candidate never gets past its import (it sleeps there); the run
+    # worker's import fails. The verdict must not wait on the profiling worker (it used to join it for
+    # up to 60 s): it is stopped where it is, and no process of it outlives the evaluation.
+    src = ("import json as _j, pathlib as _p, time as _t\n"
+           "if _j.loads((_p.Path.cwd().parent / 'out' / 'request.json').read_text())['mode'] == 'profile':\n"
+           "    _t.sleep(3600)\n"
+           "raise RuntimeError('broken on purpose')\n") + GOOD
+    r = evaluate(RELU_TASK, Candidate.from_source(src), opts=fast, profile_apart=True, keep_dir=tmp_path)
+    assert r.status == "compile_error" and "broken on purpose" in r.message + str(r.compile.diagnostics), r.message
+    profile_out = next(tmp_path.iterdir()) / "profile" / "out"
+    assert not (profile_out / "result.json").exists()           # stopped, not finished
+    alive = subprocess.run(["pgrep", "-f", str(profile_out / "request.json")], capture_output=True, text=True)
+    assert alive.stdout.strip() == "", f"the profiling worker outlived the evaluation: pids {alive.stdout.split()}"
+
+
 # ---- workers started ahead ----------------------------------------------------------------------
 @pytest.fixture
 def prestart():
@@ -143,6 +159,18 @@ def test_a_prestarted_worker_serves_the_next_request_and_leaves_its_files_in_pla
     assert (base / "scratch").is_dir()
     assert not Path(f"/proc/{spare}").exists() or _zombie(spare)
     assert _spare_pids() and _spare_pids()[0] != spare
+
+
+def test_wait_for_spares_returns_once_every_spare_has_imported_what_it_needs(prestart, fast, tmp_path):
+    req, base = _compile_request(fast, tmp_path)
+    isolation.run_worker(req, build_timeout=600, run_timeout=60, keep=base)
+    spares = [sp for kind in isolation._SPARES.values() for sp in kind]
+    assert spares                                   # one started as the worker ended (a CPU request)
+    assert isolation.wait_for_spares(timeout=300)
+    assert all((sp.base / "out" / "spare-ready").exists() for sp in spares)
+    # A spare that has not got there yet is waited for; the timeout says so when it never does.
+    (spares[0].base / "out" / "spare-ready").unlink()
+    assert not isolation.wait_for_spares(timeout=0.2)
 
 
 def test_on_a_gpu_the_next_spare_starts_while_the_worker_runs(prestart, fast, tmp_path):

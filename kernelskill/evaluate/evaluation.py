@@ -309,10 +309,13 @@ class ApartProfile:
     """The profiling worker of one evaluation, run from a thread beside the timing worker.
 
     It starts with the timing worker, sets the profiler up and loads the candidate, then waits
-    (``ready``) for ``release``: go once the candidate is verified and timed, stop otherwise."""
+    (``ready``) for ``release``: go once the candidate is verified and timed, stop otherwise. A stop
+    ends it at once, wherever it is: a compile error or an incorrect candidate is reported without
+    waiting for this worker's own start-up and build."""
 
     def __init__(self, req: dict, opts: Options):
         self.ready, self._released, self._go = threading.Event(), threading.Event(), False
+        self._stop, self._cancel = threading.Event(), opts.cancel
         self.outcome: WorkerOutcome | None = None
         self.error: str | None = None
         self._base = Path(req["candidate_path"]).parent / "profile"
@@ -322,7 +325,7 @@ class ApartProfile:
     def _run(self, req: dict, opts: Options) -> None:
         try:
             self.outcome = run_worker(req, build_timeout=opts.build_timeout, run_timeout=opts.run_timeout,
-                                      keep=self._base, decide=self._decide, cancel=opts.cancel)
+                                      keep=self._base, decide=self._decide, cancel=self)
         except Exception as e:  # noqa: BLE001 — a profile that fails is a note, never the verdict
             self.error = f"{type(e).__name__}: {e}"
         finally:
@@ -333,9 +336,15 @@ class ApartProfile:
         self._released.wait()
         return self._go
 
+    def is_set(self) -> bool:
+        """run_worker's cancel: the caller cancelled, or this worker was stopped before its decision."""
+        return self._stop.is_set() or (self._cancel is not None and self._cancel.is_set())
+
     def release(self, go: bool) -> None:
         if not self._released.is_set():
             self._go = go
+            if not go and not self.ready.is_set():
+                self._stop.set()         # still starting or building: killed within one poll
             self._released.set()
 
     def join(self) -> None:

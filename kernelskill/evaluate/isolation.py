@@ -112,6 +112,11 @@ def prestart_workers(enabled: bool = True) -> None:
         stop_spares()
 
 
+def prestarting_now() -> bool:
+    """Whether workers are started ahead in this process (``prestart_workers``)."""
+    return _PRESTART
+
+
 @contextlib.contextmanager
 def prestarting(enabled: bool = True):
     """``prestart_workers(enabled)`` for a block; afterwards as before (spares stopped if it was off)."""
@@ -194,6 +199,21 @@ def _spawn_one_spare(request: dict, key: tuple) -> None:
     for old in extra:
         kill_group(old.proc)
         shutil.rmtree(old.base, ignore_errors=True)
+
+
+def wait_for_spares(timeout: float = 300.0) -> bool:
+    """Block until every spare started so far has imported what it needs (its ``spare-ready``), as
+    it has by the time an agent hands over its next candidate, seconds after the last verdict (a
+    benchmark of the loop waits here between candidates). False when ``timeout`` passed first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with _LOCK:
+            spares = [sp for kind in _SPARES.values() for sp in kind if sp.proc.poll() is None]
+        if all((sp.base / "out" / "spare-ready").exists() for sp in spares):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
 
 
 def _take_spare(request: dict) -> _Spare | None:
