@@ -76,12 +76,13 @@ CPP = "torch::Tensor FN(torch::Tensor x);"
 CUDA_SRC = r"""
 #include <torch/extension.h>
 #include <ATen/cuda/CUDAContext.h>
-// TOKEN
 __global__ void relu2_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
+    // TOKEN (in each function: the split's units keep no top-level comment, and a unit seen before is cached)
     int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (i < n) y[i] = x[i] > 0.f ? 2.f * x[i] : 0.f;   // BODY
 }
 torch::Tensor FN(torch::Tensor x) {
+    // TOKEN
     auto y = torch::empty_like(x);
     int64_t n = x.numel();
     relu2_kernel<<<(n + 255) / 256, 256, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);

@@ -70,7 +70,32 @@ def test_calls_the_direct_build_does_not_handle_go_to_torchs_build(tmp_path):
     q = toolchain.plan("g_1", tmp_path, ["torch::Tensor f(torch::Tensor x) { return x * 2; }"], [], (),
                        {"functions": {"f": "doubles"}})
     assert p.defs == q.defs and toolchain.bind_source(p) == toolchain.bind_source(q)
-    assert toolchain.init_source(p) != toolchain.init_source(q)      # each extension its own module
+    assert f"PYBIND11_MODULE({p.defs}," in toolchain.bind_source(p)   # named per extension at the link
+
+
+def test_two_extensions_sharing_their_bindings_are_two_modules_in_one_process(tmp_path):
+    # Same signatures, so one bindings object serves both; each is renamed to its own module before
+    # the link. Loaded side by side in one process, each must run its own code, not the first one's.
+    import importlib.util
+    import torch
+    from kernelskill.evaluate.build import build_root
+    token = uuid.uuid4().hex[:8]
+    mods = []
+    for k in (2, 3):
+        src = [f"// {token}\ntorch::Tensor f(torch::Tensor x) {{ return x * {k}; }}"]
+        p = toolchain.plan(f"twin{k}_{token}", tmp_path / f"b{k}", src, [], (), {"functions": ["f"]})
+        (tmp_path / f"b{k}").mkdir()
+        so = toolchain.build(p, build_root())
+        syms = subprocess.run(["nm", "-D", "--defined-only", str(so)], capture_output=True, text=True).stdout
+        assert f"PyInit_{p.unique}" in syms and f"PyInit_{p.defs}" not in syms, syms[-500:]
+        spec = importlib.util.spec_from_file_location(p.unique, so)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        mods.append((k, p, mod))
+    assert mods[0][1].defs == mods[1][1].defs                # the bindings were shared
+    x = torch.arange(4.0)
+    for k, p, mod in mods:
+        assert mod.__name__ == p.unique and torch.equal(mod.f(x), x * k)
 
 
 def _candidate(body: str, token: str, flags: str = '["-O2"]') -> str:
@@ -124,8 +149,8 @@ def test_a_one_line_change_rebuilds_the_kernel_unit_only():
     changed = Candidate.from_source(_candidate("b[i] = a[i] > 0.f ? a[i] + a[i] : 0.f;", token))
     second = compile(changed, opts=Options(on_step=steps.append))
     assert second.ok and not second.cache_hit and second.path == "direct"
-    # the candidate's unit and the module's few-line init (it names the extension); the bindings cached
-    assert set(second.units) == {"kernel.cpp", "init.cpp"}, second.units
+    # the candidate's unit alone: the bindings cached (their object renamed to name the module)
+    assert set(second.units) == {"kernel.cpp"}, second.units
     assert "bind.cpp: cached object" in steps and "link" in steps
     # the rebuilt extension is the candidate's: verified against the task
     r = evaluate(RELU_TASK, changed, opts=Options(device="cpu", timing=None, profile=False))

@@ -64,7 +64,6 @@ LIGHT_HEADER = ("#pragma once\n// kernelskill: <torch/extension.h> for sources t
 BIND_HEADER = ("#pragma once\n// kernelskill: <torch/extension.h> for the bindings' unit\n#include <torch/types.h>\n"
                "#include <torch/python.h>\n")
 # The module's own unit: pybind11 alone, for the PYBIND11_MODULE that names this extension.
-INIT_HEADER = "#pragma once\n// kernelskill: pybind11 for the module's init\n#include <pybind11/pybind11.h>\n"
 # What the light header does not declare: such sources get torch's full header (torch's own build).
 HEAVY = re.compile(r"\bpy::|\bpybind11|\bPYBIND11_|torch/torch\.h|torch/all\.h|torch/python\.h|torch/script\.h"
                    r"|\btorch::(?:nn|optim|jit|data|autograd|fft|linalg|special|nested|sparse|serialize|cuda|"
@@ -225,7 +224,7 @@ def header_dir(root: Path, kind: str, flags: list[str], make: bool = True) -> tu
     header = d / "torch" / "extension.h"
     if not header.exists():
         header.parent.mkdir(parents=True, exist_ok=True)
-        text = {"bind": BIND_HEADER, "init": INIT_HEADER}.get(kind, LIGHT_HEADER)
+        text = BIND_HEADER if kind == "bind" else LIGHT_HEADER
         tmp = header.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(text)
         os.replace(tmp, header)
@@ -416,7 +415,7 @@ def build(p: Plan, cache: Path, on_step=None, log=None) -> Path:
     objects = cache / "_objects"
     d = p.build_dir
     # The candidate's units see one name per set of bindings (not the extension's own), so that their
-    # objects are shared by every extension with the same sources; only init.cpp names this one.
+    # objects are shared by every extension with the same sources; only the renamed init names this one.
     name_flag = f"-DTORCH_EXTENSION_NAME={p.defs}"
     # the candidate's C++
     kflags = [*cxx_flags, *p.cflags]
@@ -431,11 +430,10 @@ def build(p: Plan, cache: Path, on_step=None, log=None) -> Path:
     bind_src = bind_source(p)
     units.append(_unit("bind.cpp", d, bind_src, [_cxx(), "-c", f"-I{full}", *[f"-I{i}" for i in p.include_paths],
                                                  name_flag, *bflags], objects, nice=10))
-    # The module itself, named after this extension: two extensions with the same bindings share
-    # bind.o, never a module name (Python would hand the second one the first's module).
-    # It runs once, at import: compiled without optimisation (2.8 s against 4.2 s at -O2, measured).
-    init, _ = header_dir(pch_root, "init", cxx_flags)
-    units.append(_unit("init.cpp", d, init_source(p), [_cxx(), "-c", f"-I{init}", *cxx_flags], objects))
+    # The module's init is in bind.o under the bindings' name (PyInit_<defs>) and renamed to this
+    # extension's before the link (name_module): two extensions with the same bindings share bind.o,
+    # never a module name (Python would hand the second one the first's module), and no unit is
+    # compiled just to name the module (it was init.cpp, 2.2-2.8 s of every build).
     if p.cuda:
         # nvcc has no precompiled headers: a header made for this source's ops (falling back to
         # torch/types.h when it lacks a name), and the two front ends side by side (nvcc_phases.py).
@@ -480,6 +478,7 @@ def build(p: Plan, cache: Path, on_step=None, log=None) -> Path:
             _compile_cuda_whole(units, cuda_unit, cuda_light, cuda_full, step, log)
     else:
         _compile_all(units, step, log)
+    name_module(next(u.obj for u in units if u.name == "bind.cpp"), p)
     so = d / f"{p.unique}.so"
     step("link")
     tmp = so.with_suffix(f".{os.getpid()}.tmp.so")
@@ -534,17 +533,25 @@ def split_cuda(p: Plan, step) -> "cuda_split.Split | None":
         return None
 
 
-def init_source(p: Plan) -> str:
-    return (f"#include <torch/extension.h>\nvoid {p.defs}(pybind11::module_& m);\n"
-            f"PYBIND11_MODULE({p.unique}, m) {{ {p.defs}(m); }}\n")
-
-
 def bind_source(p: Plan) -> str:
+    """The bindings and the module's init, named after the bindings (``PyInit_<defs>``):
+    ``name_module`` gives the object the extension's own name before the link."""
     lines = ["#include <torch/extension.h>", *p.declarations, f"void {p.defs}(pybind11::module_& m) {{"]
     for fn, doc in p.functions.items():
         target = f"torch::wrap_pybind_function({fn})" if p.error_handling else fn
         lines.append(f'  m.def("{fn}", {target}, "{doc}");')
-    return "\n".join(lines + ["}"]) + "\n"
+    lines += ["}", f"PYBIND11_MODULE({p.defs}, m) {{ {p.defs}(m); }}"]
+    return "\n".join(lines) + "\n"
+
+
+def name_module(bind_obj: Path, p: Plan) -> None:
+    """Rename the init of ``bind_obj`` (this build's copy of the bindings' object) to the extension's:
+    ``PyInit_<defs>`` becomes ``PyInit_<unique>``, the one symbol Python looks up when it imports it.
+    The module takes its name from the import (pybind11's multi-phase init reads the spec)."""
+    proc = subprocess.run(["objcopy", f"--redefine-sym=PyInit_{p.defs}=PyInit_{p.unique}", str(bind_obj)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise Unsupported("objcopy could not name the module: " + (proc.stdout + proc.stderr).strip()[-400:])
 
 
 def _unit(name: str, d: Path, text: str, cmd: list[str], objects: Path, nice: int = 0) -> Unit:
@@ -650,14 +657,12 @@ def warm(cache: Path, flag_sets: list[list[str]], wait: bool = True, say=print) 
         return
     import torch
     cxx_flags, _, _ = _torch_flags(False)
-    sets = [("bindings", "bind", cxx_flags, [*cxx_flags, *BIND_FLAGS]),
-            ("module init", "init", cxx_flags, list(cxx_flags))] + [
+    sets = [("bindings", "bind", cxx_flags, [*cxx_flags, *BIND_FLAGS])] + [
         ("light", "light", cxx_flags, [*cxx_flags, *f]) for f in flag_sets]
     if torch.version.cuda and torch.cuda.is_available():
         # CUDA candidates' C++ units build with the CUDA include paths: headers of their own
         cuda_flags, _, _ = _torch_flags(True)
         sets += [("CUDA bindings", "bind", cuda_flags, [*cuda_flags, *BIND_FLAGS]),
-                 ("CUDA module init", "init", cuda_flags, list(cuda_flags)),
                  ("CUDA light", "light", cuda_flags, list(cuda_flags))]
     slots = maker_slots()
     say(f"{len(sets)} headers, {slots} at a time")
