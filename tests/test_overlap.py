@@ -104,9 +104,11 @@ def test_profiling_worker_of_an_incorrect_candidate_never_runs_it(fast, tmp_path
     t0 = time.monotonic()
     r = evaluate(RELU_TASK, Candidate.from_source(WRONG), opts=fast, profile_apart=True, keep_dir=tmp_path)
     assert r.status == "incorrect" and r.profile is None
-    base = next(tmp_path.iterdir())
-    res = json.loads((base / "profile" / "out" / "result.json").read_text())
-    assert res["status"] == "stopped" and "profile" not in (base / "profile" / "out" / "phases").read_text().split()
+    out = next(tmp_path.iterdir()) / "profile" / "out"
+    # Told to stop at its decision, or killed before it got there: either way it never profiled.
+    if (out / "result.json").exists():
+        assert json.loads((out / "result.json").read_text())["status"] == "stopped"
+    assert "profile" not in ((out / "phases").read_text().split() if (out / "phases").exists() else [])
     assert time.monotonic() - t0 < 60
 
 
