@@ -175,6 +175,19 @@ def test_wait_for_spares_returns_once_every_spare_has_imported_what_it_needs(pre
     assert not isolation.wait_for_spares(timeout=0.2)
 
 
+def test_a_worker_started_ahead_serves_a_one_shot_compile_and_none_follows_it():
+    # `kernelskill compile` starts its worker before importing torch itself (start_one_ahead); the
+    # compile takes that worker, and with prestart_workers off nothing is started after it.
+    from kernelskill.evaluate import compile
+    assert not _spare_pids()
+    isolation.start_one_ahead()
+    (pid,) = _spare_pids()
+    res = compile(Candidate.from_source(GOOD), device="cpu")
+    assert res.ok, res.to_dict()
+    assert not Path(f"/proc/{pid}").exists() or _zombie(pid)      # it served the request and exited
+    assert not _spare_pids() and not any(isolation._SPARES.values())
+
+
 def test_on_a_gpu_the_next_spare_starts_while_the_worker_runs(prestart, fast, tmp_path):
     # A request for a GPU (the compile mode of a pure-Python candidate never touches CUDA, so this
     # runs here): the spare for the next request exists while this worker is still in its build.

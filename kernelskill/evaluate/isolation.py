@@ -216,6 +216,26 @@ def wait_for_spares(timeout: float = 300.0) -> bool:
         time.sleep(0.02)
 
 
+def worker_threads(threads: int | None = None) -> int:
+    """The threads a worker pins torch and OpenMP to: ``threads``, else every core this process may use."""
+    return threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
+
+
+def worker_env_vars(threads: int) -> dict:
+    """The environment a worker of ``threads`` threads starts with (a spare serves only requests
+    with the same): OpenMP in C++ candidates pinned like torch; torch.compile's artifacts kept per
+    environment (Inductor keys them by graph, torch and hardware)."""
+    return {"OMP_NUM_THREADS": str(threads), "TORCHINDUCTOR_CACHE_DIR": str(cache_root() / "inductor")}
+
+
+def start_one_ahead(threads: int | None = None) -> None:
+    """For a one-shot command: start the worker its first request will take now, before the command
+    imports torch itself, so that the two imports run side by side (4-5 s each on a GPU host).
+    Unlike ``prestart_workers`` nothing more is started after it; an unused one is stopped at exit."""
+    request = {"mode": "compile", "device": "cpu", "env": worker_env_vars(worker_threads(threads))}
+    _spawn_one_spare(request, _spare_key(request))
+
+
 def _take_spare(request: dict) -> _Spare | None:
     """The oldest live spare of the request's kind (the likeliest to be ready), or None."""
     while True:
@@ -251,7 +271,9 @@ def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
     once this one ends on a CPU.
     """
     base = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="kernelskill-"))
-    spare = _take_spare(request) if _PRESTART and launcher is None else None
+    # A spare is taken whenever one of the request's kind waits (started ahead by prestart_workers or
+    # start_one_ahead); more are started only with prestart_workers on.
+    spare = _take_spare(request) if launcher is None else None
     # On a GPU the next worker of this kind starts importing now, while this one runs: an
     # evaluation chains three or four workers (reference, run, profile), each of which would
     # otherwise wait for `import torch`. On a CPU it waits until this one ends: an import beside a

@@ -21,6 +21,7 @@ from ..errors import UserError
 from ..results import Env
 from ..task import Task, _Expr
 from ..vocab import Backend
+from . import isolation
 from .build import cache_root
 from .timing import TimingConfig
 
@@ -88,17 +89,14 @@ def resolve_device(device: str, backend: str | None = None) -> str:
 
 def worker_threads(opts: Options) -> int:
     """The threads a worker pins torch and OpenMP to: the option, else every core this process may use."""
-    return opts.threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
+    return isolation.worker_threads(opts.threads)
 
 
 def request(mode: str, task: Task | None, cand: Candidate | None, device: str, opts: Options, base: Path) -> dict:
     """The request a worker of ``mode`` is sent; the candidate's source is written into ``base``."""
     req = {"mode": mode, "device": device, "seed": opts.seed, "trials": opts.trials,
            "threads": worker_threads(opts), "cache_root": str(cache_root())}
-    # OpenMP in C++ candidates gets the same pinned thread count as torch; torch.compile's
-    # artifacts persist per environment (Inductor keys them by graph, torch and hardware).
-    req["env"] = {"OMP_NUM_THREADS": str(req["threads"]),
-                  "TORCHINDUCTOR_CACHE_DIR": str(cache_root() / "inductor")}
+    req["env"] = isolation.worker_env_vars(req["threads"])
     req["baseline"] = opts.baseline
     if task is not None:
         req["task"] = {"path": str(task.path), "preset": task.preset,
