@@ -22,6 +22,15 @@ _GUARD = threading.Lock()
 _LOCKS: dict[str, threading.Lock] = {}
 
 
+def lock_dir() -> Path:
+    """Where the device locks live: ``$KERNELSKILL_LOCKS``, else ``locks/`` in the build cache, which
+    every server and process of this machine that shares the cache shares too (one evaluation per
+    device among them). The test suite gives each of its parallel workers its own."""
+    import os
+    from kernelskill.evaluate.build import cache_root
+    return Path(os.environ.get("KERNELSKILL_LOCKS") or cache_root() / "locks")
+
+
 def device_key(device: str) -> str:
     """A name for the physical device: the GPU's UUID when known (CUDA_VISIBLE_DEVICES-proof)."""
     if not device.startswith("cuda"):

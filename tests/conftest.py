@@ -11,6 +11,10 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
 os.environ.setdefault("KERNELSKILL_CACHE", str(ROOT / ".kernelskill-cache"))
+# The builds are shared by the suite's parallel workers; the MCP servers' device locks are not: a
+# test that times how soon its own server frees the device must not wait on another worker's test.
+os.environ.setdefault("KERNELSKILL_LOCKS", str(Path(os.environ["KERNELSKILL_CACHE"]) /
+                                               f"locks-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"))
 
 HAS_CUDA = bool(torch.version.cuda) and torch.cuda.is_available()
 
