@@ -545,10 +545,17 @@ def test_one_absurd_task_neither_carries_nor_sinks_the_mean():
     assert fast["geomean_speedup_clipped"] == pytest.approx((1.5 ** 4 * 100) ** 0.2)    # the outlier counts as 100×
     assert slow["geomean_speedup_clipped"] == pytest.approx((1.5 ** 4 / 100) ** 0.2)
     # beyond the task's roofline bound: flagged as impossible, and clipped to the bound
-    r = {**_row("f", "ok", 40.0), "eager_ms": 2.0, "floor_ms": 0.1}                    # bound 20×
+    r = {**_row("f", "ok", 40.0), "eager_ms": 2.0, "floor_ms": 0.1, "floor_binds": True}   # bound 20×
     s = summarize(honest + [r])
     assert s["impossible_tasks"] == ["f"]
     assert s["geomean_speedup_clipped"] == pytest.approx((1.5 ** 4 * 20) ** 0.2)
     assert summarize(honest + [{**r, "speedup": 19.0}])["impossible_tasks"] == []
+    # A floor that does not bind (a CPU's caches hold the working set) is no bound: not "impossible"
+    # and not clipped to it; a row from before the field binds when a GPU measured it.
+    cpu = summarize(honest + [{**r, "floor_binds": False}])
+    assert cpu["impossible_tasks"] == [] and cpu["geomean_speedup_clipped"] == pytest.approx((1.5 ** 4 * 40) ** 0.2)
+    old = {k: v for k, v in r.items() if k != "floor_binds"}
+    assert summarize(honest + [{**old, "gpu": "NVIDIA H100 80GB HBM3"}])["impossible_tasks"] == ["f"]
+    assert summarize(honest + [{**old, "gpu": None}])["impossible_tasks"] == []
     from kernelskill.bench.report import summary_line
     assert "(physically impossible): f" in summary_line(s) and "(clipped 2.52×)" in summary_line(s)

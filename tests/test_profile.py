@@ -92,12 +92,18 @@ def test_a_candidate_faster_than_the_floor_is_flagged_for_review_on_the_gpu():
     _roofline(_prof(0.5), task, meta, H100ISH, flags)
     assert any(f.startswith("review:") and "below the roofline floor" in f for f in flags)
     flags = []
-    _roofline(_prof(1.1), task, meta, H100ISH, flags)
-    assert flags == []
-    # CPU caches can hold the working set: the floor is reported, never a flag.
+    prof = _prof(1.1)
+    _roofline(prof, task, meta, H100ISH, flags)
+    assert flags == [] and prof.roofline["binds"] is True
+    # CPU caches can hold the working set: the floor is reported, never a flag, and it does not bind
+    # (the bench neither calls a speedup beyond it impossible nor clips the mean to it).
     prof = _prof(0.5, device="cpu")
     _roofline(prof, task, meta, H100ISH, flags)
-    assert flags == [] and prof.roofline["fraction"] == pytest.approx(2.0)
+    assert flags == [] and prof.roofline["fraction"] == pytest.approx(2.0) and prof.roofline["binds"] is False
+    # A GPU timed without the L2 flush: a memory floor does not bind either.
+    prof = _prof(0.5)
+    _roofline(prof, task, meta, H100ISH, flags, flush_l2=False)
+    assert flags == [] and prof.roofline["binds"] is False
 
 
 def _eager_prof(eager_ms: float, cand_ms: float) -> ProfileResult:

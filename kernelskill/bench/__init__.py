@@ -433,6 +433,7 @@ def solution_row(p: TaskPlan, job, rec: dict) -> dict:
            "flags": res.get("flags", []), "message": rec.get("message", ""), "seconds": rec.get("seconds"),
            "device": rec.get("device"), "gpu": (res.get("env") or {}).get("gpu"),
            "floor_ms": (prof.get("roofline") or {}).get("floor_ms"),
+           "floor_binds": (prof.get("roofline") or {}).get("binds"),
            "eager_fraction": (prof.get("roofline") or {}).get("eager_fraction"),
            "bottleneck": prof.get("bottleneck"), "op_classes": rec.get("op_classes"),
            "phases": res.get("phases") or {}}
@@ -466,8 +467,8 @@ def task_rows(plans: list[TaskPlan], records: dict[str, dict]) -> list[dict]:
                      "eager_ms": (first or {}).get("eager_ms"), "solution": best["solution"] if best else None,
                      "message": message, "solutions": sols,
                      # What the task itself costs (the same in every solution's run): from the first.
-                     **{k: (first or {}).get(k) for k in ("compile_ms", "floor_ms", "eager_fraction", "bottleneck",
-                                                          "op_classes", "seconds", "gpu")}})
+                     **{k: (first or {}).get(k) for k in ("compile_ms", "floor_ms", "floor_binds", "eager_fraction",
+                                                          "bottleneck", "op_classes", "seconds", "gpu")}})
     return rows
 
 
@@ -498,12 +499,16 @@ def summarize(rows: list[dict]) -> dict:
         out[name] = sum(1 for s in speedups if s > p) / timed_n if timed_n else 0.0
     out["geomean_speedup"] = geomean(speedups)
     # A speedup that puts the candidate below its roofline floor (eager time / floor) is physically
-    # impossible: the floor is the time the compulsory bytes and FLOPs take at the measured ceilings.
+    # impossible: the floor is the time the compulsory bytes and FLOPs take at the measured ceilings —
+    # where it binds (``floor_binds``, the evaluator's: on a GPU, its L2 flushed; on a CPU its caches
+    # may hold the working set, so there the floor is information). Rows from before the field: GPU rows.
     impossible, clipped = [], []
     for r in measured:
         if r["speedup"] is None or r["speedup"] <= 0:
             continue
-        roof = r["eager_ms"] / r["floor_ms"] if r.get("eager_ms") and r.get("floor_ms") else None
+        binds = r.get("floor_binds")
+        binds = bool(r.get("gpu")) if binds is None else binds
+        roof = r["eager_ms"] / r["floor_ms"] if binds and r.get("eager_ms") and r.get("floor_ms") else None
         if roof is not None and r["speedup"] > roof * 1.05:
             impossible.append(r["task"])
         clipped.append(min(max(r["speedup"], 1 / CLIP), CLIP, roof if roof else CLIP))

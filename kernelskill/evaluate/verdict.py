@@ -335,8 +335,12 @@ def _roofline(prof: ProfileResult, task, meta: dict, ceilings: dict, flags: list
         prof.roofline["eager_fraction"] = eager["fraction"]
     floor = prof.roofline.get("floor_ms")
     # On a GPU the L2 is flushed before each timed call, so the floor binds; CPU caches can hold a
-    # small task's whole working set, so there it is information, not a bound.
-    if not (gpu and floor) or (prof.roofline.get("roof") == "memory" and not flush_l2):
+    # small task's whole working set, so there it is information, not a bound (``binds``: what the
+    # bench's "beyond the roofline floor" and its clipped mean go by).
+    binds = bool(gpu and floor) and (prof.roofline.get("roof") != "memory" or flush_l2)
+    if prof.roofline:
+        prof.roofline["binds"] = binds
+    if not binds:
         return
     work = "compulsory FLOPs at the measured peak" if prof.roofline.get("roof") == "compute" else \
         "compulsory bytes at the measured bandwidth"
