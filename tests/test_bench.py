@@ -334,7 +334,12 @@ def test_baseline_both_adds_the_speedup_vs_torch_compile(suite, tmp_path):
     assert code == 0, stderr
     row = next(r for r in doc["tasks"] if r["status"] == "ok")
     assert row["speedup_vs_compile"] > 0 and row["solutions"][0]["compile_ms"] > 0
-    assert doc["summary"]["geomean_speedup_vs_compile"] == pytest.approx(row["speedup_vs_compile"])
+    # The mean counts only timings judged good (a busy machine's noisy one is counted apart).
+    if row["quality"] in ("good", None):
+        assert doc["summary"]["geomean_speedup_vs_compile"] == pytest.approx(row["speedup_vs_compile"])
+    else:
+        assert "geomean_speedup_vs_compile" not in doc["summary"]
+        assert doc["summary"]["timing_not_good_tasks"] == [row["task"]], doc["summary"]
     report = (tmp_path / "o" / "report.md").read_text()
     assert "| task | level | status | speedup vs eager | vs torch.compile |" in report
 
