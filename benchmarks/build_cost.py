@@ -112,8 +112,7 @@ def source(backend: str, token: str, fn: str = "relu2", change: str | None = Non
 
 
 def timed(src: str, device: str):
-    if isolation.prestarting_now():
-        isolation.wait_for_spares()
+    isolation.wait_for_spares()           # with workers started ahead: ready, as between an agent's calls
     t = time.perf_counter()
     res = compile(Candidate.from_source(src), device=device)
     return res, time.perf_counter() - t
@@ -181,7 +180,7 @@ def main() -> None:
     for b in backends:
         compile(Candidate.from_source(warmups[b]), device="cpu" if b == "cpp" else args.device)
     _wait_for_header_makers()
-    table: dict[tuple[str, str, str], list[tuple[float, float, str]]] = {}
+    table: dict[tuple, list[tuple[float, float, str]]] = {}
     modes = [(p, w) for w in args.workers.split(",") for p in args.paths.split(",")]
     for b in backends:
         dev = "cpu" if b == "cpp" else args.device
@@ -191,30 +190,28 @@ def main() -> None:
                     if workers == "ahead":      # a cached call starts the spares the timed calls take
                         compile(Candidate.from_source(warmups[b]), device=dev)
                     for row, value in measure(b, dev, path).items():
-                        table.setdefault((b, row, f"{path} ({workers})"), []).append(value)
+                        table.setdefault((b, row, path, workers), []).append(value)
                 print(f"  {b} {path} ({workers} workers) round {r + 1} done", file=sys.stderr, flush=True)
     where = torch.cuda.get_device_name() if args.device.startswith("cuda") else (platform.processor()
                                                                                  or platform.machine())
     print(f"\nmachine: {where}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; torch {torch.__version__}; "
           f"median of {args.repeat}\n")
-    paths = [f"{p} ({w})" for p, w in modes]
-    print("| backend | build | " + " | ".join(f"{p}: step / call (s)" for p in paths) + " | direct: units |")
-    print("|---|---|" + "---|" * len(paths) + "---|")
+    print("| backend | build | " + " | ".join(f"{p} ({w}): step / call (s)" for p, w in modes) + " | direct: units |")
+    print("|---|---|" + "---|" * len(modes) + "---|")
     out = []
     for b in backends:
         for row in ("compile error (a typo)", "cold, new signature", "cold", "one-line kernel change", "cached"):
             cells, note = [], ""
-            for p in paths:
-                vals = table.get((b, row, p), [])
+            for p, w in modes:
+                vals = table.get((b, row, p, w), [])
                 if not vals:
                     cells.append("-")
                     continue
                 step = statistics.median(v[0] for v in vals)
                 call = statistics.median(v[1] for v in vals)
                 cells.append(f"{step:.2f} / {call:.2f}")
-                out.append({"backend": b, "build": row, "path": p.split(" ")[0], "workers": p.split("(")[1][:-1],
-                            "step_s": step, "call_s": call})
-                if p.startswith("direct"):
+                out.append({"backend": b, "build": row, "path": p, "workers": w, "step_s": step, "call_s": call})
+                if p == "direct":
                     note = vals[-1][2]
             print(f"| {b} | {row} | " + " | ".join(cells) + f" | {note} |")
     if args.json:

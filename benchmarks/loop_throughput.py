@@ -89,8 +89,7 @@ def run(task: Task, backend: str, device: str, path: str, workers: str, warm: st
         if workers == "ahead":        # the loop's first evaluation starts the spares the rest take
             evaluate(task, Candidate.from_source(warm), opts=Options(device=device))
         for label, expected, src in candidates(backend):
-            if workers == "ahead":
-                isolation.wait_for_spares()
+            isolation.wait_for_spares()       # workers started ahead are ready, as between an agent's calls
             t = time.perf_counter()
             r = evaluate(task, Candidate.from_source(src), opts=Options(device=device))
             seconds = time.perf_counter() - t

@@ -67,10 +67,12 @@ def _try_flock(fh) -> bool:
 
 
 @contextlib.contextmanager
-def hold_device(device: str, lock_dir: Path, on_wait: Callable[[str], None] | None = None,
+def hold_device(device: str, locks: Path | None = None, on_wait: Callable[[str], None] | None = None,
                 cancel: threading.Event | None = None) -> Iterator[str]:
-    """Hold ``device`` exclusively for the duration of the block; ``on_wait`` hears about waits,
-    and a set ``cancel`` ends a wait (a cancelled call never queues behind another)."""
+    """Hold ``device`` exclusively for the duration of the block (its file lock in ``locks``, by
+    default ``lock_dir()``); ``on_wait`` hears about waits, and a set ``cancel`` ends a wait (a
+    cancelled call never queues behind another)."""
+    locks = locks or lock_dir()
     key = device_key(device)
     lock = _thread_lock(key)
     if not lock.acquire(blocking=False):
@@ -81,8 +83,8 @@ def hold_device(device: str, lock_dir: Path, on_wait: Callable[[str], None] | No
         if fcntl is None:  # pragma: no cover
             yield key
             return
-        lock_dir.mkdir(parents=True, exist_ok=True)
-        with open(lock_dir / f"{key}.lock", "a") as fh:
+        locks.mkdir(parents=True, exist_ok=True)
+        with open(locks / f"{key}.lock", "a") as fh:
             if not _try_flock(fh):
                 if on_wait:
                     on_wait(f"waiting for {device}: another process is evaluating on it")

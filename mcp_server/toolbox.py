@@ -33,7 +33,7 @@ from kernelskill.task import TASK_FILE_NAMES
 from . import advice, catalog
 from .describe import describe
 from .jobs import JobInfo, Jobs
-from .locks import hold_device, lock_dir
+from .locks import hold_device
 
 _CALL = threading.local()
 
@@ -175,7 +175,7 @@ class Toolbox:
     # ---- evaluation ---------------------------------------------------------------------------
     def _run(self, rt: ResolvedTask, cand: Candidate, opts: api.Options, progress: Progress) -> EvalResult:
         device = api.resolve_device(opts.device, cand.backend)
-        with hold_device(device, lock_dir(), on_wait=lambda msg: progress(0, STEPS, msg),
+        with hold_device(device, on_wait=lambda msg: progress(0, STEPS, msg),
                          cancel=opts.cancel):
             progress(1, STEPS, f"evaluating {cand.backend} candidate on {device} (reference outputs first, "
                                f"cached after one run)")

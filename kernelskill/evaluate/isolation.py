@@ -112,11 +112,6 @@ def prestart_workers(enabled: bool = True) -> None:
         stop_spares()
 
 
-def prestarting_now() -> bool:
-    """Whether workers are started ahead in this process (``prestart_workers``)."""
-    return _PRESTART
-
-
 @contextlib.contextmanager
 def prestarting(enabled: bool = True):
     """``prestart_workers(enabled)`` for a block; afterwards as before (spares stopped if it was off)."""

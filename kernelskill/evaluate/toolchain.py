@@ -63,7 +63,6 @@ LIGHT_HEADER = ("#pragma once\n// kernelskill: <torch/extension.h> for sources t
 # compile with, against 790 MB and ~12 s for the whole <torch/extension.h>).
 BIND_HEADER = ("#pragma once\n// kernelskill: <torch/extension.h> for the bindings' unit\n#include <torch/types.h>\n"
                "#include <torch/python.h>\n")
-# The module's own unit: pybind11 alone, for the PYBIND11_MODULE that names this extension.
 # What the light header does not declare: such sources get torch's full header (torch's own build).
 HEAVY = re.compile(r"\bpy::|\bpybind11|\bPYBIND11_|torch/torch\.h|torch/all\.h|torch/python\.h|torch/script\.h"
                    r"|\btorch::(?:nn|optim|jit|data|autograd|fft|linalg|special|nested|sparse|serialize|cuda|"

@@ -12,7 +12,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from kernelskill.mcp_server.locks import hold_device, lock_dir
+from kernelskill.mcp_server.locks import hold_device
 
 from helpers import DATA
 from procs import descendants, proc_stat, running_candidate
@@ -50,7 +50,7 @@ def _device_free() -> bool:
     got = []
 
     def take():
-        with hold_device("cpu", lock_dir()):
+        with hold_device("cpu"):
             got.append(True)
     import threading
     t = threading.Thread(target=take, daemon=True)

@@ -8,7 +8,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from kernelskill.mcp_server.locks import hold_device, lock_dir
+from kernelskill.mcp_server.locks import hold_device
 from kernelskill.vocab import BOTTLENECKS
 
 from helpers import DATA, SCALE_TASK, toolkit_candidate
@@ -113,7 +113,7 @@ async def test_concurrent_evaluations_take_turns_report_progress_and_leave_the_l
     held, release = threading.Event(), threading.Event()
 
     def hold() -> None:
-        with hold_device("cpu", lock_dir()):
+        with hold_device("cpu"):
             held.set()
             release.wait(WAIT_S)          # bounded: a loop blocked by a tool still gets its lock back
 
