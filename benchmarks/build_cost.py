@@ -2,7 +2,10 @@
 build, KERNELSKILL_TORCH_BUILD=1), measured in one run on one machine:
 
 - compile error: a one-token typo (`flot` for `float`) until its diagnostic is back;
-- cold, new signature: a source never built, with functions no earlier build bound;
+- cold, new signature: a source never built, whose bindings object was never built either (the
+  bindings are keyed by the functions' types: the row gives the call an include path of its own,
+  which makes their object new without a new type);
+- cold, renamed function: a source never built, its function under a new name, same types;
 - cold: a source never built, same signatures as an earlier one (an optimizer's children);
 - one-line change: the cold source with one line of its kernel changed;
 - cached: the same source again.
@@ -76,7 +79,7 @@ CPP = "torch::Tensor FN(torch::Tensor x);"
 CUDA_SRC = r"""
 #include <torch/extension.h>
 #include <ATen/cuda/CUDAContext.h>
-__global__ void relu2_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
+__global__ void FN_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
     // TOKEN (in each function: the split's units keep no top-level comment, and a unit seen before is cached)
     int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (i < n) y[i] = x[i] > 0.f ? 2.f * x[i] : 0.f;   // BODY
@@ -85,7 +88,7 @@ torch::Tensor FN(torch::Tensor x) {
     // TOKEN
     auto y = torch::empty_like(x);
     int64_t n = x.numel();
-    relu2_kernel<<<(n + 255) / 256, 256, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
+    FN_kernel<<<(n + 255) / 256, 256, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
     return y;
 }
 """
@@ -102,8 +105,10 @@ CHANGED = {"cpp": ("2.f * a[i] : 0.f;   // BODY", "a[i] + a[i] : 0.f;   // BODY"
 TYPO = {"cpp": ("const float* a", "const flot* a"), "cuda": ("int64_t n = x.numel();", "int64_t n = x.numel(); flot q;")}
 
 
-def source(backend: str, token: str, fn: str = "relu2", change: str | None = None) -> str:
+def source(backend: str, token: str, fn: str = "relu2", change: str | None = None, new_bindings: bool = False) -> str:
     text = (CPP if backend == "cpp" else CUDA).replace("TOKEN", token).replace("FN", fn)
+    if new_bindings:        # an include path never seen: the bindings' object is built, as for a new type
+        text = text.replace('functions=["', f'extra_include_paths=["/tmp/ks-cost-{token}"], functions=["', 1)
     if change:
         old, new = (CHANGED if change == "line" else TYPO)[backend]
         assert old in text, old
@@ -131,9 +136,14 @@ def measure(backend: str, device: str, path: str) -> dict[str, tuple[float, floa
     res, wall = timed(source(backend, token, change="typo"), device)
     assert not res.ok and any("flot" in d.message for d in res.diagnostics), res.to_dict()
     rows["compile error (a typo)"] = (res.seconds, wall, res.path)
-    res, wall = timed(source(backend, token, fn=f"relu2_{token}"), device)
+    # (The compile-only CUDA check builds no bindings, and keys its header by the include paths.)
+    compile_only = backend == "cuda" and not device.startswith("cuda")
+    res, wall = timed(source(backend, token, fn=f"relu2_{token}", new_bindings=not compile_only), device)
     assert res.ok, res.to_dict()
     rows["cold, new signature"] = (res.seconds, wall, _units(res))
+    res, wall = timed(source(backend, token, fn=f"relu2_renamed_{token}"), device)
+    assert res.ok, res.to_dict()
+    rows["cold, renamed function"] = (res.seconds, wall, _units(res))
     res, wall = timed(source(backend, token), device)
     assert res.ok, res.to_dict()
     rows["cold"] = (res.seconds, wall, _units(res))
@@ -200,7 +210,8 @@ def main() -> None:
     print("|---|---|" + "---|" * len(modes) + "---|")
     out = []
     for b in backends:
-        for row in ("compile error (a typo)", "cold, new signature", "cold", "one-line kernel change", "cached"):
+        for row in ("compile error (a typo)", "cold, new signature", "cold, renamed function", "cold",
+                    "one-line kernel change", "cached"):
             cells, note = [], ""
             for p, w in modes:
                 vals = table.get((b, row, p, w), [])

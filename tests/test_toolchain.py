@@ -98,6 +98,87 @@ def test_two_extensions_sharing_their_bindings_are_two_modules_in_one_process(tm
         assert torch.equal(mod.f(x), x * k), (p.unique, mod.f(x))
 
 
+def test_parameter_names_are_dropped_only_where_certain():
+    un = toolchain.unnamed
+    assert un("torch::Tensor x, int64_t n") == "torch::Tensor, int64_t"
+    assert un("const torch::Tensor& input, float* out, std::vector<int64_t> sizes") == \
+        "const torch::Tensor&, float*, std::vector<int64_t>"
+    assert un("at::Tensor const &x, c10::optional<at::Tensor> bias, double eps") == \
+        "at::Tensor const &, c10::optional<at::Tensor>, double"
+    assert un("std::map<int, float> m, const int k") == "std::map<int, float>, const int"
+    # a type that ends in a word, or a word that might be a type: kept as written
+    for kept in ("torch::Tensor", "unsigned int", "long long", "const Tensor", "struct Foo", "unsigned n",
+                 "double", "", "float x[4]", "int n = 3", "torch::Tensor (*fn)(torch::Tensor)"):
+        assert un(kept) == kept, kept
+
+
+def test_the_bindings_depend_on_the_types_not_the_names(tmp_path):
+    def plan(src, functions):
+        return toolchain.plan("u_0", tmp_path, [src], [], (), {"functions": functions})
+    a = plan("torch::Tensor relu2(torch::Tensor x, int64_t n) { return x; }", ["relu2"])
+    b = plan("at::Tensor my_relu(at::Tensor input, int64_t count) { return input; }", {"my_relu": "doc"})
+    c = plan("torch::Tensor relu2(torch::Tensor x, double n) { return x; }", ["relu2"])
+    assert a.generic == ["torch::Tensor ks_fn_0(torch::Tensor, int64_t);"]
+    assert a.declarations == ["torch::Tensor relu2(torch::Tensor x, int64_t n);"]
+    # torch::Tensor and at::Tensor are one type but two spellings: two bindings objects, both right
+    assert a.defs != b.defs
+    b2 = plan("torch::Tensor other(torch::Tensor y, int64_t m) { return y; }", ["other"])
+    assert toolchain.bind_source(a) == toolchain.bind_source(b2) and a.defs == b2.defs
+    assert "relu2" not in toolchain.bind_source(a) and "relu2" in toolchain.names_source(a)
+    assert a.defs != c.defs                                  # another type: other bindings
+
+
+def _build_one(tmp_path, name: str, src: str, functions, steps=None):
+    import importlib.util
+    from kernelskill.evaluate.build import build_root
+    d = tmp_path / name
+    d.mkdir()
+    p = toolchain.plan(name, d, [src], [], (), {"functions": functions})
+    so = toolchain.build(p, build_root(), steps.append if steps is not None else None)
+    spec = importlib.util.spec_from_file_location(p.unique, so)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return p, mod
+
+
+def test_a_renamed_function_reuses_the_bindings_and_keeps_its_names(tmp_path):
+    """Two candidates whose functions differ only in their names (and their parameters' names) share
+    one bindings object; each module has its own Python names, docstring and error messages, and
+    runs its own code in one process."""
+    import torch
+    token = uuid.uuid4().hex[:8]
+    p1, m1 = _build_one(tmp_path, f"first_{token}", f"// {token}\ntorch::Tensor scale_a(torch::Tensor x, double k, "
+                        "int64_t n) { return x * k + (double)n; }", {"scale_a": 'scales "x" by k'})
+    steps: list[str] = []
+    p2, m2 = _build_one(tmp_path, f"second_{token}", f"// {token}\ntorch::Tensor scale_bb(torch::Tensor y, double f, "
+                        "int64_t m) { return y * f - (double)m; }", ["scale_bb"], steps)
+    assert p1.defs == p2.defs and "bind.cpp: cached object" in steps, steps
+    assert "names.cpp" in " ".join(steps)
+    x = torch.arange(4.0)
+    assert torch.equal(m1.scale_a(x, 2.0, 1), x * 2 + 1) and torch.equal(m2.scale_bb(x, 3.0, 1), x * 3 - 1)
+    assert not hasattr(m1, "scale_bb") and not hasattr(m2, "scale_a") and not hasattr(m1, "ks_fn_0")
+    assert 'scales "x" by k' in m1.scale_a.__doc__ and m2.scale_bb.__name__ == "scale_bb"
+    with pytest.raises(TypeError, match=r"scale_bb\(\): incompatible function arguments"):
+        m2.scale_bb("not a tensor")
+
+
+def test_bindings_whose_generic_types_miss_the_definition_are_built_under_the_real_names(tmp_path, monkeypatch):
+    """Should the generic declaration ever read a parameter's type otherwise than the definition
+    (here forced: `int` for `int64_t`), the renamed symbol would not exist: the bindings are then
+    built under the candidate's own names, as load_inline writes them, and the module works."""
+    import torch
+    real = toolchain.unnamed
+    monkeypatch.setattr(toolchain, "unnamed", lambda params: real(params).replace("int64_t", "int"))
+    token = uuid.uuid4().hex[:8]
+    steps: list[str] = []
+    p, mod = _build_one(tmp_path, f"mismatch_{token}", f"// {token}\ntorch::Tensor add_n(torch::Tensor x, int64_t n) "
+                        "{ return x + (double)n; }", ["add_n"], steps)
+    assert p.generic == ["torch::Tensor ks_fn_0(torch::Tensor, int);"]
+    assert any("the candidate's names" in s for s in steps), steps
+    x = torch.arange(3.0)
+    assert torch.equal(mod.add_n(x, 5), x + 5)
+
+
 def _candidate(body: str, token: str, flags: str = '["-O2"]') -> str:
     return f'''import torch
 import torch.nn as nn

@@ -11,10 +11,12 @@ same call becomes three translation units:
     except that ``<torch/extension.h>`` resolves to a light header (``torch/types.h``: ATen and
     torch's tensor API) when the sources use nothing else; that header is precompiled once per flag
     set, so the unit's front end — the pre-check — answers in about two seconds;
-``bind.cpp``
-    the bindings: torch's Python bindings (``BIND_HEADER``), the functions' declarations (read from the sources), the
-    ``PYBIND11_MODULE``; its object depends on the declarations only, so every candidate with the
-    same signatures shares one;
+``bind.cpp`` and ``names.cpp``
+    the bindings: torch's Python bindings (``BIND_HEADER``), the functions' declarations (read from
+    the sources) under generic names with their parameters unnamed, the ``PYBIND11_MODULE``; its
+    object depends on the functions' types only, so every candidate with the same signatures shares
+    one, whatever it calls its functions (the generic symbols are renamed to the candidate's before
+    the link); the Python names are a unit of their own (milliseconds);
 ``cuda.cu`` and ``cuda_host.cpp``
     the CUDA sources, when there are any, split (``cuda_split.py``): the kernels and device code
     with one generated launcher per launch site through nvcc, with CUDA's headers only; the host
@@ -103,7 +105,8 @@ class Plan:
     implicit: bool
     error_handling: bool
     with_cuda: bool = False
-    defs: str = ""                 # the bindings' function (ks_defs_<hash of the declarations>)
+    defs: str = ""                 # the bindings' function (ks_defs_<hash of the generic declarations>)
+    generic: list[str] = field(default_factory=list)    # the declarations, generic names (bind.cpp)
     sources: dict[str, tuple[list[str], int]] = field(default_factory=dict)
 
 
@@ -131,7 +134,8 @@ def plan(unique: str, build_dir: Path, cpp: list[str], cuda: list[str], args: tu
     if heavy:
         raise Unsupported(f"the sources use `{heavy.group(0)}`, which needs torch's full header")
     stripped = _strip_comments("\n".join(cpp))
-    declarations = [declaration(name, stripped) for name in functions]
+    heads = [signature(name, stripped) for name in functions]
+    declarations = [f"{head} {name}({params});" for name, (head, params) in zip(functions, heads)]
     implicit = not kwargs.get("no_implicit_headers")
     p = Plan(unique=unique, build_dir=build_dir, cpp=cpp, cuda=cuda, functions=functions,
              declarations=declarations, cflags=[f.strip() for f in kwargs.get("extra_cflags") or []],
@@ -140,13 +144,56 @@ def plan(unique: str, build_dir: Path, cpp: list[str], cuda: list[str], args: tu
              include_paths=[os.path.abspath(p) for p in kwargs.get("extra_include_paths") or []],
              implicit=implicit, error_handling=kwargs.get("with_pytorch_error_handling", True),
              with_cuda=bool(cuda) or kwargs.get("with_cuda") is True)
-    p.defs = "ks_defs_" + _digest([p.declarations, sorted(functions.items()), p.error_handling])[:16]
+    # The bindings' unit declares the functions under generic names, their parameters unnamed, and
+    # reads the Python names from a unit of their own: its object serves every candidate whose
+    # functions have these types, whatever they are called (a rename costs no bindings build).
+    p.generic = [f"{head} {GENERIC}{i}({unnamed(params)});" for i, (head, params) in enumerate(heads)]
+    p.defs = "ks_defs_" + _digest([p.generic, p.error_handling])[:16]
     p.sources = {"kernel.cpp": (cpp, 1 if implicit else 0), "cuda.cu": (cuda, 3 if implicit else 0)}
     return p
 
 
 def declaration(name: str, text: str) -> str:
     """The declaration of function ``name`` as the sources write it (definition or prototype)."""
+    head, params = signature(name, text)
+    return f"{head} {name}({params});"
+
+
+# Parameters are unnamed only where the name is certain: the last word is not one of these (they
+# end a type: `unsigned int`, `long long`) and what comes before it is more than these (`const T`,
+# `struct T`, `unsigned T` name no parameter, or one too ambiguous to judge).
+_BUILTIN_TYPES = {"int", "long", "short", "char", "double", "float", "bool", "void", "wchar_t", "char8_t",
+                  "char16_t", "char32_t", "auto"}
+_QUALIFIERS = {"unsigned", "signed", "const", "volatile", "struct", "class", "enum", "typename", "__restrict__",
+               "__restrict", "restrict"}
+GENERIC = "ks_fn_"                 # the bindings' names for the candidate's functions: ks_fn_0, ks_fn_1, ...
+
+
+def unnamed(params: str) -> str:
+    """A parameter list without its parameters' names where that is certain (``torch::Tensor x,
+    int64_t n`` -> ``torch::Tensor, int64_t``); a parameter it cannot read is kept as written."""
+    parts, depth, cur = [], 0, ""
+    for ch in params:
+        depth += (ch in "<([") - (ch in ">)]")
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur)
+    out = []
+    for part in (x.strip() for x in parts):
+        m = re.fullmatch(r"(?P<type>.*?[\w>*&])\s*\b(?P<name>[A-Za-z_]\w*)", part)
+        if (m and "=" not in part and m["name"] not in _BUILTIN_TYPES | _QUALIFIERS
+                and not set(re.findall(r"\w+", m["type"])) <= _QUALIFIERS
+                and not m["type"].rstrip().endswith("::")):
+            part = m["type"].strip()
+        out.append(part)
+    return ", ".join(out)
+
+
+def signature(name: str, text: str) -> tuple[str, str]:
+    """(return type and specifiers, parameters) of function ``name`` as the sources declare it."""
     pat = re.compile(r"(?:^|(?<=[;{}]))\s*(?P<head>[A-Za-z_][\w:<>,\s*&]*?)\b" + re.escape(name)
                      + r"\s*\((?P<params>[^;{}]*)\)\s*(?:noexcept\s*)?(?:[;{]|->)", re.M)
     m = pat.search(text)
@@ -157,7 +204,7 @@ def declaration(name: str, text: str) -> str:
     if words & {"static", "inline", "template", "constexpr", "auto", "namespace", "return", "else", "struct",
                 "class", "typedef", "using"} or not head:
         raise Unsupported(f"`{name}` is declared `{head}`, which another unit cannot call")
-    return f"{head} {name}({' '.join(m['params'].split())});"
+    return head, " ".join(m["params"].split())
 
 
 def _strip_comments(text: str) -> str:
@@ -427,8 +474,9 @@ def build(p: Plan, cache: Path, on_step=None, log=None) -> Path:
     bflags = [*cxx_flags, *BIND_FLAGS]
     full, _ = header_dir(pch_root, "bind", bflags)
     bind_src = bind_source(p)
-    units.append(_unit("bind.cpp", d, bind_src, [_cxx(), "-c", f"-I{full}", *[f"-I{i}" for i in p.include_paths],
-                                                 name_flag, *bflags], objects, nice=10))
+    bind_cmd = [_cxx(), "-c", f"-I{full}", *[f"-I{i}" for i in p.include_paths], name_flag, *bflags]
+    units.append(_unit("bind.cpp", d, bind_src, bind_cmd, objects, nice=10))
+    units.append(_unit("names.cpp", d, names_source(p), [_cxx(), "-c", "-fPIC", "-O0"], objects))
     # The module's init is in bind.o under the bindings' name (PyInit_<defs>) and renamed to this
     # extension's before the link (name_module): two extensions with the same bindings share bind.o,
     # never a module name (Python would hand the second one the first's module), and no unit is
@@ -477,7 +525,16 @@ def build(p: Plan, cache: Path, on_step=None, log=None) -> Path:
             _compile_cuda_whole(units, cuda_unit, cuda_light, cuda_full, step, log)
     else:
         _compile_all(units, step, log)
-    name_module(next(u.obj for u in units if u.name == "bind.cpp"), p)
+    bind = next(u for u in units if u.name == "bind.cpp")
+    renames = bind_symbols(bind.obj, p, [u.obj for u in units if u.name not in ("bind.cpp", "names.cpp")])
+    if renames is None:
+        # The generic declarations do not match the candidate's definitions (a parameter type they
+        # read otherwise): the bindings under the candidate's own names, as load_inline writes them.
+        step("bind.cpp: the candidate's names (its definitions differ from the generic declarations)")
+        units[units.index(bind)] = bind = _unit("bind.cpp", d, bind_source(p, named=True), bind_cmd, objects)
+        _compile_all([bind], step, log)
+        renames = {}
+    name_module(bind.obj, p, renames)
     so = d / f"{p.unique}.so"
     step("link")
     tmp = so.with_suffix(f".{os.getpid()}.tmp.so")
@@ -532,23 +589,81 @@ def split_cuda(p: Plan, step) -> "cuda_split.Split | None":
         return None
 
 
-def bind_source(p: Plan) -> str:
-    """The bindings and the module's init, named after the bindings (``PyInit_<defs>``):
-    ``name_module`` gives the object the extension's own name before the link."""
-    lines = ["#include <torch/extension.h>", *p.declarations, f"void {p.defs}(pybind11::module_& m) {{"]
-    for fn, doc in p.functions.items():
-        target = f"torch::wrap_pybind_function({fn})" if p.error_handling else fn
-        lines.append(f'  m.def("{fn}", {target}, "{doc}");')
+def bind_source(p: Plan, named: bool = False) -> str:
+    """The bindings and the module's init, named after the bindings (``PyInit_<defs>``;
+    ``name_module`` gives the object the extension's own name before the link). The functions are
+    declared under generic names (``ks_fn_0``, ...: ``name_module`` points them at the candidate's)
+    and bound under the Python names of ``names_source``, so the object depends on the functions'
+    types alone. ``named``: the functions under their own names, for a candidate whose definitions
+    the generic declarations do not match (``bind_symbols``)."""
+    lines = ["#include <torch/extension.h>", *(p.declarations if named else p.generic),
+             'extern "C" __attribute__((visibility("hidden"))) const char* const ks_bind_names[];',
+             'extern "C" __attribute__((visibility("hidden"))) const char* const ks_bind_docs[];',
+             f"static void {p.defs}(pybind11::module_& m) {{"]
+    for i, fn in enumerate(p.functions):
+        called = fn if named else f"{GENERIC}{i}"
+        target = f"torch::wrap_pybind_function({called})" if p.error_handling else called
+        lines.append(f"  m.def(ks_bind_names[{i}], {target}, ks_bind_docs[{i}]);")
     lines += ["}", f"PYBIND11_MODULE({p.defs}, m) {{ {p.defs}(m); }}"]
     return "\n".join(lines) + "\n"
 
 
-def name_module(bind_obj: Path, p: Plan) -> None:
+def names_source(p: Plan) -> str:
+    """The Python names and docstrings the bindings read: a unit of its own (a few milliseconds to
+    compile), so the bindings' object does not depend on them. Hidden: each extension's own."""
+    def literals(items) -> str:
+        return ", ".join(_c_string(x) for x in items)
+    attr = 'extern "C" __attribute__((visibility("hidden"))) const char* const'
+    return (f"{attr} ks_bind_names[] = {{{literals(p.functions)}}};\n"
+            f"{attr} ks_bind_docs[] = {{{literals(p.functions.values())}}};\n")
+
+
+def _c_string(text: str) -> str:
+    """``text`` as a C string literal (UTF-8, every byte outside printable ASCII escaped)."""
+    out = []
+    for b in str(text).encode():
+        ch = chr(b)
+        out.append("\\" + ch if ch in '"\\' else ch if 32 <= b < 127 and ch != "?" else f"\\{b:03o}")
+    return '"' + "".join(out) + '"'
+
+
+def bind_symbols(bind_obj: Path, p: Plan, candidate_objs: list[Path]) -> dict[str, str] | None:
+    """The renames that point the generic bindings at the candidate's functions
+    (``_Z7ks_fn_0N2at6TensorE`` -> ``_Z5relu2N2at6TensorE``: a free function's mangled name is its
+    name's length and name, then its parameters' types), or None where a candidate object defines
+    the function with other types than the generic declaration reads (then the bindings are built
+    under the candidate's names). A function defined nowhere keeps its rename: its module then
+    fails to load on that symbol, as it would with the named bindings."""
+    undefined = _symbols(bind_obj, "--undefined-only")
+    defined = set().union(*(_symbols(o, "--defined-only") for o in candidate_objs)) if candidate_objs else set()
+    renames = {}
+    for i, fn in enumerate(p.functions):
+        gen = f"_Z{len(GENERIC) + len(str(i))}{GENERIC}{i}"
+        found = [sym for sym in undefined if sym.startswith(gen) and not sym[len(gen):len(gen) + 1].isdigit()]
+        if len(found) != 1:
+            return None
+        real = f"_Z{len(fn)}{fn}" + found[0][len(gen):]
+        if real not in defined and any(sym.startswith(f"_Z{len(fn)}{fn}") for sym in defined):
+            return None
+        renames[found[0]] = real
+    return renames
+
+
+def _symbols(obj: Path, which: str) -> set[str]:
+    proc = subprocess.run(["nm", which, "--format=posix", str(obj)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise Unsupported(f"nm could not read {obj.name}: " + (proc.stdout + proc.stderr).strip()[-300:])
+    return {line.split()[0] for line in proc.stdout.splitlines() if line.strip()}
+
+
+def name_module(bind_obj: Path, p: Plan, renames: dict[str, str] | None = None) -> None:
     """Rename the init of ``bind_obj`` (this build's copy of the bindings' object) to the extension's:
-    ``PyInit_<defs>`` becomes ``PyInit_<unique>``, the one symbol Python looks up when it imports it.
-    The module takes its name from the import (pybind11's multi-phase init reads the spec)."""
-    proc = subprocess.run(["objcopy", f"--redefine-sym=PyInit_{p.defs}=PyInit_{p.unique}", str(bind_obj)],
-                          capture_output=True, text=True)
+    ``PyInit_<defs>`` becomes ``PyInit_<unique>``, the one symbol Python looks up when it imports it
+    (the module takes its name from the import: pybind11's multi-phase init reads the spec); and the
+    generic functions become the candidate's (``renames``, from ``bind_symbols``)."""
+    args = [f"--redefine-sym=PyInit_{p.defs}=PyInit_{p.unique}",
+            *[f"--redefine-sym={a}={b}" for a, b in (renames or {}).items()]]
+    proc = subprocess.run(["objcopy", *args, str(bind_obj)], capture_output=True, text=True)
     if proc.returncode != 0:
         raise Unsupported("objcopy could not name the module: " + (proc.stdout + proc.stderr).strip()[-400:])
 
@@ -594,7 +709,7 @@ def _compile_all(units: list[Unit], step, log) -> None:
                     log.units[u.name] = round(u.seconds, 3)
                 if rc != 0:
                     text = u.out.read_text(errors="replace")
-                    if u.name == "bind.cpp":
+                    if u.name in ("bind.cpp", "names.cpp"):
                         raise Unsupported("the bindings did not compile: " + text.strip()[-600:])
                     raise UnitFailed(u.name, text)
                 u.cached.parent.mkdir(parents=True, exist_ok=True)
