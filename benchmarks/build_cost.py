@@ -177,7 +177,9 @@ def main() -> None:
     ap.add_argument("--paths", default="torch,direct", help="torch (load_inline's build), whole (direct, the CUDA "
                     "source in one nvcc unit), direct (the CUDA source split: cuda_split.py); comma-separated")
     ap.add_argument("--workers", default="cold,ahead", help="cold (each call starts its worker: a one-shot command) "
-                    "and/or ahead (a worker started ahead serves it: the MCP server, optimizer, TUI); comma-separated")
+                    "and/or ahead (a worker started ahead serves it: the MCP server, optimizer, TUI); ahead-late "
+                    "(the same, the next worker started after the build rather than beside it, on a GPU); "
+                    "comma-separated")
     ap.add_argument("--backends", default=None, help="cpp and/or cuda (default: cpp, and cuda on a GPU)")
     ap.add_argument("--json")
     args = ap.parse_args()
@@ -196,8 +198,10 @@ def main() -> None:
         dev = "cpu" if b == "cpp" else args.device
         for r in range(args.repeat):
             for path, workers in modes:
-                with isolation.prestarting(workers == "ahead"):
-                    if workers == "ahead":      # a cached call starts the spares the timed calls take
+                # ahead-late: the next worker starts when the taken one leaves its build (GPU only; an experiment)
+                os.environ["KERNELSKILL_SPARE_AFTER_BUILD"] = "1" if workers == "ahead-late" else "0"
+                with isolation.prestarting(workers.startswith("ahead")):
+                    if workers.startswith("ahead"):      # a cached call starts the spares the timed calls take
                         compile(Candidate.from_source(warmups[b]), device=dev)
                     for row, value in measure(b, dev, path).items():
                         table.setdefault((b, row, path, workers), []).append(value)

@@ -85,8 +85,10 @@ def run(task: Task, backend: str, device: str, path: str, workers: str, warm: st
     else:
         os.environ.pop("KERNELSKILL_TORCH_BUILD", None)
     rows = []
-    with isolation.prestarting(workers == "ahead"):
-        if workers == "ahead":        # the loop's first evaluation starts the spares the rest take
+    # ahead-late: the next worker starts when the taken one leaves its build (GPU only; an experiment)
+    os.environ["KERNELSKILL_SPARE_AFTER_BUILD"] = "1" if workers == "ahead-late" else "0"
+    with isolation.prestarting(workers.startswith("ahead")):
+        if workers.startswith("ahead"):        # the loop's first evaluation starts the spares the rest take
             evaluate(task, Candidate.from_source(warm), opts=Options(device=device))
         for label, expected, src in candidates(backend):
             isolation.wait_for_spares()       # workers started ahead are ready, as between an agent's calls
@@ -107,7 +109,8 @@ def main() -> None:
     ap.add_argument("--paths", default="torch,direct", help="torch (load_inline's build), whole (direct, the CUDA "
                     "source in one nvcc unit), direct (split); comma-separated")
     ap.add_argument("--workers", default="cold,ahead", help="cold (each evaluation starts its workers) and/or ahead "
-                    "(workers started ahead, as the optimizer, MCP server and TUI run); comma-separated")
+                    "(workers started ahead, as the optimizer, MCP server and TUI run); ahead-late (the same, the next "
+                    "worker started after the build rather than beside it, on a GPU); comma-separated")
     ap.add_argument("--json")
     args = ap.parse_args()
     backend = "cpp" if args.device == "cpu" else "cuda"

@@ -301,3 +301,25 @@ def test_a_worker_never_outlives_its_parent(tmp_path, ending):
                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
     pid = int(out.stdout.split()[-1])
     assert _gone(pid), f"worker {pid} outlived its parent ({ending})\n{out.stderr[-2000:]}"
+
+
+@pytest.mark.parametrize("after_build", [False, True])
+def test_on_a_gpu_the_next_spare_starts_beside_the_build_or_after_it(prestart, fast, tmp_path, monkeypatch,
+                                                                       after_build):
+    """On a GPU a taken worker's successor starts at once (its import overlaps this one's work);
+    with KERNELSKILL_SPARE_AFTER_BUILD=1 it starts when this worker has left its build. The order
+    of the phases this worker reported and the successor's start is what is checked (a C++ compile
+    request addressed to `cuda`, which takes the GPU's path in the parent)."""
+    monkeypatch.setenv("KERNELSKILL_SPARE_AFTER_BUILD", "1" if after_build else "0")
+    events: list[str] = []
+    real = isolation._spawn_spare
+    monkeypatch.setattr(isolation, "_spawn_spare", lambda req: (events.append("successor"), real(req))[1])
+    req, base = _compile_request(fast, tmp_path)
+    req["device"] = "cuda"
+    out = isolation.run_worker(req, build_timeout=600, run_timeout=60, keep=base, on_phase=events.append)
+    assert out.result is not None, out.log_tail
+    assert "build" in events and events.count("successor") == 1, events
+    if after_build:
+        assert events.index("successor") > events.index("build"), events
+    else:
+        assert events.index("successor") < events.index("build"), events
