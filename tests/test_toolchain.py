@@ -162,6 +162,19 @@ def test_a_renamed_function_reuses_the_bindings_and_keeps_its_names(tmp_path):
         m2.scale_bb("not a tensor")
 
 
+def test_each_of_many_functions_is_bound_to_its_own_name(tmp_path):
+    """Eleven functions of one type: ks_fn_1 and ks_fn_10 are different symbols, and each Python name
+    calls its own function (an index off by one would return another's result)."""
+    import torch
+    token = uuid.uuid4().hex[:8]
+    src = f"// {token}\n" + "\n".join(f"torch::Tensor add{i}(torch::Tensor x) {{ return x + {i}; }}" for i in range(11))
+    p, mod = _build_one(tmp_path, f"many_{token}", src, [f"add{i}" for i in range(11)])
+    assert len(p.generic) == 11 and "ks_fn_10(torch::Tensor);" in p.generic[10]
+    x = torch.zeros(2)
+    for i in range(11):
+        assert torch.equal(getattr(mod, f"add{i}")(x), x + i), i
+
+
 def test_bindings_whose_generic_types_miss_the_definition_are_built_under_the_real_names(tmp_path, monkeypatch):
     """Should the generic declaration ever read a parameter's type otherwise than the definition
     (here forced: `int` for `int64_t`), the renamed symbol would not exist: the bindings are then

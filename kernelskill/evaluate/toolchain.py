@@ -639,7 +639,7 @@ def bind_symbols(bind_obj: Path, p: Plan, candidate_objs: list[Path]) -> dict[st
     renames = {}
     for i, fn in enumerate(p.functions):
         gen = f"_Z{len(GENERIC) + len(str(i))}{GENERIC}{i}"
-        found = [sym for sym in undefined if sym.startswith(gen) and not sym[len(gen):len(gen) + 1].isdigit()]
+        found = [sym for sym in undefined if sym.startswith(gen)]    # the length prefix: ks_fn_1 is not ks_fn_10
         if len(found) != 1:
             return None
         real = f"_Z{len(fn)}{fn}" + found[0][len(gen):]
