@@ -175,6 +175,27 @@ def test_each_of_many_functions_is_bound_to_its_own_name(tmp_path):
         assert torch.equal(getattr(mod, f"add{i}")(x), x + i), i
 
 
+def test_bindings_built_ahead_serve_a_candidate_of_that_signature(tmp_path):
+    """`kernelskill warm` builds the bindings of the common signatures the way a candidate's build
+    keys them: a candidate with those types, whatever its names, then compiles no bindings."""
+    from kernelskill.evaluate.build import build_root
+    sig = "torch::Tensor a, torch::Tensor b, torch::Tensor c, torch::Tensor d, torch::Tensor e, double s, bool f"
+    (unit,) = toolchain.common_bindings(build_root(), False, [sig])
+    unit.cached.unlink(missing_ok=True)                     # never built: warm must build it
+    said: list[str] = []
+    toolchain._build_bindings([unit], 1, "", said.append)
+    assert unit.cached.exists() and "built in" in said[0], said
+    token = uuid.uuid4().hex[:8]
+    steps: list[str] = []
+    _build_one(tmp_path, f"ahead_{token}", f"// {token}\ntorch::Tensor combo(torch::Tensor p, torch::Tensor q, "
+               "torch::Tensor r, torch::Tensor s, torch::Tensor t, double k, bool z) { return p + q; }", ["combo"], steps)
+    assert "bind.cpp: cached object" in steps and "compile bind.cpp" not in steps, steps
+    toolchain._build_bindings([unit], 1, "", said.append)
+    assert said[-1] == "bindings of 1 common signatures: ready"
+    assert "torch::Tensor x" in toolchain.COMMON_SIGNATURES
+    shutil.rmtree(unit.obj.parent.parent, ignore_errors=True)
+
+
 def test_bindings_whose_generic_types_miss_the_definition_are_built_under_the_real_names(tmp_path, monkeypatch):
     """Should the generic declaration ever read a parameter's type otherwise than the definition
     (here forced: `int` for `int64_t`), the renamed symbol would not exist: the bindings are then

@@ -448,6 +448,38 @@ class Unit:
     seconds: float = 0.0
 
 
+def bindings_command(p: Plan, cache: Path, make: bool = True) -> list[str]:
+    """The compile command of ``p``'s bindings unit (``bind.cpp``), against their precompiled header."""
+    bflags = [*_torch_flags(p.with_cuda)[0], *BIND_FLAGS]
+    full, _ = header_dir(cache / "_pch", "bind", bflags, make=make)
+    return [_cxx(), "-c", f"-I{full}", *[f"-I{i}" for i in p.include_paths], f"-DTORCH_EXTENSION_NAME={p.defs}",
+            *bflags]
+
+
+# The signatures most candidates bind (the shipped solutions' and KernelBench's usual ones), whose
+# bindings objects `kernelskill warm` builds ahead: a first candidate of one of these types then
+# builds no bindings (7-8 s of a never-seen signature's build).
+COMMON_SIGNATURES = ["torch::Tensor x", "torch::Tensor a, torch::Tensor b", "torch::Tensor a, torch::Tensor b, "
+                     "torch::Tensor c", "torch::Tensor a, torch::Tensor b, torch::Tensor c, torch::Tensor d",
+                     "torch::Tensor x, double s", "torch::Tensor x, int64_t n", "torch::Tensor a, torch::Tensor b, "
+                     "double s", "torch::Tensor a, torch::Tensor b, torch::Tensor c, double s"]
+
+
+def common_bindings(cache: Path, with_cuda: bool, signatures: list[str] | None = None,
+                    make: bool = True) -> list[Unit]:
+    """The bindings units of the common signatures (one function returning a tensor), as a
+    candidate's build would make them; ``unit.cached`` is where each object is kept."""
+    import tempfile
+    d = Path(tempfile.mkdtemp(prefix="ks-bindings-"))
+    units = []
+    for i, params in enumerate(signatures or COMMON_SIGNATURES):
+        p = plan(f"warm_{i}", d, [f"torch::Tensor f({params});"], [], (), {"functions": ["f"], "with_cuda": with_cuda})
+        sub = d / str(i)
+        sub.mkdir()
+        units.append(_unit("bind.cpp", sub, bind_source(p), bindings_command(p, cache, make=make), cache / "_objects"))
+    return units
+
+
 def build(p: Plan, cache: Path, on_step=None, log=None) -> Path:
     """Compile, link: the path of the extension's shared library (its init is ``PyInit_<unique>``).
 
@@ -471,11 +503,8 @@ def build(p: Plan, cache: Path, on_step=None, log=None) -> Path:
                    [_cxx(), "-c", f"-I{light}", *[f"-I{i}" for i in p.include_paths], name_flag,
                     *kflags], objects)]
     # the bindings
-    bflags = [*cxx_flags, *BIND_FLAGS]
-    full, _ = header_dir(pch_root, "bind", bflags)
-    bind_src = bind_source(p)
-    bind_cmd = [_cxx(), "-c", f"-I{full}", *[f"-I{i}" for i in p.include_paths], name_flag, *bflags]
-    units.append(_unit("bind.cpp", d, bind_src, bind_cmd, objects, nice=10))
+    bind_cmd = bindings_command(p, cache)
+    units.append(_unit("bind.cpp", d, bind_source(p), bind_cmd, objects, nice=10))
     units.append(_unit("names.cpp", d, names_source(p), [_cxx(), "-c", "-fPIC", "-O0"], objects))
     # The module's init is in bind.o under the bindings' name (PyInit_<defs>) and renamed to this
     # extension's before the link (name_module): two extensions with the same bindings share bind.o,
@@ -759,7 +788,7 @@ def load(so: Path, modname: str):
 
 def warm(cache: Path, flag_sets: list[list[str]], wait: bool = True, say=print) -> None:
     """Make the precompiled headers for these C++ flag sets and the bindings' one, ``maker_slots()``
-    at a time; ``cache`` is the environment's build root (``build.build_root()``). ``wait=False``: one
+    at a time, then the bindings objects of ``COMMON_SIGNATURES``; ``cache`` is the environment's build root (``build.build_root()``). ``wait=False``: one
     detached process at the lowest priority makes them (its log: ``_pch/warm.log``)."""
     if not wait:
         (cache / "_pch").mkdir(parents=True, exist_ok=True)
@@ -803,6 +832,28 @@ def warm(cache: Path, flag_sets: list[list[str]], wait: bool = True, say=print) 
         from concurrent.futures import ThreadPoolExecutor
         with ThreadPoolExecutor(max_workers=slots) as pool:
             list(pool.map(one, todo))
+    # The bindings of the common signatures, against the header just made.
+    for with_cuda in [False] + ([True] if torch.version.cuda and torch.cuda.is_available() else []):
+        every = common_bindings(cache, with_cuda)
+        try:
+            _build_bindings(every, slots, "CUDA " if with_cuda else "", say)
+        finally:
+            shutil.rmtree(every[0].obj.parent.parent, ignore_errors=True)
+
+
+def _build_bindings(every: list[Unit], slots: int, label: str, say) -> None:
+    units = [u for u in every if not u.cached.exists()]
+    if not units:
+        say(f"{label}bindings of {len(every)} common signatures: ready")
+        return
+    t = time.monotonic()
+    for k in range(0, len(units), slots):
+        try:
+            _compile_all(units[k:k + slots], lambda text: None, None)
+        except (Unsupported, UnitFailed) as e:
+            say(f"{label}bindings NOT built: {str(e)[-300:]}")
+            return
+    say(f"{label}bindings of {len(units)} common signatures: built in {time.monotonic() - t:.1f} s")
 
 
 def shipped_flag_sets() -> list[list[str]]:
