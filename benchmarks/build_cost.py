@@ -43,7 +43,7 @@ import torch  # noqa: E402
 
 from kernelskill import Candidate  # noqa: E402
 from kernelskill.evaluate import compile  # noqa: E402
-from kernelskill.evaluate import isolation, toolchain  # noqa: E402
+from kernelskill.evaluate import isolation, quality, toolchain  # noqa: E402
 from kernelskill.evaluate.build import build_root  # noqa: E402
 
 CPP_FLAGS = ["-O3"]
@@ -183,6 +183,7 @@ def main() -> None:
     ap.add_argument("--backends", default=None, help="cpp and/or cuda (default: cpp, and cuda on a GPU)")
     ap.add_argument("--json")
     args = ap.parse_args()
+    busy_before = quality.host_busy_cores()       # the host before any of this run's work
     backends = (args.backends or ("cpp,cuda" if args.device.startswith("cuda") else "cpp")).split(",")
     print(f"headers for {CPP_FLAGS} (and the bindings'):", flush=True)
     toolchain.warm(build_root(), [CPP_FLAGS], say=lambda t: print("  " + t, flush=True))
@@ -208,8 +209,12 @@ def main() -> None:
                 print(f"  {b} {path} ({workers} workers) round {r + 1} done", file=sys.stderr, flush=True)
     where = torch.cuda.get_device_name() if args.device.startswith("cuda") else (platform.processor()
                                                                                  or platform.machine())
+    isolation.stop_spares()
+    busy_after = quality.host_busy_cores()
     print(f"\nmachine: {where}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; torch {torch.__version__}; "
           f"median of {args.repeat}\n")
+    print(quality.host_line(busy_before, "before the run"))
+    print(quality.host_line(busy_after, "after it") + "\n")
     print("| backend | build | " + " | ".join(f"{p} ({w}): step / call (s)" for p, w in modes) + " | direct: units |")
     print("|---|---|" + "---|" * len(modes) + "---|")
     out = []
@@ -230,7 +235,7 @@ def main() -> None:
                     note = vals[-1][2]
             print(f"| {b} | {row} | " + " | ".join(cells) + f" | {note} |")
     if args.json:
-        Path(args.json).write_text(json.dumps({"machine": where, "rows": out}, indent=2))
+        Path(args.json).write_text(json.dumps({"machine": where, "host_busy_cores": [busy_before, busy_after], "rows": out}, indent=2))
 
 
 if __name__ == "__main__":

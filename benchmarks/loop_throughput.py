@@ -34,7 +34,7 @@ import torch  # noqa: E402
 
 from build_cost import source  # noqa: E402
 from kernelskill import Candidate, Task  # noqa: E402
-from kernelskill.evaluate import compile, evaluate, isolation  # noqa: E402
+from kernelskill.evaluate import compile, evaluate, isolation, quality  # noqa: E402
 from kernelskill.evaluate.api import Options  # noqa: E402
 
 TASK = '''import torch
@@ -113,6 +113,7 @@ def main() -> None:
                     "worker started after the build rather than beside it, on a GPU); comma-separated")
     ap.add_argument("--json")
     args = ap.parse_args()
+    busy_before = quality.host_busy_cores()       # the host before any of this run's work
     backend = "cpp" if args.device == "cpu" else "cuda"
     rows, cols = SIZES["cpu" if args.device == "cpu" else "cuda"]
     with tempfile.TemporaryDirectory() as tmp:
@@ -128,8 +129,12 @@ def main() -> None:
                    for w in args.workers.split(",") for p in args.paths.split(",")]
     where = torch.cuda.get_device_name() if args.device.startswith("cuda") else (platform.processor()
                                                                                  or platform.machine())
+    isolation.stop_spares()
+    busy_after = quality.host_busy_cores()
     print(f"\nmachine: {where}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; torch {torch.__version__}; "
           f"task relu×2 {rows}×{cols} fp32, {backend} candidates\n")
+    print(quality.host_line(busy_before, "before the run"))
+    print(quality.host_line(busy_after, "after it") + "\n")
     print("| build | workers | candidates | evaluator time (s) | candidates per minute | build steps (s) | "
           "evaluations (s) |")
     print("|---|---|---|---|---|---|---|")
@@ -139,7 +144,7 @@ def main() -> None:
         print(f"| {r['path']} | {r['workers']} | {len(r['rows'])} | {r['total_s']:.1f} | {r['per_minute']:.1f} | "
               f"{builds} | {calls} |")
     if args.json:
-        Path(args.json).write_text(json.dumps({"machine": where, "results": results}, indent=2))
+        Path(args.json).write_text(json.dumps({"machine": where, "host_busy_cores": [busy_before, busy_after], "results": results}, indent=2))
 
 
 if __name__ == "__main__":

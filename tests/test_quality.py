@@ -215,3 +215,20 @@ def test_only_our_workers_are_ours_on_the_gpu_a_callers_other_child_competes():
             p.kill()
             p.wait()
             p.stdout.close()
+
+
+def test_a_benchmark_says_when_its_host_was_busy(monkeypatch):
+    """build_cost and loop_throughput print whether the machine was quiet around their run: a busy
+    process is seen as a busy core, and the line then says the figures are a busy machine's."""
+    from kernelskill.evaluate import quality
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        busy = quality.host_busy_cores(0.5)
+    finally:
+        spinner.kill()
+        spinner.wait()
+    assert busy is not None and busy >= 0.8, busy
+    monkeypatch.setattr(quality, "cores", lambda: 64)
+    assert quality.host_line(30.0, "before the run").startswith("host before the run: BUSY (30.0 of 64 cores")
+    assert quality.host_line(2.0) == "host: quiet (2.0 of 64 cores busy)"
+    assert "busy machine's figures" in quality.host_line(7.0)        # over a tenth of the cores

@@ -126,6 +126,28 @@ def _proc_cpu_s(pid: int) -> float | None:
     return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def host_busy_cores(seconds: float = 1.0) -> float | None:
+    """How many cores the whole machine kept busy over the next ``seconds`` (every process: call it
+    while the caller itself is idle). A benchmark says with it whether its host was quiet."""
+    b0, t0 = _cpu_busy_s(), time.monotonic()
+    time.sleep(seconds)
+    b1 = _cpu_busy_s()
+    if b0 is None or b1 is None:
+        return None
+    return round(max(0.0, b1 - b0) / (time.monotonic() - t0), 2)
+
+
+def host_line(busy: float | None, when: str = "") -> str:
+    """One line on the host's load for a benchmark's table: quiet, or busy with what it means."""
+    head = f"host{' ' + when if when else ''}"
+    if busy is None:
+        return f"{head}: load unknown (no /proc/stat)"
+    n = cores()
+    if busy <= max(0.5, 0.1 * n):
+        return f"{head}: quiet ({busy:.1f} of {n} cores busy)"
+    return f"{head}: BUSY ({busy:.1f} of {n} cores busy with other work): a busy machine's figures, not a quiet one's"
+
+
 def cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
