@@ -90,6 +90,26 @@ def test_cuda_cached_rebuild_under_a_second():
     assert res.ok and res.cache_hit and res.seconds < 1.0, res
 
 
+def test_a_renamed_cuda_function_reuses_the_bindings_and_runs_its_own_kernel(gpu):
+    """The bindings are keyed by the functions' types: a CUDA candidate whose function (and its
+    parameter) has another name builds no bindings, and the module calls its own kernel: here a
+    scaled one, which must come back `incorrect` against relu×2 (another module's code would pass)."""
+    import uuid
+    token = uuid.uuid4().hex[:8]
+    first = Candidate.from_source(CUDA.replace("int64_t n = x.numel();", f"int64_t n = x.numel();  // {token}"))
+    assert compile(first, device="cuda").ok
+    steps: list[str] = []
+    renamed = Candidate.from_source(CUDA.replace("relu2(", f"relu2_{token}(").replace('functions=["relu2"]', f'functions=["relu2_{token}"]')
+                                    .replace("torch::Tensor x)", "torch::Tensor inp)").replace("empty_like(x)", "empty_like(inp)")
+                                    .replace("x.numel()", "inp.numel()").replace("x.data_ptr", "inp.data_ptr")
+                                    .replace("ext.relu2(x)", f"ext.relu2_{token}(x)").replace("2.f * x[i]", "3.f * x[i]"))
+    res = compile(renamed, device="cuda", opts=Options(device="cuda", on_step=steps.append))
+    assert res.ok and res.path == "direct", res.to_dict()
+    assert "bind.cpp: cached object" in steps and "bind.cpp" not in res.units, (steps, res.units)
+    r = evaluate(RELU_TASK, renamed, opts=gpu)
+    assert r.status == "incorrect", r.message           # its own kernel (3x), not relu×2's
+
+
 def test_cuda_compile_error_points_at_candidate_line(gpu):
     cand = cuda_with("if (i < n) y[i] = undefined_thing;")
     r = evaluate(RELU_TASK, cand, opts=gpu)
