@@ -180,7 +180,7 @@ def test_bindings_built_ahead_serve_a_candidate_of_that_signature(tmp_path):
     keys them: a candidate with those types, whatever its names, then compiles no bindings."""
     from kernelskill.evaluate.build import build_root
     sig = "torch::Tensor a, torch::Tensor b, torch::Tensor c, torch::Tensor d, torch::Tensor e, double s, bool f"
-    (unit,) = toolchain.common_bindings(build_root(), False, [sig])
+    (unit,) = toolchain.common_bindings(build_root(), tmp_path / "warm", False, [sig])
     unit.cached.unlink(missing_ok=True)                     # never built: warm must build it
     said: list[str] = []
     toolchain._build_bindings([unit], 1, "", said.append)
@@ -193,7 +193,6 @@ def test_bindings_built_ahead_serve_a_candidate_of_that_signature(tmp_path):
     toolchain._build_bindings([unit], 1, "", said.append)
     assert said[-1] == "bindings of 1 common signatures: ready"
     assert "torch::Tensor x" in toolchain.COMMON_SIGNATURES
-    shutil.rmtree(unit.obj.parent.parent, ignore_errors=True)
 
 
 def test_bindings_whose_generic_types_miss_the_definition_are_built_under_the_real_names(tmp_path, monkeypatch):

@@ -448,10 +448,10 @@ class Unit:
     seconds: float = 0.0
 
 
-def bindings_command(p: Plan, cache: Path, make: bool = True) -> list[str]:
+def bindings_command(p: Plan, cache: Path) -> list[str]:
     """The compile command of ``p``'s bindings unit (``bind.cpp``), against their precompiled header."""
     bflags = [*_torch_flags(p.with_cuda)[0], *BIND_FLAGS]
-    full, _ = header_dir(cache / "_pch", "bind", bflags, make=make)
+    full, _ = header_dir(cache / "_pch", "bind", bflags)
     return [_cxx(), "-c", f"-I{full}", *[f"-I{i}" for i in p.include_paths], f"-DTORCH_EXTENSION_NAME={p.defs}",
             *bflags]
 
@@ -465,18 +465,16 @@ COMMON_SIGNATURES = ["torch::Tensor x", "torch::Tensor a, torch::Tensor b", "tor
                      "double s", "torch::Tensor a, torch::Tensor b, torch::Tensor c, double s"]
 
 
-def common_bindings(cache: Path, with_cuda: bool, signatures: list[str] | None = None,
-                    make: bool = True) -> list[Unit]:
+def common_bindings(cache: Path, work: Path, with_cuda: bool, signatures: list[str] | None = None) -> list[Unit]:
     """The bindings units of the common signatures (one function returning a tensor), as a
-    candidate's build would make them; ``unit.cached`` is where each object is kept."""
-    import tempfile
-    d = Path(tempfile.mkdtemp(prefix="ks-bindings-"))
+    candidate's build would make them, their sources under ``work``; ``unit.cached`` is where each
+    object is kept."""
     units = []
     for i, params in enumerate(signatures or COMMON_SIGNATURES):
+        d = work / str(i)
+        d.mkdir(parents=True, exist_ok=True)
         p = plan(f"warm_{i}", d, [f"torch::Tensor f({params});"], [], (), {"functions": ["f"], "with_cuda": with_cuda})
-        sub = d / str(i)
-        sub.mkdir()
-        units.append(_unit("bind.cpp", sub, bind_source(p), bindings_command(p, cache, make=make), cache / "_objects"))
+        units.append(_unit("bind.cpp", d, bind_source(p), bindings_command(p, cache), cache / "_objects"))
     return units
 
 
@@ -788,7 +786,8 @@ def load(so: Path, modname: str):
 
 def warm(cache: Path, flag_sets: list[list[str]], wait: bool = True, say=print) -> None:
     """Make the precompiled headers for these C++ flag sets and the bindings' one, ``maker_slots()``
-    at a time, then the bindings objects of ``COMMON_SIGNATURES``; ``cache`` is the environment's build root (``build.build_root()``). ``wait=False``: one
+    at a time, then the bindings objects of ``COMMON_SIGNATURES``; ``cache`` is the environment's
+    build root (``build.build_root()``). ``wait=False``: one
     detached process at the lowest priority makes them (its log: ``_pch/warm.log``)."""
     if not wait:
         (cache / "_pch").mkdir(parents=True, exist_ok=True)
@@ -833,12 +832,10 @@ def warm(cache: Path, flag_sets: list[list[str]], wait: bool = True, say=print) 
         with ThreadPoolExecutor(max_workers=slots) as pool:
             list(pool.map(one, todo))
     # The bindings of the common signatures, against the header just made.
+    import tempfile
     for with_cuda in [False] + ([True] if torch.version.cuda and torch.cuda.is_available() else []):
-        every = common_bindings(cache, with_cuda)
-        try:
-            _build_bindings(every, slots, "CUDA " if with_cuda else "", say)
-        finally:
-            shutil.rmtree(every[0].obj.parent.parent, ignore_errors=True)
+        with tempfile.TemporaryDirectory(prefix="ks-bindings-") as work:
+            _build_bindings(common_bindings(cache, Path(work), with_cuda), slots, "CUDA " if with_cuda else "", say)
 
 
 def _build_bindings(every: list[Unit], slots: int, label: str, say) -> None:
