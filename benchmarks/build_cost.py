@@ -18,7 +18,7 @@ calls, as an agent's next candidate would). Headers are made first (`kernelskill
 set), so the direct rows show builds after set-up, as on any machine after its first builds.
 
     python benchmarks/build_cost.py [--device cpu|cuda] [--backends cpp,cuda] [--paths torch,whole,direct]
-                                    [--workers cold,ahead] [--repeat N] [--json OUT]
+                                    [--workers cold,ahead] [--repeat N] [--rows typo,cold,...] [--json OUT]
 
 On a machine without a CUDA torch, `--backends cuda --device cpu --paths whole,direct` times the
 compile-only check of the CUDA candidate (nvcc -c, the same units the GPU's build compiles).
@@ -29,11 +29,13 @@ import argparse
 import json
 import os
 import platform
+import signal
 import statistics
 import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Iterator
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
@@ -123,8 +125,11 @@ def timed(src: str, device: str):
     return res, time.perf_counter() - t
 
 
-def measure(backend: str, device: str, path: str) -> dict[str, tuple[float, float, str]]:
-    """One round of the five builds under one build path: {row: (build step s, whole call s, note)}."""
+def measure(backend: str, device: str, path: str,
+            only: set[str] | None = None) -> Iterator[tuple[str, tuple[float, float, str, list]]]:
+    """One round of the builds under one build path, each as it is measured: (row, (build step s,
+    whole call s, note, the build's timeline)). ``only``: the rows to measure (keys of ROW_KEYS)."""
+    want = (lambda key: only is None or key in only)
     os.environ.pop("KERNELSKILL_TORCH_BUILD", None)
     os.environ.pop("KERNELSKILL_CUDA_WHOLE", None)
     if path == "torch":
@@ -132,28 +137,33 @@ def measure(backend: str, device: str, path: str) -> dict[str, tuple[float, floa
     elif path == "whole":           # the direct build with the CUDA source in one nvcc unit (no split)
         os.environ["KERNELSKILL_CUDA_WHOLE"] = "1"
     token = uuid.uuid4().hex[:10]
-    rows = {}
-    res, wall = timed(source(backend, token, change="typo"), device)
-    assert not res.ok and any("flot" in d.message for d in res.diagnostics), res.to_dict()
-    rows["compile error (a typo)"] = (res.seconds, wall, res.path)
+    if want("typo"):
+        res, wall = timed(source(backend, token, change="typo"), device)
+        assert not res.ok and any("flot" in d.message for d in res.diagnostics), res.to_dict()
+        yield "compile error (a typo)", (res.seconds, wall, res.path, res.steps)
     # (The compile-only CUDA check builds no bindings, and keys its header by the include paths.)
     compile_only = backend == "cuda" and not device.startswith("cuda")
-    res, wall = timed(source(backend, token, fn=f"relu2_{token}", new_bindings=not compile_only), device)
-    assert res.ok, res.to_dict()
-    rows["cold, new signature"] = (res.seconds, wall, _units(res))
-    res, wall = timed(source(backend, token, fn=f"relu2_renamed_{token}"), device)
-    assert res.ok, res.to_dict()
-    rows["cold, renamed function"] = (res.seconds, wall, _units(res))
-    res, wall = timed(source(backend, token), device)
-    assert res.ok, res.to_dict()
-    rows["cold"] = (res.seconds, wall, _units(res))
-    res, wall = timed(source(backend, token, change="line"), device)
-    assert res.ok, res.to_dict()
-    rows["one-line kernel change"] = (res.seconds, wall, _units(res))
-    res, wall = timed(source(backend, token, change="line"), device)
-    assert res.ok and res.cache_hit, res.to_dict()
-    rows["cached"] = (res.seconds, wall, "hit")
-    return rows
+    if want("new-signature"):
+        res, wall = timed(source(backend, token, fn=f"relu2_{token}", new_bindings=not compile_only), device)
+        assert res.ok, res.to_dict()
+        yield "cold, new signature", (res.seconds, wall, _units(res), res.steps)
+    if want("renamed"):
+        res, wall = timed(source(backend, token, fn=f"relu2_renamed_{token}"), device)
+        assert res.ok, res.to_dict()
+        yield "cold, renamed function", (res.seconds, wall, _units(res), res.steps)
+    if want("cold"):
+        res, wall = timed(source(backend, token), device)
+        assert res.ok, res.to_dict()
+        yield "cold", (res.seconds, wall, _units(res), res.steps)
+    if want("line") or want("cached"):        # the cached row is this source again
+        res, wall = timed(source(backend, token, change="line"), device)
+        assert res.ok, res.to_dict()
+        if want("line"):
+            yield "one-line kernel change", (res.seconds, wall, _units(res), res.steps)
+    if want("cached"):
+        res, wall = timed(source(backend, token, change="line"), device)
+        assert res.ok and res.cache_hit, res.to_dict()
+        yield "cached", (res.seconds, wall, "hit", res.steps)
 
 
 def _wait_for_header_makers(limit_s: float = 300.0) -> None:
@@ -181,8 +191,15 @@ def main() -> None:
                     "(the same, the next worker started after the build rather than beside it, on a GPU); "
                     "comma-separated")
     ap.add_argument("--backends", default=None, help="cpp and/or cuda (default: cpp, and cuda on a GPU)")
-    ap.add_argument("--json")
+    ap.add_argument("--rows", default=",".join(ROW_KEYS), help="which builds to measure, comma-separated: "
+                    + ", ".join(ROW_KEYS) + " (default: all)")
+    ap.add_argument("--json", help="write the results here (rewritten after every build: a run cut off keeps "
+                    "what it measured)")
     args = ap.parse_args()
+    only = set(args.rows.split(","))
+    if only - set(ROW_KEYS):
+        ap.error(f"--rows: unknown {', '.join(sorted(only - set(ROW_KEYS)))}; choose from {', '.join(ROW_KEYS)}")
+    stop_on_sigterm()
     busy_before = quality.host_busy_cores()       # the host before any of this run's work
     backends = (args.backends or ("cpp,cuda" if args.device.startswith("cuda") else "cpp")).split(",")
     print(f"headers for {CPP_FLAGS} (and the bindings'):", flush=True)
@@ -193,34 +210,63 @@ def main() -> None:
     for b in backends:
         compile(Candidate.from_source(warmups[b]), device="cpu" if b == "cpp" else args.device)
     _wait_for_header_makers()
-    table: dict[tuple, list[tuple[float, float, str]]] = {}
+    table: dict[tuple, list[tuple[float, float, str, list]]] = {}
     modes = [(p, w) for w in args.workers.split(",") for p in args.paths.split(",")]
-    for b in backends:
-        dev = "cpu" if b == "cpp" else args.device
-        for r in range(args.repeat):
-            for path, workers in modes:
-                # ahead-late: the next worker starts when the taken one leaves its build (GPU only; an experiment)
-                os.environ["KERNELSKILL_SPARE_AFTER_BUILD"] = "1" if workers == "ahead-late" else "0"
-                with isolation.prestarting(workers.startswith("ahead")):
-                    if workers.startswith("ahead"):      # a cached call starts the spares the timed calls take
-                        compile(Candidate.from_source(warmups[b]), device=dev)
-                    for row, value in measure(b, dev, path).items():
-                        table.setdefault((b, row, path, workers), []).append(value)
-                print(f"  {b} {path} ({workers} workers) round {r + 1} done", file=sys.stderr, flush=True)
     where = torch.cuda.get_device_name() if args.device.startswith("cuda") else (platform.processor()
                                                                                  or platform.machine())
+    throttled_before = quality.cpu_throttled_s()
+    done = False
+    try:
+        for b in backends:
+            dev = "cpu" if b == "cpp" else args.device
+            for r in range(args.repeat):
+                for path, workers in modes:
+                    # ahead-late: the next worker starts when the taken one leaves its build (GPU only)
+                    os.environ["KERNELSKILL_SPARE_AFTER_BUILD"] = "1" if workers == "ahead-late" else "0"
+                    with isolation.prestarting(workers.startswith("ahead")):
+                        if workers.startswith("ahead"):      # a cached call starts the spares the timed calls take
+                            compile(Candidate.from_source(warmups[b]), device=dev)
+                        for row, value in measure(b, dev, path, only):
+                            table.setdefault((b, row, path, workers), []).append(value)
+                            print(f"    {row}: build {value[0]:.2f} s, call {value[1]:.2f} s", file=sys.stderr,
+                                  flush=True)
+                            if args.json:       # what is measured so far, should the run be cut off
+                                write_json(args.json, where, busy_before, None, summarize(table, backends, modes)[1],
+                                           complete=False)
+                    print(f"  {b} {path} ({workers} workers) round {r + 1} done", file=sys.stderr, flush=True)
+        done = True
+    except KeyboardInterrupt:           # Ctrl-C, or `timeout`'s SIGTERM (stop_on_sigterm): keep what was measured
+        print("  interrupted: the rounds finished so far follow", file=sys.stderr, flush=True)
     isolation.stop_spares()
     busy_after = quality.host_busy_cores()
+    throttled = quality.cpu_throttled_s()
     print(f"\nmachine: {where}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; torch {torch.__version__}; "
-          f"median of {args.repeat}\n")
+          f"median of {args.repeat}{'' if done else ' (cut off: the rounds that finished)'}\n")
     print(quality.host_line(busy_before, "before the run"))
-    print(quality.host_line(busy_after, "after it") + "\n")
-    print("| backend | build | " + " | ".join(f"{p} ({w}): step / call (s)" for p, w in modes) + " | direct: units |")
-    print("|---|---|" + "---|" * len(modes) + "---|")
+    print(quality.host_line(busy_after, "after it"))
+    if throttled is not None and throttled_before is not None and throttled > throttled_before:
+        print(f"the cgroup's CPU quota held this run back for {throttled - throttled_before:.1f} s")
+    print()
+    lines, out = summarize(table, backends, modes)
+    print("\n".join(lines))
+    if args.json:
+        write_json(args.json, where, busy_before, busy_after, out, complete=done,
+                   throttled_s=None if throttled is None or throttled_before is None else throttled - throttled_before)
+
+
+ROWS = ("compile error (a typo)", "cold, new signature", "cold, renamed function", "cold", "one-line kernel change",
+        "cached")
+ROW_KEYS = ("typo", "new-signature", "renamed", "cold", "line", "cached")     # --rows, in ROWS' order
+
+
+def summarize(table: dict, backends: list[str], modes: list[tuple[str, str]]) -> tuple[list[str], list[dict]]:
+    """The table's markdown lines and its JSON rows (medians, every sample, the last build's units and
+    timeline), from the rounds measured so far."""
+    lines = ["| backend | build | " + " | ".join(f"{p} ({w}): step / call (s)" for p, w in modes) + " | direct: units |",
+             "|---|---|" + "---|" * len(modes) + "---|"]
     out = []
     for b in backends:
-        for row in ("compile error (a typo)", "cold, new signature", "cold, renamed function", "cold",
-                    "one-line kernel change", "cached"):
+        for row in ROWS:
             cells, note = [], ""
             for p, w in modes:
                 vals = table.get((b, row, p, w), [])
@@ -230,13 +276,32 @@ def main() -> None:
                 step = statistics.median(v[0] for v in vals)
                 call = statistics.median(v[1] for v in vals)
                 cells.append(f"{step:.2f} / {call:.2f}")
-                out.append({"backend": b, "build": row, "path": p, "workers": w, "step_s": step, "call_s": call})
+                out.append({"backend": b, "build": row, "path": p, "workers": w, "step_s": step, "call_s": call,
+                            "samples": [[round(v[0], 3), round(v[1], 3)] for v in vals], "units": vals[-1][2],
+                            "steps": vals[-1][3]})
                 if p == "direct":
                     note = vals[-1][2]
-            print(f"| {b} | {row} | " + " | ".join(cells) + f" | {note} |")
-    if args.json:
-        Path(args.json).write_text(json.dumps({"machine": where, "host_busy_cores": [busy_before, busy_after], "rows": out}, indent=2))
+            if any(c != "-" for c in cells):
+                lines.append(f"| {b} | {row} | " + " | ".join(cells) + f" | {note} |")
+    return lines, out
 
+
+def write_json(path: str, machine: str, busy_before, busy_after, rows: list[dict], complete: bool,
+               throttled_s: float | None = None) -> None:
+    """The results file, rewritten whole (atomically) each time: a run cut off leaves its rounds."""
+    data = {"machine": machine, "complete": complete, "host_busy_cores": [busy_before, busy_after],
+            "cpu_quota": quality.cpu_quota(), "cpu_throttled_s": throttled_s, "rows": rows}
+    tmp = Path(path).with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2))
+    os.replace(tmp, path)
+
+
+def stop_on_sigterm() -> None:
+    """`timeout` ends a run with SIGTERM: make it a KeyboardInterrupt, so that what was measured is
+    printed and written before the process goes."""
+    def interrupt(*_):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, interrupt)
 
 if __name__ == "__main__":
     main()

@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import torch  # noqa: E402
 
-from build_cost import source  # noqa: E402
+from build_cost import source, stop_on_sigterm  # noqa: E402
 from kernelskill import Candidate, Task  # noqa: E402
 from kernelskill.evaluate import compile, evaluate, isolation, quality  # noqa: E402
 from kernelskill.evaluate.api import Options  # noqa: E402
@@ -76,7 +76,9 @@ def candidates(backend: str) -> list[tuple[str, str, str]]:
     return out
 
 
-def run(task: Task, backend: str, device: str, path: str, workers: str, warm: str) -> dict:
+def run(task: Task, backend: str, device: str, path: str, workers: str, warm: str, on_row=None) -> dict:
+    """One replay of the fixed list under one build path and worker mode; ``on_row(result so far)``
+    after each candidate."""
     os.environ.pop("KERNELSKILL_CUDA_WHOLE", None)
     if path == "whole":                 # the direct build, the CUDA source in one nvcc unit (no split)
         os.environ["KERNELSKILL_CUDA_WHOLE"] = "1"
@@ -85,6 +87,7 @@ def run(task: Task, backend: str, device: str, path: str, workers: str, warm: st
     else:
         os.environ.pop("KERNELSKILL_TORCH_BUILD", None)
     rows = []
+    result = {"path": path, "workers": workers, "rows": rows, "total_s": 0.0, "per_minute": 0.0}
     # ahead-late: the next worker starts when the taken one leaves its build (GPU only; an experiment)
     os.environ["KERNELSKILL_SPARE_AFTER_BUILD"] = "1" if workers == "ahead-late" else "0"
     with isolation.prestarting(workers.startswith("ahead")):
@@ -96,11 +99,14 @@ def run(task: Task, backend: str, device: str, path: str, workers: str, warm: st
             r = evaluate(task, Candidate.from_source(src), opts=Options(device=device))
             seconds = time.perf_counter() - t
             assert r.status == expected, (label, r.status, r.message)
-            rows.append((label, r.status, r.compile.seconds, seconds))
+            rows.append((label, r.status, r.compile.seconds, seconds, r.compile.steps))
+            result["total_s"] = sum(row[3] for row in rows)
+            result["per_minute"] = len(rows) / result["total_s"] * 60
             print(f"  {path:>6} {workers:>5} {label:<10} {r.status:<14} build {r.compile.seconds:6.2f} s  "
                   f"whole {seconds:6.2f} s", file=sys.stderr, flush=True)
-    total = sum(row[3] for row in rows)
-    return {"path": path, "workers": workers, "rows": rows, "total_s": total, "per_minute": len(rows) / total * 60}
+            if on_row:
+                on_row(result)
+    return result
 
 
 def main() -> None:
@@ -111,9 +117,14 @@ def main() -> None:
     ap.add_argument("--workers", default="cold,ahead", help="cold (each evaluation starts its workers) and/or ahead "
                     "(workers started ahead, as the optimizer, MCP server and TUI run); ahead-late (the same, the next "
                     "worker started after the build rather than beside it, on a GPU); comma-separated")
-    ap.add_argument("--json")
+    ap.add_argument("--json", help="write the results here (rewritten after every candidate: a run cut off keeps "
+                    "what it replayed)")
     args = ap.parse_args()
+    stop_on_sigterm()
     busy_before = quality.host_busy_cores()       # the host before any of this run's work
+    throttled_before = quality.cpu_throttled_s()
+    where = torch.cuda.get_device_name() if args.device.startswith("cuda") else (platform.processor()
+                                                                                 or platform.machine())
     backend = "cpp" if args.device == "cpu" else "cuda"
     rows, cols = SIZES["cpu" if args.device == "cpu" else "cuda"]
     with tempfile.TemporaryDirectory() as tmp:
@@ -125,16 +136,32 @@ def main() -> None:
         warm = source(backend, "warm-" + uuid.uuid4().hex[:6])
         compile(Candidate.from_source(warm), device=args.device)
         evaluate(task, Candidate.from_source(warm), opts=Options(device=args.device))
-        results = [run(task, backend, args.device, p, w, warm)
-                   for w in args.workers.split(",") for p in args.paths.split(",")]
-    where = torch.cuda.get_device_name() if args.device.startswith("cuda") else (platform.processor()
-                                                                                 or platform.machine())
+        results: list[dict] = []
+        current: list[dict] = []          # the replay under way (its rows so far)
+
+        def save(partial: dict) -> None:       # after every candidate: a run cut off keeps them
+            current[:] = [partial]
+            if args.json:
+                write_json(args.json, where, busy_before, None, results + current, complete=False)
+        done = False
+        try:
+            for w in args.workers.split(","):
+                for p in args.paths.split(","):
+                    results.append(run(task, backend, args.device, p, w, warm, on_row=save))
+            done = True
+        except KeyboardInterrupt:       # Ctrl-C, or `timeout`'s SIGTERM: what was replayed follows
+            print("  interrupted: the candidates replayed so far follow", file=sys.stderr, flush=True)
+            results += [r for r in current if all(r is not done_r for done_r in results)]
     isolation.stop_spares()
     busy_after = quality.host_busy_cores()
+    throttled = quality.cpu_throttled_s()
     print(f"\nmachine: {where}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; torch {torch.__version__}; "
-          f"task relu×2 {rows}×{cols} fp32, {backend} candidates\n")
+          f"task relu×2 {rows}×{cols} fp32, {backend} candidates{'' if done else ' (cut off)'}\n")
     print(quality.host_line(busy_before, "before the run"))
-    print(quality.host_line(busy_after, "after it") + "\n")
+    print(quality.host_line(busy_after, "after it"))
+    if throttled is not None and throttled_before is not None and throttled > throttled_before:
+        print(f"the cgroup's CPU quota held this run back for {throttled - throttled_before:.1f} s")
+    print()
     print("| build | workers | candidates | evaluator time (s) | candidates per minute | build steps (s) | "
           "evaluations (s) |")
     print("|---|---|---|---|---|---|---|")
@@ -144,7 +171,17 @@ def main() -> None:
         print(f"| {r['path']} | {r['workers']} | {len(r['rows'])} | {r['total_s']:.1f} | {r['per_minute']:.1f} | "
               f"{builds} | {calls} |")
     if args.json:
-        Path(args.json).write_text(json.dumps({"machine": where, "host_busy_cores": [busy_before, busy_after], "results": results}, indent=2))
+        write_json(args.json, where, busy_before, busy_after, results, complete=done,
+                   throttled_s=None if throttled is None or throttled_before is None else throttled - throttled_before)
+
+
+def write_json(path: str, machine: str, busy_before, busy_after, results: list[dict], complete: bool,
+               throttled_s: float | None = None) -> None:
+    data = {"machine": machine, "complete": complete, "host_busy_cores": [busy_before, busy_after],
+            "cpu_quota": quality.cpu_quota(), "cpu_throttled_s": throttled_s, "results": results}
+    tmp = Path(path).with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2))
+    os.replace(tmp, path)
 
 
 if __name__ == "__main__":

@@ -102,6 +102,9 @@ class CompileResult(JsonMixin):
     path: str = ""
     fallback: str = ""
     units: dict[str, float] = field(default_factory=dict)
+    # The build's timeline: [seconds since it began in the worker, what it did] (a unit started,
+    # compiled, failed, the link), so that a slow build says where its seconds went.
+    steps: list = field(default_factory=list)
 
 
 @dataclass

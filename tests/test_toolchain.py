@@ -253,6 +253,11 @@ def test_a_compile_error_comes_from_the_candidates_unit_alone():
     assert "flot z;" in d.source_line
     assert "compile kernel.cpp" in steps and "link" not in steps
     assert "bind.cpp" not in res.units            # cached, or killed when the kernel failed: never awaited
+    # The result keeps the build's timeline: when each unit started and when the candidate's failed.
+    at = {text: t for t, text in res.steps}
+    failed = next(text for text in at if text.startswith("kernel.cpp failed after"))
+    assert 0 <= at["compile kernel.cpp"] < at[failed] <= res.seconds + 0.01, res.steps
+    assert [text for _, text in res.steps] == [s for s in steps if not s.startswith("load")], (res.steps, steps)
 
 
 def test_a_one_line_change_rebuilds_the_kernel_unit_only():

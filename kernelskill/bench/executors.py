@@ -42,8 +42,10 @@ class Job(Protocol):
 
 
 def cpu_cores() -> int:
-    """Cores this process may use (the affinity mask, not the machine's count)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    """Cores this process may use (the affinity mask, not the machine's count; a cgroup CPU quota's
+    worth where that is fewer: ``quality.cores``)."""
+    from ..evaluate import quality
+    return quality.cores()
 
 
 def gpu_devices(device: str, limit: int | None = None) -> list[str]:

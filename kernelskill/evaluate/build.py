@@ -140,7 +140,7 @@ def install(candidate_source: str, log: BuildLog, build_root_dir: Path | None = 
                 on_step(text)
         try:
             if cuda and not _cuda_runtime():
-                _compile_only(build_dir, cuda, kwargs, candidate_source, log, root)
+                _compile_only(build_dir, cuda, kwargs, candidate_source, log, root, step)
                 raise CompileOnly()
             direct = _direct(unique, build_dir, cpp, cuda, args, kwargs, candidate_source, log, root, step)
             if direct is not None:
@@ -379,7 +379,7 @@ def _make_pch(d: Path, gch: Path, inc: list[str], cmd_flags: list[str], cxx: str
 
 
 def _compile_only(build_dir: Path, cuda: list[str], kwargs: dict, candidate_source: str, log: BuildLog,
-                  root: Path) -> None:
+                  root: Path, step=lambda _: None) -> None:
     """nvcc -c of the CUDA source with torch's headers (stubs for missing CUDA library headers);
     ``<torch/extension.h>`` is the light header where the sources need no more (toolchain.py)."""
     from . import toolchain
@@ -424,7 +424,7 @@ def _compile_only(build_dir: Path, cuda: list[str], kwargs: dict, candidate_sour
     sources = {"cuda.cu": (cuda, len(header))}
     if header and not heavy and not os.environ.get("KERNELSKILL_CUDA_WHOLE"):
         # The GPU's build splits the source (toolchain.split_cuda): so does its check.
-        sp, out = _compile_only_split(build_dir, cuda, kwargs, includes, cuda_inc, nvcc_cmd, arch, log, root)
+        sp, out = _compile_only_split(build_dir, cuda, kwargs, includes, cuda_inc, nvcc_cmd, arch, log, root, step)
         if sp is not None and out is None:
             ok_marker.write_text(digest)
             return
@@ -465,7 +465,7 @@ def cuda_include_dir(nvcc: str) -> Path:
 
 
 def _compile_only_split(build_dir: Path, cuda: list[str], kwargs: dict, includes: list[str], cuda_inc: Path,
-                        nvcc_cmd: list[str], arch: str, log: BuildLog, root: Path):
+                        nvcc_cmd: list[str], arch: str, log: BuildLog, root: Path, step=lambda _: None):
     """The split check: the device unit through nvcc, the host unit through the C++ compiler
     against the precompiled light header, side by side (toolchain.compile_split, as the GPU's
     build). (None, None) when the source is built whole; (split, None) when both compiled;
@@ -484,7 +484,7 @@ def _compile_only_split(build_dir: Path, cuda: list[str], kwargs: dict, includes
                   *(kwargs.get("extra_cuda_cflags") or [])]
     host_cmd = [toolchain._cxx(), "-c", f"-I{light}", *cxx, "-DTORCH_EXTENSION_NAME=" + build_dir.name]
     try:
-        toolchain.compile_split(build_dir, sp, device_cmd, host_cmd, build_dir / "_objects", lambda _: None, log)
+        toolchain.compile_split(build_dir, sp, device_cmd, host_cmd, build_dir / "_objects", step, log)
     except toolchain.UnitFailed as e:
         return sp, (e.output, e.unit)
     return sp, None

@@ -44,7 +44,8 @@ def compile_result(cand: Candidate, reply: WorkerReply | None, out: WorkerOutcom
                          compile_only=bool(build.get("compile_only")), diagnostics=diags,
                          log_tail=user_paths(build.get("log_tail") or (out.log_tail if out and not ok else ""), cand),
                          extensions=build.get("extensions", []), path=build.get("path", ""),
-                         fallback=build.get("fallback", ""), units=build.get("units") or {})
+                         fallback=build.get("fallback", ""), units=build.get("units") or {},
+                         steps=[list(x) for x in build.get("steps") or []])
 
 
 def compile(candidate, *, device: str = "auto", opts: Options | None = None) -> CompileResult:

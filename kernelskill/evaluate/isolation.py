@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..vocab import RECHECK_PHASE
-from . import lifeline
+from . import lifeline, quality
 from .build import cache_root, tail
 from .reply import WorkerReply
 
@@ -212,8 +212,9 @@ def wait_for_spares(timeout: float = 300.0) -> bool:
 
 
 def worker_threads(threads: int | None = None) -> int:
-    """The threads a worker pins torch and OpenMP to: ``threads``, else every core this process may use."""
-    return threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
+    """The threads a worker pins torch and OpenMP to: ``threads``, else every core this process may
+    use (fewer where a cgroup CPU quota allows less: ``quality.cores``)."""
+    return threads or quality.cores()
 
 
 def worker_env_vars(threads: int) -> dict:

@@ -108,10 +108,11 @@ def cpu_facts() -> dict:
     first = info[0] if info else {}
     flags = set((first.get("flags") or first.get("Features") or "").split())
     cores = {(c.get("physical id", "0"), c.get("core id")) for c in info if c.get("core id") is not None}
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    from . import quality
+    usable = quality.cores()
     return {"model": first.get("model name") or platform.processor() or platform.machine(),
             "arch": platform.machine(), "logical_cores": os.cpu_count(), "physical_cores": len(cores) or None,
-            "usable_cores": usable, "isa": [f for f in CPU_ISA if f in flags], "caches": _caches(),
+            "usable_cores": usable, "cpu_quota": quality.cpu_quota(), "isa": [f for f in CPU_ISA if f in flags], "caches": _caches(),
             "compiler": compiler(), "parallel_backend": parallel_backend(),
             "torch_threads": torch.get_num_threads(), "torch": torch.__version__}
 

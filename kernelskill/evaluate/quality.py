@@ -20,6 +20,7 @@ import os
 import shutil
 import subprocess
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -138,18 +139,103 @@ def host_busy_cores(seconds: float = 1.0) -> float | None:
 
 
 def host_line(busy: float | None, when: str = "") -> str:
-    """One line on the host's load for a benchmark's table: quiet, or busy with what it means."""
+    """One line on the host's load for a benchmark's table: quiet, or busy with what it means (and
+    the CPU quota of this process's cgroup, where one holds it below the cores it sees)."""
     head = f"host{' ' + when if when else ''}"
+    quota = cpu_quota()
+    seen = _affinity()
+    limit = f"; a CPU quota of {quota:g} cores for {seen} visible" if quota is not None and quota < seen else ""
     if busy is None:
-        return f"{head}: load unknown (no /proc/stat)"
+        return f"{head}: load unknown (no /proc/stat){limit}"
     n = cores()
     if busy <= max(0.5, 0.1 * n):
-        return f"{head}: quiet ({busy:.1f} of {n} cores busy)"
-    return f"{head}: BUSY ({busy:.1f} of {n} cores busy with other work): a busy machine's figures, not a quiet one's"
+        return f"{head}: quiet ({busy:.1f} of {n} cores busy{limit})"
+    return (f"{head}: BUSY ({busy:.1f} of {n} cores busy with other work{limit}): a busy machine's figures, "
+            f"not a quiet one's")
+
+
+def _affinity() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    """The cores this process can keep busy: those it may run on, fewer where its cgroup's CPU quota
+    (a container's ``--cpus``) allows less — threads beyond it only queue for the quota."""
+    quota = cpu_quota()
+    n = _affinity()
+    return max(1, min(n, int(quota + 0.999))) if quota is not None else n
+
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+def _cgroup_dirs(root: Path, proc_cgroup: str | None) -> list[Path]:
+    """The cgroup folders whose CPU limits apply to this process, innermost first (v2's unified
+    hierarchy and v1's cpu controller; each level's parents limit it too)."""
+    if proc_cgroup is None:
+        try:
+            proc_cgroup = Path("/proc/self/cgroup").read_text()
+        except OSError:
+            return []
+    dirs = []
+    for line in proc_cgroup.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, rel = parts
+        if controllers == "":
+            base = root / "unified" if (root / "unified" / "cgroup.controllers").exists() else root
+        elif "cpu" in controllers.split(","):
+            base = root / controllers
+            if not base.exists():
+                base = root / "cpu"
+        else:
+            continue
+        here = base / rel.strip().lstrip("/")
+        while True:
+            dirs.append(here)
+            if here == base or base not in here.parents:
+                break
+            here = here.parent
+    return dirs
+
+
+def cpu_quota(root: Path | None = None, proc_cgroup: str | None = None) -> float | None:
+    """The CPUs per second this process's cgroups allow (the smallest limit on the way up: cgroup v2
+    ``cpu.max``, v1 ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us``); None where nothing limits it or
+    nothing says. A container given 4 CPUs on a 64-core host sees 64 cores and gets 4."""
+    limits = []
+    for d in _cgroup_dirs(root or CGROUP_ROOT, proc_cgroup):
+        try:
+            if (d / "cpu.max").exists():
+                quota, period = (d / "cpu.max").read_text().split()[:2]
+                if quota != "max":
+                    limits.append(int(quota) / int(period))
+            elif (d / "cpu.cfs_quota_us").exists():
+                quota = int((d / "cpu.cfs_quota_us").read_text())
+                if quota > 0:
+                    limits.append(quota / int((d / "cpu.cfs_period_us").read_text()))
+        except (OSError, ValueError):
+            continue
+    return round(min(limits), 2) if limits else None
+
+
+def cpu_throttled_s(root: Path | None = None, proc_cgroup: str | None = None) -> float | None:
+    """Seconds this process's cgroup has been held back by its CPU quota (``cpu.stat``: v2
+    ``throttled_usec``, v1 ``throttled_time`` in ns): the most any level on the way up says (a
+    parent's count holds its children's); None if none says."""
+    total, seen = 0.0, False
+    for d in _cgroup_dirs(root or CGROUP_ROOT, proc_cgroup):
+        try:
+            text = (d / "cpu.stat").read_text()
+        except OSError:
+            continue
+        stats = dict(line.split()[:2] for line in text.splitlines() if len(line.split()) >= 2)
+        if "throttled_usec" in stats:
+            total, seen = max(total, int(stats["throttled_usec"]) / 1e6), True
+        elif "throttled_time" in stats:
+            total, seen = max(total, int(stats["throttled_time"]) / 1e9), True
+    return round(total, 3) if seen else None
 
 
 class HostSampler:

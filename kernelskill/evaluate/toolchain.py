@@ -410,7 +410,8 @@ def make_pch(d: Path) -> bool:
 def maker_slots() -> int:
     """How many headers may be made at once: a core each beyond one left free, 2 GB of available
     memory each; at least one."""
-    cores = os.cpu_count() or 1
+    from . import quality
+    cores = quality.cores()
     try:
         with open("/proc/meminfo") as f:
             avail = next(int(line.split()[1]) for line in f if line.startswith("MemAvailable:")) / 2**20
@@ -735,6 +736,7 @@ def _compile_all(units: list[Unit], step, log) -> None:
                 if log is not None:
                     log.units[u.name] = round(u.seconds, 3)
                 if rc != 0:
+                    step(f"{u.name} failed after {u.seconds:.1f} s")
                     text = u.out.read_text(errors="replace")
                     if u.name in ("bind.cpp", "names.cpp"):
                         raise Unsupported("the bindings did not compile: " + text.strip()[-600:])
