@@ -260,8 +260,8 @@ ROW_KEYS = ("typo", "new-signature", "renamed", "cold", "line", "cached")     # 
 
 
 def summarize(table: dict, backends: list[str], modes: list[tuple[str, str]]) -> tuple[list[str], list[dict]]:
-    """The table's markdown lines and its JSON rows (medians, every sample, the last build's units and
-    timeline), from the rounds measured so far."""
+    """The table's markdown lines and its JSON rows (medians, every sample and its build's timeline,
+    the last build's units), from the rounds measured so far."""
     lines = ["| backend | build | " + " | ".join(f"{p} ({w}): step / call (s)" for p, w in modes) + " | direct: units |",
              "|---|---|" + "---|" * len(modes) + "---|"]
     out = []
@@ -278,7 +278,7 @@ def summarize(table: dict, backends: list[str], modes: list[tuple[str, str]]) ->
                 cells.append(f"{step:.2f} / {call:.2f}")
                 out.append({"backend": b, "build": row, "path": p, "workers": w, "step_s": step, "call_s": call,
                             "samples": [[round(v[0], 3), round(v[1], 3)] for v in vals], "units": vals[-1][2],
-                            "steps": vals[-1][3]})
+                            "timelines": [v[3] for v in vals]})
                 if p == "direct":
                     note = vals[-1][2]
             if any(c != "-" for c in cells):

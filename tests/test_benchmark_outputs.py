@@ -28,7 +28,7 @@ def test_the_table_and_json_rows_hold_only_what_was_measured(tmp_path):
     assert lines[2] == "| cpp | compile error (a typo) | 1.90 / 3.00 | - | direct |"      # the median of two
     assert len(lines) == 3                       # rows never measured are left out, not shown as zeros
     (row,) = rows
-    assert row["samples"] == [[1.8, 2.9], [2.0, 3.1]] and row["steps"][-1] == [2.0, "kernel.cpp failed after 2.0 s"]
+    assert row["samples"] == [[1.8, 2.9], [2.0, 3.1]] and row["timelines"][1][-1] == [2.0, "kernel.cpp failed after 2.0 s"]
     out = tmp_path / "r.json"
     build_cost.write_json(str(out), "x86_64", 0.1, None, rows, complete=False)
     data = json.loads(out.read_text())
@@ -63,4 +63,4 @@ def test_build_cost_cut_off_by_sigterm_prints_and_keeps_the_builds_it_finished(t
     data = json.loads(out.read_text())
     assert data["complete"] is False
     typo = next(r for r in data["rows"] if r["build"] == "compile error (a typo)")
-    assert typo["steps"][-1][1].startswith("kernel.cpp failed after"), typo
+    assert typo["timelines"][0][-1][1].startswith("kernel.cpp failed after"), typo

@@ -295,8 +295,11 @@ def test_eval_reports_roofline_and_bottleneck_from_measured_ceilings(fast):
     assert data["bandwidth"] > 1e8 and data["peak_flops"]["float32"] > 1e8 and data["launch_us"] > 0
 
 
+# Honest for its first 8 calls (the 6 verification trials and a margin), then replaying: timing makes
+# at least warmup + min_reps = 6 more calls however few reps the time cap allows on a loaded machine
+# (it replayed only after 20 calls once, and a busy CI machine's time cap ended timing before that).
 STALE = toolkit_candidate(
-    "_N[0] += 1\nif _N[0] > 20:\n    return _LAST[0].clone()\ny = ext.relu2(x)\n_LAST[0] = y\nreturn y",
+    "_N[0] += 1\nif _N[0] > 8:\n    return _LAST[0].clone()\ny = ext.relu2(x)\n_LAST[0] = y\nreturn y",
     extra="_N, _LAST = [0], [None]\n")
 
 

@@ -48,6 +48,7 @@ import inspect
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -718,6 +719,9 @@ def _compile_all(units: list[Unit], step, log) -> None:
         todo.append(u)
     for u in todo:
         u.out = u.obj.with_suffix(".log")
+        # the exact command beside its output: a unit can be compiled again by hand (or by
+        # benchmarks/probe_typo_latency.py) from its build folder
+        u.obj.with_suffix(".cmd").write_text(shlex.join(u.cmd) + "\n")
         nice = u.nice
         u.started = time.monotonic()
         with open(u.out, "w") as out:
