@@ -9,12 +9,14 @@ started after the build). This probe tells the candidate causes apart in one run
 - ``bare``: the failing unit's own command (its ``.cmd`` in the build folder), run from here;
 - ``bare + N imports``: the same beside N fresh ``import torch`` processes (what a replacement
   spare does while the taken worker builds);
+- ``bare, spares ready``: the same while idle workers started ahead wait (imported, ready);
 - ``bare, context in the PCH``: a CUDA host unit against a precompiled header that also holds
   ``ATen/cuda/CUDAContext.h`` (the light one lacks it, so every host unit parses it and cuBLAS's,
   cuSPARSE's, cuSOLVER's headers);
 - ``compile cold | ahead | ahead-late``: ``kernelskill.evaluate.compile`` of a new typo source.
 
-Each row carries, over its own seconds: the CPU and memory pressure stall (``/proc/pressure``: the
+The bare rows also give the compiler's CPU seconds (well below its wall time: it waited). Each row
+carries, over its own seconds: the CPU and memory pressure stall (``/proc/pressure``: the
 share of the time some task waited for a CPU, or for memory), the cgroup's throttled seconds, the
 machine's busy cores. JSON after every row (a run cut off keeps what it measured).
 
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shlex
 import statistics
 import subprocess
@@ -85,20 +88,30 @@ def failing_unit(res) -> tuple[Path, str]:
     return build_root() / res.extensions[0], name
 
 
-def bare(folder: Path, unit: str, imports: int, device: str) -> float:
-    """The unit's compiler run again by hand, beside ``imports`` fresh `import torch` processes."""
+def run_timed(cmd: list[str], cwd: Path) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one compiler run: CPU well below wall is time spent waiting."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    subprocess.run(cmd, cwd=cwd, capture_output=True)
+    wall = time.perf_counter() - t
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+
+
+def bare(folder: Path, unit: str, imports: int, device: str) -> tuple[float, float]:
+    """The unit's compiler run again by hand, beside ``imports`` fresh `import torch` processes:
+    (wall, CPU) seconds of the compiler."""
     cmd = shlex.split((folder / (unit.rsplit(".", 1)[0] + ".cmd")).read_text())
     code = "import torch" + ("; torch.cuda.init()" if device.startswith("cuda") else "")
     others = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(imports)]
-    t = time.perf_counter()
-    subprocess.run(cmd, cwd=folder, capture_output=True)
-    seconds = time.perf_counter() - t
+    out = run_timed(cmd, folder)
     for p in others:
         p.wait()
-    return seconds
+    return out
 
 
-CONTEXT_HEADER = toolchain.LIGHT_HEADER + "#include <cuda.h>\n#include <cuda_runtime.h>\n#include <ATen/cuda/CUDAContext.h>\n"
+CONTEXT_HEADER = (toolchain.LIGHT_HEADER + "#include <cuda.h>\n#include <cuda_runtime.h>\n"
+                  "#include <ATen/cuda/CUDAContext.h>\n")
 
 
 def context_pch(folder: Path, unit: str, where: Path) -> tuple[list[str], float] | None:
@@ -133,10 +146,12 @@ def main() -> None:
     compile(Candidate.from_source(source(backend, "warm-" + uuid.uuid4().hex[:6])), device=args.device)
     rows: list[dict] = []
 
-    def record(label: str, seconds: float, call: float | None, host: dict, steps=None) -> None:
+    def record(label: str, seconds: float, call: float | None, host: dict, steps=None,
+               cpu: float | None = None) -> None:
         rows.append({"row": label, "build_s": round(seconds, 3), "call_s": None if call is None else round(call, 3),
-                     "host": host, "steps": steps})
-        print(f"  {label:<22} build {seconds:6.2f} s" + (f"  call {call:6.2f} s" if call is not None else "")
+                     "compiler_cpu_s": None if cpu is None else round(cpu, 3), "host": host, "steps": steps})
+        print(f"  {label:<26} build {seconds:6.2f} s" + (f"  call {call:6.2f} s" if call is not None else "")
+              + (f"  compiler CPU {cpu:5.2f} s" if cpu is not None else "")
               + "  " + " ".join(f"{k} {v}" for k, v in host.items()), flush=True)
         if args.json:
             tmp = Path(args.json).with_suffix(".tmp")
@@ -152,18 +167,23 @@ def main() -> None:
         for imports in (0, 1, 3):
             for _ in range(args.repeat):
                 with Around() as a:
-                    s = bare(folder, unit, imports, args.device)
-                record(f"bare + {imports} imports" if imports else "bare", s, None, a.host)
+                    s, cpu = bare(folder, unit, imports, args.device)
+                record(f"bare + {imports} imports" if imports else "bare", s, None, a.host, cpu=cpu)
+        with isolation.prestarting(True):          # idle workers started ahead, ready: do they cost the compiler?
+            compile(Candidate.from_source(source(backend, "warm1-" + uuid.uuid4().hex[:6])), device=args.device)
+            isolation.wait_for_spares()
+            for _ in range(args.repeat):
+                with Around() as a:
+                    s, cpu = bare(folder, unit, 0, args.device)
+                record("bare, spares ready", s, None, a.host, cpu=cpu)
         ctx = context_pch(folder, unit, build_root() / f"probe-context-{uuid.uuid4().hex[:6]}")
         if ctx is not None:
             cmd, made_s = ctx
             print(f"  the CUDA-context header precompiled in {made_s:.1f} s", flush=True)
             for _ in range(args.repeat):
                 with Around() as a:
-                    t = time.perf_counter()
-                    subprocess.run(cmd, cwd=folder, capture_output=True)
-                    s = time.perf_counter() - t
-                record("bare, context in the PCH", s, None, a.host)
+                    s, cpu = run_timed(cmd, folder)
+                record("bare, context in the PCH", s, None, a.host, cpu=cpu)
         for workers in ("cold", "ahead", "ahead-late"):
             os.environ["KERNELSKILL_SPARE_AFTER_BUILD"] = "1" if workers == "ahead-late" else "0"
             with isolation.prestarting(workers != "cold"):
@@ -182,14 +202,16 @@ def main() -> None:
         print("  interrupted: the rows so far follow", flush=True)
     isolation.stop_spares()
     print(f"\n{quality.host_line(quality.host_busy_cores(), 'after the run')}\n")
-    print("| row | n | build (s), median | call (s), median | cpu stall | memory stall | io stall |")
-    print("|---|---|---|---|---|---|---|")
+    print("| row | n | build (s), median | call (s), median | compiler CPU (s) | cpu stall | memory stall | "
+          "io stall |")
+    print("|---|---|---|---|---|---|---|---|")
     for label in dict.fromkeys(r["row"] for r in rows):
         rs = [r for r in rows if r["row"] == label]
         med = lambda key: statistics.median(r[key] for r in rs)  # noqa: E731
         host = lambda key: f"{statistics.median(r['host'].get(key, 0.0) for r in rs):.2f}"  # noqa: E731
         call = f"{med('call_s'):.2f}" if rs[0]["call_s"] is not None else "-"
-        print(f"| {label} | {len(rs)} | {med('build_s'):.2f} | {call} | {host('cpu_stall')} | "
+        cpu = f"{med('compiler_cpu_s'):.2f}" if rs[0]["compiler_cpu_s"] is not None else "-"
+        print(f"| {label} | {len(rs)} | {med('build_s'):.2f} | {call} | {cpu} | {host('cpu_stall')} | "
               f"{host('memory_stall')} | {host('io_stall')} |")
 
 

