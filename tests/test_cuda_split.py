@@ -338,3 +338,45 @@ def test_masking_keeps_offsets_and_blanks_strings_and_comments():
     m = cuda_split.mask(text)
     assert len(m) == len(text) and m.count("\n") == 1
     assert "{" not in m and "}" not in m and "c = 1'000;" in m
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_with_the_host_pch_switch_a_host_unit_including_the_cuda_context_builds_against_it(monkeypatch):
+    """KERNELSKILL_HOST_PCH=context: a split host unit that includes ATen/cuda/CUDAContext.h up front
+    compiles against the header that precompiles it (its .cmd names the "cudahost" folder), a typo in
+    it still comes back on the candidate's line, and a correct source still builds (compile-only
+    here); without the switch the light header serves, as before."""
+    import sys
+    import uuid
+
+    from kernelskill import Candidate
+    from kernelskill.evaluate import compile
+    from kernelskill.evaluate.build import build_root
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from build_cost import source
+
+    def host_cmd(res) -> str:
+        return (build_root() / res.extensions[0] / "cuda_host.cmd").read_text()
+
+    monkeypatch.setenv("KERNELSKILL_HOST_PCH", "context")
+    token = uuid.uuid4().hex[:10]
+    typo = source("cuda", token, change="typo")
+    res = compile(Candidate.from_source(typo), device="cpu")
+    assert not res.ok and "/cudahost-" in host_cmd(res), res.to_dict()
+    d = next(d for d in res.diagnostics if d.severity == "error")
+    assert "flot" in d.message and d.line == typo.splitlines().index(
+        next(ln for ln in typo.splitlines() if "flot q;" in ln)) + 1, d
+    ok = compile(Candidate.from_source(source("cuda", token)), device="cpu")
+    assert ok.ok and ok.compile_only and "/cudahost-" in host_cmd(ok), ok.to_dict()
+    monkeypatch.delenv("KERNELSKILL_HOST_PCH")
+    plain = compile(Candidate.from_source(source("cuda", uuid.uuid4().hex[:10])), device="cpu")
+    assert plain.ok and "/light-" in host_cmd(plain) and "/cudahost-" not in host_cmd(plain), plain.to_dict()
+
+
+def test_only_a_header_included_up_front_counts():
+    ctx = "ATen/cuda/CUDAContext.h"
+    assert cuda_split.includes_up_front(f'#include <torch/extension.h>\n#line 5 "cuda.cu"\n\n// the stream\n'
+                                        f'#include <{ctx}>\nint x;\n', ctx)
+    assert not cuda_split.includes_up_front(f"#include <a.h>\nint y;\n#include <{ctx}>\n", ctx)   # after code
+    assert not cuda_split.includes_up_front(f"#define N 4\n#include <{ctx}>\n", ctx)   # a macro first may change it
+    assert not cuda_split.includes_up_front("#include <cuda_runtime.h>\nint z;\n", ctx)

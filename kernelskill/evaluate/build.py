@@ -478,7 +478,8 @@ def _compile_only_split(build_dir: Path, cuda: list[str], kwargs: dict, includes
         return None, None
     cxx = toolchain._torch_flags(False)[0] + ["-isystem", str(cuda_inc)] + \
         [f"-I{p}" for p in includes if p == str(STUB_DIR) or p in (kwargs.get("extra_include_paths") or [])]
-    light, _ = toolchain.header_dir(root / "_pch", "light", cxx)
+    light = (toolchain.host_header_dir(root / "_pch", cxx, sp.host)
+             or toolchain.header_dir(root / "_pch", "light", cxx)[0])
     device_cmd = [*nvcc_cmd, "-std=c++17", f"-arch={arch}", "-c", "-Xcompiler", "-fPIC", *NO_HALF,
                   *[f for inc in includes for f in ("-isystem", inc)],     # c10's Half, if named
                   *(kwargs.get("extra_cuda_cflags") or [])]

@@ -97,6 +97,20 @@ def missing_launchers(host_obj: Path, device_obj: Path) -> set[str]:
     return syms(host_obj, "-u") - syms(device_obj, "--defined-only")
 
 
+_UP_FRONT = re.compile(r"\s*(?:$|#\s*(?:include|line|pragma)\b|//)")
+
+
+def includes_up_front(text: str, header: str) -> bool:
+    """Whether ``text`` includes ``header`` before any line other than includes, ``#line``,
+    ``#pragma``, comments and blank lines: precompiling it in front of the unit changes nothing."""
+    for line in text.splitlines():
+        if not _UP_FRONT.match(line):
+            return False
+        if re.match(rf"\s*#\s*include\s*[<\"]{re.escape(header)}[>\"]", line):
+            return True
+    return False
+
+
 def candidates_error(output: str, unit: str, sp: Split, in_torch) -> bool:
     """Whether a split unit's errors are the candidate's own — what building the source whole would
     say too — so that they are reported at once: every error in the candidate's lines (cuda.cu),

@@ -66,6 +66,13 @@ LIGHT_HEADER = ("#pragma once\n// kernelskill: <torch/extension.h> for sources t
 # compile with, against 790 MB and ~12 s for the whole <torch/extension.h>).
 BIND_HEADER = ("#pragma once\n// kernelskill: <torch/extension.h> for the bindings' unit\n#include <torch/types.h>\n"
                "#include <torch/python.h>\n")
+# A CUDA host unit whose sources include ATen/cuda/CUDAContext.h up front (most do, for the current
+# stream) parses it — and CUDA's runtime, cuBLAS's, cuSPARSE's and cuSOLVER's headers with it — on
+# every build: this header precompiles them with the light one. An experiment for now
+# (KERNELSKILL_HOST_PCH=context; benchmarks/probe_typo_latency.py measures what it saves).
+CUDA_HOST_HEADER = (LIGHT_HEADER + "#include <cuda.h>\n#include <cuda_runtime.h>\n"
+                    "#include <ATen/cuda/CUDAContext.h>\n")
+HEADERS = {"light": LIGHT_HEADER, "bind": BIND_HEADER, "cudahost": CUDA_HOST_HEADER}
 # What the light header does not declare: such sources get torch's full header (torch's own build).
 HEAVY = re.compile(r"\bpy::|\bpybind11|\bPYBIND11_|torch/torch\.h|torch/all\.h|torch/python\.h|torch/script\.h"
                    r"|\btorch::(?:nn|optim|jit|data|autograd|fft|linalg|special|nested|sparse|serialize|cuda|"
@@ -264,14 +271,15 @@ def _digest(obj) -> str:
 # ---- precompiled headers --------------------------------------------------------------------------
 def header_dir(root: Path, kind: str, flags: list[str], make: bool = True) -> tuple[Path, bool]:
     """A directory holding ``torch/extension.h`` — the light header (``kind`` "light"), the bindings'
-    ("bind") or the light one for nvcc, which uses no PCH ("cuda") — and whether its precompiled
+    ("bind"), the light one with CUDA's context for host units ("cudahost") or the light one for
+    nvcc, which uses no PCH ("cuda") — and whether its precompiled
     ``.gch`` (made with ``flags``) is ready. Not ready: a detached process makes it (``make``)."""
     cmd = [_cxx(), *flags]
     d = root / f"{kind}-{_digest(cmd)[:12]}"
     header = d / "torch" / "extension.h"
     if not header.exists():
         header.parent.mkdir(parents=True, exist_ok=True)
-        text = BIND_HEADER if kind == "bind" else LIGHT_HEADER
+        text = HEADERS.get(kind, LIGHT_HEADER)
         tmp = header.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(text)
         os.replace(tmp, header)
@@ -536,8 +544,9 @@ def build(p: Plan, cache: Path, on_step=None, log=None) -> Path:
         if sp is not None:
             # The kernels through nvcc with CUDA's headers only, the host functions through the C++
             # compiler against the precompiled light header (cuda_split.py).
+            host_header = host_header_dir(pch_root, kflags, sp.host) or light
             try:
-                units = compile_split(d, sp, nvcc_cmd(None), [_cxx(), "-c", f"-I{light}",
+                units = compile_split(d, sp, nvcc_cmd(None), [_cxx(), "-c", f"-I{host_header}",
                                       *[f"-I{i}" for i in p.include_paths], name_flag, *kflags], objects, step, log,
                                       others=units)
             except UnitFailed as e:
@@ -575,6 +584,16 @@ def build(p: Plan, cache: Path, on_step=None, log=None) -> Path:
     os.replace(tmp, so)
     (d / "kernelskill_module").write_text(p.unique)
     return so
+
+
+def host_header_dir(pch_root: Path, flags: list[str], host: str) -> Path | None:
+    """The "cudahost" header's folder for a split host unit that includes ATen/cuda/CUDAContext.h
+    among its leading includes (so the unit is the same with it precompiled in front), with
+    KERNELSKILL_HOST_PCH=context; None: the light header."""
+    if os.environ.get("KERNELSKILL_HOST_PCH") != "context" or not cuda_split.includes_up_front(
+            host, "ATen/cuda/CUDAContext.h"):
+        return None
+    return header_dir(pch_root, "cudahost", flags)[0]
 
 
 def compile_split(d: Path, sp: "cuda_split.Split", nvcc_cmd: list[str], host_cmd: list[str], objects: Path, step,
@@ -812,6 +831,8 @@ def warm(cache: Path, flag_sets: list[list[str]], wait: bool = True, say=print) 
         cuda_flags, _, _ = _torch_flags(True)
         sets += [("CUDA bindings", "bind", cuda_flags, [*cuda_flags, *BIND_FLAGS]),
                  ("CUDA light", "light", cuda_flags, list(cuda_flags))]
+        if os.environ.get("KERNELSKILL_HOST_PCH") == "context":
+            sets.append(("CUDA host (with CUDAContext.h)", "cudahost", cuda_flags, list(cuda_flags)))
     slots = maker_slots()
     say(f"{len(sets)} headers, {slots} at a time")
     todo = []
