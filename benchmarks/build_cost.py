@@ -262,8 +262,8 @@ ROW_KEYS = ("typo", "new-signature", "renamed", "cold", "line", "cached")     # 
 def summarize(table: dict, backends: list[str], modes: list[tuple[str, str]]) -> tuple[list[str], list[dict]]:
     """The table's markdown lines and its JSON rows (medians, every sample and its build's timeline,
     the last build's units), from the rounds measured so far."""
-    lines = ["| backend | build | " + " | ".join(f"{p} ({w}): step / call (s)" for p, w in modes) + " | direct: units |",
-             "|---|---|" + "---|" * len(modes) + "---|"]
+    cols = " | ".join(f"{p} ({w}): step / call (s)" for p, w in modes)
+    lines = [f"| backend | build | {cols} | direct: units |", "|---|---|" + "---|" * len(modes) + "---|"]
     out = []
     for b in backends:
         for row in ROWS:
@@ -287,10 +287,11 @@ def summarize(table: dict, backends: list[str], modes: list[tuple[str, str]]) ->
 
 
 def write_json(path: str, machine: str, busy_before, busy_after, rows: list[dict], complete: bool,
-               throttled_s: float | None = None) -> None:
-    """The results file, rewritten whole (atomically) each time: a run cut off leaves its rounds."""
+               throttled_s: float | None = None, key: str = "rows") -> None:
+    """The results file, rewritten whole (atomically) each time: a run cut off leaves its rounds.
+    ``rows`` go under ``key`` (loop_throughput's are "results")."""
     data = {"machine": machine, "complete": complete, "host_busy_cores": [busy_before, busy_after],
-            "cpu_quota": quality.cpu_quota(), "cpu_throttled_s": throttled_s, "rows": rows}
+            "cpu_quota": quality.cpu_quota(), "cpu_throttled_s": throttled_s, key: rows}
     tmp = Path(path).with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=2))
     os.replace(tmp, path)

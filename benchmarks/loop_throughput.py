@@ -17,7 +17,6 @@ evaluator's own time. `cold`: every worker starts with its evaluation (one-shot 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -32,7 +31,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import torch  # noqa: E402
 
-from build_cost import source, stop_on_sigterm  # noqa: E402
+from build_cost import source, stop_on_sigterm, write_json  # noqa: E402
 from kernelskill import Candidate, Task  # noqa: E402
 from kernelskill.evaluate import compile, evaluate, isolation, quality  # noqa: E402
 from kernelskill.evaluate.api import Options  # noqa: E402
@@ -142,7 +141,7 @@ def main() -> None:
         def save(partial: dict) -> None:       # after every candidate: a run cut off keeps them
             current[:] = [partial]
             if args.json:
-                write_json(args.json, where, busy_before, None, results + current, complete=False)
+                write_json(args.json, where, busy_before, None, results + current, complete=False, key="results")
         done = False
         try:
             for w in args.workers.split(","):
@@ -171,17 +170,8 @@ def main() -> None:
         print(f"| {r['path']} | {r['workers']} | {len(r['rows'])} | {r['total_s']:.1f} | {r['per_minute']:.1f} | "
               f"{builds} | {calls} |")
     if args.json:
-        write_json(args.json, where, busy_before, busy_after, results, complete=done,
+        write_json(args.json, where, busy_before, busy_after, results, complete=done, key="results",
                    throttled_s=None if throttled is None or throttled_before is None else throttled - throttled_before)
-
-
-def write_json(path: str, machine: str, busy_before, busy_after, results: list[dict], complete: bool,
-               throttled_s: float | None = None) -> None:
-    data = {"machine": machine, "complete": complete, "host_busy_cores": [busy_before, busy_after],
-            "cpu_quota": quality.cpu_quota(), "cpu_throttled_s": throttled_s, "results": results}
-    tmp = Path(path).with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2))
-    os.replace(tmp, path)
 
 
 if __name__ == "__main__":
