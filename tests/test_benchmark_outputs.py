@@ -28,7 +28,8 @@ def test_the_table_and_json_rows_hold_only_what_was_measured(tmp_path):
     assert lines[2] == "| cpp | compile error (a typo) | 1.90 / 3.00 | - | direct |"      # the median of two
     assert len(lines) == 3                       # rows never measured are left out, not shown as zeros
     (row,) = rows
-    assert row["samples"] == [[1.8, 2.9], [2.0, 3.1]] and row["timelines"][1][-1] == [2.0, "kernel.cpp failed after 2.0 s"]
+    assert row["samples"] == [[1.8, 2.9], [2.0, 3.1]]
+    assert row["timelines"][1][-1] == [2.0, "kernel.cpp failed after 2.0 s"]
     out = tmp_path / "r.json"
     build_cost.write_json(str(out), "x86_64", 0.1, None, rows, complete=False)
     data = json.loads(out.read_text())

@@ -112,7 +112,8 @@ def cpu_facts() -> dict:
     usable = quality.cores()
     return {"model": first.get("model name") or platform.processor() or platform.machine(),
             "arch": platform.machine(), "logical_cores": os.cpu_count(), "physical_cores": len(cores) or None,
-            "usable_cores": usable, "cpu_quota": quality.cpu_quota(), "isa": [f for f in CPU_ISA if f in flags], "caches": _caches(),
+            "usable_cores": usable, "cpu_quota": quality.cpu_quota(), "isa": [f for f in CPU_ISA if f in flags],
+            "caches": _caches(),
             "compiler": compiler(), "parallel_backend": parallel_backend(),
             "torch_threads": torch.get_num_threads(), "torch": torch.__version__}
 
