@@ -200,7 +200,7 @@ def main() -> None:
     if only - set(ROW_KEYS):
         ap.error(f"--rows: unknown {', '.join(sorted(only - set(ROW_KEYS)))}; choose from {', '.join(ROW_KEYS)}")
     stop_on_sigterm()
-    busy_before = quality.host_busy_cores()       # the host before any of this run's work
+    host = HostWatch()          # the host before any of this run's work
     backends = (args.backends or ("cpp,cuda" if args.device.startswith("cuda") else "cpp")).split(",")
     print(f"headers for {CPP_FLAGS} (and the bindings'):", flush=True)
     toolchain.warm(build_root(), [CPP_FLAGS], say=lambda t: print("  " + t, flush=True))
@@ -214,7 +214,6 @@ def main() -> None:
     modes = [(p, w) for w in args.workers.split(",") for p in args.paths.split(",")]
     where = torch.cuda.get_device_name() if args.device.startswith("cuda") else (platform.processor()
                                                                                  or platform.machine())
-    throttled_before = quality.cpu_throttled_s()
     done = False
     try:
         for b in backends:
@@ -231,27 +230,21 @@ def main() -> None:
                             print(f"    {row}: build {value[0]:.2f} s, call {value[1]:.2f} s", file=sys.stderr,
                                   flush=True)
                             if args.json:       # what is measured so far, should the run be cut off
-                                write_json(args.json, where, busy_before, None, summarize(table, backends, modes)[1],
+                                write_json(args.json, where, host, summarize(table, backends, modes)[1],
                                            complete=False)
                     print(f"  {b} {path} ({workers} workers) round {r + 1} done", file=sys.stderr, flush=True)
         done = True
     except KeyboardInterrupt:           # Ctrl-C, or `timeout`'s SIGTERM (stop_on_sigterm): keep what was measured
         print("  interrupted: the rounds finished so far follow", file=sys.stderr, flush=True)
     isolation.stop_spares()
-    busy_after = quality.host_busy_cores()
-    throttled = quality.cpu_throttled_s()
+    host_lines = host.end()
     print(f"\nmachine: {where}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; torch {torch.__version__}; "
           f"median of {args.repeat}{'' if done else ' (cut off: the rounds that finished)'}\n")
-    print(quality.host_line(busy_before, "before the run"))
-    print(quality.host_line(busy_after, "after it"))
-    if throttled is not None and throttled_before is not None and throttled > throttled_before:
-        print(f"the cgroup's CPU quota held this run back for {throttled - throttled_before:.1f} s")
-    print()
+    print("\n".join(host_lines) + "\n")
     lines, out = summarize(table, backends, modes)
     print("\n".join(lines))
     if args.json:
-        write_json(args.json, where, busy_before, busy_after, out, complete=done,
-                   throttled_s=None if throttled is None or throttled_before is None else throttled - throttled_before)
+        write_json(args.json, where, host, out, complete=done)
 
 
 ROWS = ("compile error (a typo)", "cold, new signature", "cold, renamed function", "cold", "one-line kernel change",
@@ -286,12 +279,32 @@ def summarize(table: dict, backends: list[str], modes: list[tuple[str, str]]) ->
     return lines, out
 
 
-def write_json(path: str, machine: str, busy_before, busy_after, rows: list[dict], complete: bool,
-               throttled_s: float | None = None, key: str = "rows") -> None:
+class HostWatch:
+    """The host around a benchmark run: its busy cores before (at construction) and after (``end``),
+    and how long the cgroup's CPU quota held the run back in between."""
+
+    def __init__(self) -> None:
+        self.busy = [quality.host_busy_cores(), None]
+        self._throttled0 = quality.cpu_throttled_s()
+        self.throttled_s: float | None = None
+
+    def end(self) -> list[str]:
+        """Sample the host after the run; the lines that say how it was."""
+        self.busy[1] = quality.host_busy_cores()
+        throttled = quality.cpu_throttled_s()
+        if throttled is not None and self._throttled0 is not None:
+            self.throttled_s = round(throttled - self._throttled0, 3)
+        lines = [quality.host_line(self.busy[0], "before the run"), quality.host_line(self.busy[1], "after it")]
+        if self.throttled_s:
+            lines.append(f"the cgroup's CPU quota held this run back for {self.throttled_s:.1f} s")
+        return lines
+
+
+def write_json(path: str, machine: str, host: HostWatch, rows: list[dict], complete: bool, key: str = "rows") -> None:
     """The results file, rewritten whole (atomically) each time: a run cut off leaves its rounds.
     ``rows`` go under ``key`` (loop_throughput's are "results")."""
-    data = {"machine": machine, "complete": complete, "host_busy_cores": [busy_before, busy_after],
-            "cpu_quota": quality.cpu_quota(), "cpu_throttled_s": throttled_s, key: rows}
+    data = {"machine": machine, "complete": complete, "host_busy_cores": host.busy,
+            "cpu_quota": quality.cpu_quota(), "cpu_throttled_s": host.throttled_s, key: rows}
     tmp = Path(path).with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=2))
     os.replace(tmp, path)

@@ -31,9 +31,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import torch  # noqa: E402
 
-from build_cost import source, stop_on_sigterm, write_json  # noqa: E402
+from build_cost import HostWatch, source, stop_on_sigterm, write_json  # noqa: E402
 from kernelskill import Candidate, Task  # noqa: E402
-from kernelskill.evaluate import compile, evaluate, isolation, quality  # noqa: E402
+from kernelskill.evaluate import compile, evaluate, isolation  # noqa: E402
 from kernelskill.evaluate.api import Options  # noqa: E402
 
 TASK = '''import torch
@@ -120,8 +120,7 @@ def main() -> None:
                     "what it replayed)")
     args = ap.parse_args()
     stop_on_sigterm()
-    busy_before = quality.host_busy_cores()       # the host before any of this run's work
-    throttled_before = quality.cpu_throttled_s()
+    host = HostWatch()          # the host before any of this run's work
     where = torch.cuda.get_device_name() if args.device.startswith("cuda") else (platform.processor()
                                                                                  or platform.machine())
     backend = "cpp" if args.device == "cpu" else "cuda"
@@ -141,7 +140,7 @@ def main() -> None:
         def save(partial: dict) -> None:       # after every candidate: a run cut off keeps them
             current[:] = [partial]
             if args.json:
-                write_json(args.json, where, busy_before, None, results + current, complete=False, key="results")
+                write_json(args.json, where, host, results + current, complete=False, key="results")
         done = False
         try:
             for w in args.workers.split(","):
@@ -152,15 +151,10 @@ def main() -> None:
             print("  interrupted: the candidates replayed so far follow", file=sys.stderr, flush=True)
             results += [r for r in current if all(r is not done_r for done_r in results)]
     isolation.stop_spares()
-    busy_after = quality.host_busy_cores()
-    throttled = quality.cpu_throttled_s()
+    host_lines = host.end()
     print(f"\nmachine: {where}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; torch {torch.__version__}; "
           f"task relu×2 {rows}×{cols} fp32, {backend} candidates{'' if done else ' (cut off)'}\n")
-    print(quality.host_line(busy_before, "before the run"))
-    print(quality.host_line(busy_after, "after it"))
-    if throttled is not None and throttled_before is not None and throttled > throttled_before:
-        print(f"the cgroup's CPU quota held this run back for {throttled - throttled_before:.1f} s")
-    print()
+    print("\n".join(host_lines) + "\n")
     print("| build | workers | candidates | evaluator time (s) | candidates per minute | build steps (s) | "
           "evaluations (s) |")
     print("|---|---|---|---|---|---|---|")
@@ -170,8 +164,7 @@ def main() -> None:
         print(f"| {r['path']} | {r['workers']} | {len(r['rows'])} | {r['total_s']:.1f} | {r['per_minute']:.1f} | "
               f"{builds} | {calls} |")
     if args.json:
-        write_json(args.json, where, busy_before, busy_after, results, complete=done, key="results",
-                   throttled_s=None if throttled is None or throttled_before is None else throttled - throttled_before)
+        write_json(args.json, where, host, results, complete=done, key="results")
 
 
 if __name__ == "__main__":

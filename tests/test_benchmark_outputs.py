@@ -31,7 +31,7 @@ def test_the_table_and_json_rows_hold_only_what_was_measured(tmp_path):
     assert row["samples"] == [[1.8, 2.9], [2.0, 3.1]]
     assert row["timelines"][1][-1] == [2.0, "kernel.cpp failed after 2.0 s"]
     out = tmp_path / "r.json"
-    build_cost.write_json(str(out), "x86_64", 0.1, None, rows, complete=False)
+    build_cost.write_json(str(out), "x86_64", build_cost.HostWatch(), rows, complete=False)
     data = json.loads(out.read_text())
     assert data["complete"] is False and data["rows"] == rows and "cpu_quota" in data
     assert not list(tmp_path.glob("*.tmp"))      # written whole, then moved into place
