@@ -60,20 +60,16 @@ def pressure() -> dict[str, float]:
     return out
 
 
-def cpu_busy() -> float | None:
-    return quality._cpu_busy_s()
-
-
 class Around:
     """The host over one measurement: pressure stalls as a share of its seconds, throttling, busy cores."""
 
     def __enter__(self):
-        self.t, self.p, self.th, self.b = time.monotonic(), pressure(), quality.cpu_throttled_s(), cpu_busy()
+        self.t, self.p, self.th, self.b = time.monotonic(), pressure(), quality.cpu_throttled_s(), quality._cpu_busy_s()
         return self
 
     def __exit__(self, *exc):
         dt = max(1e-6, time.monotonic() - self.t)
-        p1, th1, b1 = pressure(), quality.cpu_throttled_s(), cpu_busy()
+        p1, th1, b1 = pressure(), quality.cpu_throttled_s(), quality._cpu_busy_s()
         self.host = {f"{k}_stall": round((p1[k] - self.p[k]) / dt, 3) for k in p1 if k in self.p}
         if th1 is not None and self.th is not None:
             self.host["throttled_s"] = round(th1 - self.th, 3)
