@@ -341,16 +341,18 @@ def test_masking_keeps_offsets_and_blanks_strings_and_comments():
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
-def test_with_the_host_pch_switch_a_host_unit_including_the_cuda_context_builds_against_it(monkeypatch):
-    """KERNELSKILL_HOST_PCH=context: a split host unit that includes ATen/cuda/CUDAContext.h up front
-    compiles against the header that precompiles it (its .cmd names the "cudahost" folder), a typo in
-    it still comes back on the candidate's line, and a correct source still builds (compile-only
-    here); without the switch the light header serves, as before."""
+def test_a_host_unit_including_the_cuda_context_builds_against_its_header_once_it_is_made(monkeypatch):
+    """A split host unit that includes ATen/cuda/CUDAContext.h up front builds against the light
+    header while the one that precompiles CUDA's context is being made (a detached maker, started
+    by that build), then against it (its .cmd names the "cudahost" folder); a typo in it still
+    comes back on the candidate's line, a correct source still builds (compile-only here), and
+    KERNELSKILL_HOST_PCH=light keeps the light header."""
+    import fcntl
     import sys
     import uuid
 
     from kernelskill import Candidate
-    from kernelskill.evaluate import compile
+    from kernelskill.evaluate import compile, toolchain
     from kernelskill.evaluate.build import build_root
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from build_cost import source
@@ -358,7 +360,17 @@ def test_with_the_host_pch_switch_a_host_unit_including_the_cuda_context_builds_
     def host_cmd(res) -> str:
         return (build_root() / res.extensions[0] / "cuda_host.cmd").read_text()
 
-    monkeypatch.setenv("KERNELSKILL_HOST_PCH", "context")
+    monkeypatch.delenv("KERNELSKILL_HOST_PCH", raising=False)
+    first = compile(Candidate.from_source(source("cuda", uuid.uuid4().hex[:10])), device="cpu")
+    assert first.ok, first.to_dict()
+    made = sorted((build_root() / "_pch").glob("cudahost-*"))
+    assert made, "the build started no maker of the CUDA host header"
+    if "/cudahost-" not in host_cmd(first):          # not made before: the light header served meanwhile
+        assert "/light-" in host_cmd(first)
+    for d in made:                                   # made here if its maker is gone; else wait for it
+        with open(d / "lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        assert toolchain.make_pch(d) and (d / "torch" / "extension.h.gch").exists()
     token = uuid.uuid4().hex[:10]
     typo = source("cuda", token, change="typo")
     res = compile(Candidate.from_source(typo), device="cpu")
@@ -368,7 +380,7 @@ def test_with_the_host_pch_switch_a_host_unit_including_the_cuda_context_builds_
         next(ln for ln in typo.splitlines() if "flot q;" in ln)) + 1, d
     ok = compile(Candidate.from_source(source("cuda", token)), device="cpu")
     assert ok.ok and ok.compile_only and "/cudahost-" in host_cmd(ok), ok.to_dict()
-    monkeypatch.delenv("KERNELSKILL_HOST_PCH")
+    monkeypatch.setenv("KERNELSKILL_HOST_PCH", "light")
     plain = compile(Candidate.from_source(source("cuda", uuid.uuid4().hex[:10])), device="cpu")
     assert plain.ok and "/light-" in host_cmd(plain) and "/cudahost-" not in host_cmd(plain), plain.to_dict()
 

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -110,6 +111,35 @@ def test_profiling_worker_of_an_incorrect_candidate_never_runs_it(fast, tmp_path
         assert json.loads((out / "result.json").read_text())["status"] == "stopped"
     assert "profile" not in ((out / "phases").read_text().split() if (out / "phases").exists() else [])
     assert time.monotonic() - t0 < 60
+
+
+def _fresh(marker: str, typo: bool = False) -> str:
+    """GOOD with its C++ source made new (never built before); with ``typo``, a name nobody declares."""
+    line = "const int64_t n = xc.numel();"
+    assert line in GOOD
+    return GOOD.replace(line, line + f" int {marker} = 0; (void){marker};" + (" undeclared_name;" if typo else ""))
+
+
+def test_the_profiling_worker_builds_after_the_run_worker_and_loads_its_extension(fast, tmp_path):
+    # Both workers build the same source; at once, they queued on its build lock and the verdict
+    # waited on whichever took it first. The run worker builds; the profiling one loads its build.
+    r = evaluate(RELU_TASK, Candidate.from_source(_fresh(f"tok_{uuid.uuid4().hex[:10]}")), opts=fast,
+                 profile_apart=True, keep_dir=tmp_path)
+    assert r.status == "ok", r.message
+    assert any(text == "compile kernel.cpp" for _, text in r.compile.steps), r.compile.steps
+    prof = json.loads((next(tmp_path.iterdir()) / "profile" / "out" / "result.json").read_text())
+    assert prof["status"] == "ok" and [t for _, t in prof["build"]["steps"]] == ["cached extension", "load"], prof["build"]
+
+
+def test_the_profiling_worker_never_builds_a_source_that_fails(fast, tmp_path):
+    r = evaluate(RELU_TASK, Candidate.from_source(_fresh(f"tok_{uuid.uuid4().hex[:10]}", typo=True)), opts=fast,
+                 profile_apart=True, keep_dir=tmp_path)
+    assert r.status == "compile_error" and "undeclared_name" in r.message + str(r.compile.diagnostics), r.message
+    assert [text for _, text in r.compile.steps if "failed after" in text] == [
+        next(t for _, t in r.compile.steps if t.startswith("kernel.cpp failed after"))]
+    phases = next(tmp_path.iterdir()) / "profile" / "out" / "phases"
+    lines = phases.read_text().splitlines() if phases.exists() else []
+    assert not any(line.startswith("step ") for line in lines), lines       # it compiled nothing
 
 
 def test_a_compile_error_is_reported_without_waiting_for_the_profiling_worker(fast, tmp_path):

@@ -56,11 +56,13 @@ def env_key() -> str:
     """What makes a build reusable: torch, CUDA, Python, machine and the GPU's architecture."""
     import torch
     parts = [torch.__version__, str(torch.version.cuda), sys.version.split()[0], platform.machine(),
-             _gpu_arch() or "nogpu", shutil.which("nvcc") or "nonvcc"]
+             gpu_arch() or "nogpu", shutil.which("nvcc") or "nonvcc"]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:12]
 
 
-def _gpu_arch() -> str | None:
+def gpu_arch() -> str | None:
+    """The current GPU's compute capability ("9.0"), None without one. Its first call starts CUDA's
+    runtime (torch's lazy init: ~0.5 s on an H100 host), which a spare for a GPU does ahead."""
     import torch
     if torch.version.cuda and torch.cuda.is_available():
         major, minor = torch.cuda.get_device_capability()
@@ -115,7 +117,7 @@ def install(candidate_source: str, log: BuildLog, build_root_dir: Path | None = 
     # Installed again for a second candidate in one worker (a head-to-head race): wrap torch's own.
     original = getattr(ext.load_inline, "_kernelskill_original", ext.load_inline)
     root = build_root(build_root_dir)
-    arch = _gpu_arch()
+    arch = gpu_arch()
     if arch and "TORCH_CUDA_ARCH_LIST" not in os.environ:
         os.environ["TORCH_CUDA_ARCH_LIST"] = arch   # build only for the GPU present
 

@@ -93,6 +93,7 @@ _LOCK = threading.Lock()
 # huge outputs) a reference server of one kind within seconds, faster than one spare imports torch:
 # three are kept there. One elsewhere (a CPU's import would take the cores a timing measures).
 SPARE_DEPTH_GPU = 3
+SPARE_CUDA_RUNTIME = "cuda-runtime"    # a spare's warm-up argument: CUDA's runtime only
 
 
 @dataclass
@@ -182,8 +183,11 @@ def _spawn_one_spare(request: dict, key: tuple) -> None:
     scratch.mkdir()
     out_dir.mkdir()
     with open(out_dir / "worker.log", "wb") as log:
+        # A profiling spare sets its device and the profiler up; another spare for a GPU starts
+        # CUDA's runtime (no context, no GPU memory), which a build reads the GPU's arch through.
+        warm = key[1] or (SPARE_CUDA_RUNTIME if str(request.get("device", "")).startswith("cuda") else None)
         proc = spawn([sys.executable, "-m", "kernelskill.evaluate.worker", "--spare", str(out_dir),
-                      str(os.getpid()), *([key[1]] if key[1] else [])],
+                      str(os.getpid()), *([warm] if warm else [])],
                      scratch, request.get("env"), stdout=log, stderr=subprocess.STDOUT)
     with _LOCK:
         kind = _SPARES.setdefault(key, [])

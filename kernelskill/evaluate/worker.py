@@ -548,6 +548,11 @@ def mode_profile(req: dict, out: Path) -> dict:
     if warm_s is None:
         warm_s = _WARMED[device] = warm_profiler(device)
     task, mod, init, trials, state = _reference_data(req)
+    if req.get("build_after"):
+        # The run worker builds first; this one then loads its extension from the cache (if it
+        # never says so, this one builds after the wait, itself).
+        set_phase(out, "build")
+        _await_file(Path(req["build_after"]), float(req.get("build_wait_s", 900.0)))
     compiled = mode_compile(req, out)
     if compiled["status"] != WorkerStatus.ok:
         return compiled
@@ -755,10 +760,12 @@ SPARE_IDLE_S = 1800.0
 
 def wait_as_spare(out: Path, warm: str | None) -> Path | None:
     """A prestarted worker: Python, torch and this module are imported (and, for profiling, the
-    profiler set up); wait for the request the parent hands over. None: the parent is gone or
+    profiler set up; for a GPU, CUDA's runtime started: 0.5 s of a build's call otherwise); wait for the request the parent hands over. None: the parent is gone or
     never came back, and this process just exits. No request, no candidate code: nothing else runs.
     Its parent is the pid that started it (``_PARENT``: it may have died while this process imported torch)."""
-    if warm:
+    if warm == "cuda-runtime":            # isolation.SPARE_CUDA_RUNTIME: the build's arch, read ahead
+        _build.gpu_arch()
+    elif warm:
         _setup({"device": warm})
         _WARMED[warm] = warm_profiler(warm)
     (out / "spare-ready").write_text("")
