@@ -200,6 +200,7 @@ def test_wait_for_spares_returns_once_every_spare_has_imported_what_it_needs(pre
     assert spares                                   # one started as the worker ended (a CPU request)
     assert isolation.wait_for_spares(timeout=300)
     assert all((sp.base / "out" / "spare-ready").exists() for sp in spares)
+    assert all(_warm_arg(sp.proc.pid) is None for sp in spares)        # a CPU's spare starts nothing
     # A spare that has not got there yet is waited for; the timeout says so when it never does.
     (spares[0].base / "out" / "spare-ready").unlink()
     assert not isolation.wait_for_spares(timeout=0.2)
@@ -235,6 +236,17 @@ def test_on_a_gpu_the_next_spare_starts_while_the_worker_runs(prestart, fast, tm
     # Three wait on a GPU (a reference, a run and a server worker follow each other within seconds);
     # never more, however many requests came.
     assert len(_spare_pids()) == isolation.SPARE_DEPTH_GPU == 3
+    # Each starts CUDA's runtime while it waits (the build reads the GPU's arch through it), and
+    # got to ready doing so (here, a CPU torch: nothing to start).
+    assert all(_warm_arg(pid) == isolation.SPARE_CUDA_RUNTIME for pid in _spare_pids())
+    assert isolation.wait_for_spares(timeout=300)
+
+
+def _warm_arg(pid: int) -> str | None:
+    """A spare's warm-up argument: after ``--spare OUT PARENT``."""
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")[:-1]
+    i = argv.index("--spare")
+    return argv[i + 3] if len(argv) > i + 3 else None
 
 
 def test_a_spare_started_for_another_environment_is_not_used(prestart, fast, tmp_path):

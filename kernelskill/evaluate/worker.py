@@ -34,6 +34,7 @@ from kernelskill.evaluate import build as _build  # noqa: E402
 from kernelskill.evaluate import guards  # noqa: E402
 from kernelskill.evaluate import handoff  # noqa: E402
 from kernelskill.evaluate import lifeline  # noqa: E402
+from kernelskill.evaluate import machine  # noqa: E402
 from kernelskill.evaluate import trials as trials_mod  # noqa: E402
 from kernelskill.evaluate.timing import TimingConfig, time_pair  # noqa: E402
 from kernelskill.task import Task, _Expr  # noqa: E402
@@ -705,7 +706,6 @@ def mode_ceilings(req: dict, out: Path) -> dict:
 
 
 def mode_machine(req: dict, out: Path) -> dict:
-    from kernelskill.evaluate import machine
     device = _setup(req)
     return {"status": WorkerStatus.ok, "gpu": machine.gpu_facts(device)}
 
@@ -737,12 +737,9 @@ def worker_env(device: str) -> dict:
     if device.startswith("cuda") and torch.cuda.is_available():
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
         env.update(gpu=props.name, capability=f"{props.major}.{props.minor}")
-        try:
-            import subprocess
-            env["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                                           capture_output=True, text=True, timeout=10).stdout.strip().splitlines()[0]
-        except (OSError, IndexError, subprocess.SubprocessError):
-            pass
+        driver = machine.driver_version()
+        if driver:
+            env["driver"] = driver
     return env
 
 
@@ -765,6 +762,7 @@ def wait_as_spare(out: Path, warm: str | None) -> Path | None:
     Its parent is the pid that started it (``_PARENT``: it may have died while this process imported torch)."""
     if warm == "cuda-runtime":            # isolation.SPARE_CUDA_RUNTIME: the build's arch, read ahead
         _build.gpu_arch()
+        machine.driver_version()          # and what its reply's env names
     elif warm:
         _setup({"device": warm})
         _WARMED[warm] = warm_profiler(warm)
