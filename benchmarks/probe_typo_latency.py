@@ -2,17 +2,20 @@
 the whole `compile()` with a cold worker, a worker ahead and a worker ahead whose replacement
 starts after the build — each timed with the host's pressure around it.
 
-On the H100 host (session 20, quiet) a typo in a CUDA candidate's host function came back in 3.7 s
-of build with a cold worker but 6.7 s with a worker started ahead (5.5 s when the next worker
-started after the build). This probe tells the candidate causes apart in one run:
+On the H100 host (session 20) a typo in a CUDA candidate's host function came back in 3.7 s of
+build with a cold worker but 6.7 s with workers ahead (5.5 s when the next worker started after the
+build). This probe told the candidate causes apart in one run (docs/evaluator.md, "The quiet H100
+run"): none of them — the compiler is CPU-bound and alone, and the 6.7 s was the profiling worker's
+build ahead of the run worker's in ``evaluate()``, fixed since. Its rows:
 
 - ``bare``: the failing unit's own command (its ``.cmd`` in the build folder), run from here;
 - ``bare + N imports``: the same beside N fresh ``import torch`` processes (what a replacement
   spare does while the taken worker builds);
 - ``bare, spares ready``: the same while idle workers started ahead wait (imported, ready);
 - ``bare, context in the PCH``: a CUDA host unit against a precompiled header that also holds
-  ``ATen/cuda/CUDAContext.h`` (the light one lacks it, so every host unit parses it and cuBLAS's,
-  cuSPARSE's, cuSOLVER's headers);
+  ``ATen/cuda/CUDAContext.h`` (the light one lacks it, so a host unit built against it parses that
+  and cuBLAS's, cuSPARSE's, cuSOLVER's headers). Builds use such a header by default now, so the
+  ``bare`` rows match this one; ``KERNELSKILL_HOST_PCH=light`` gives the light header's figures;
 - ``compile cold | ahead | ahead-late``: ``kernelskill.evaluate.compile`` of a new typo source.
 
 The bare rows also give the compiler's CPU seconds (well below its wall time: it waited). Each row
