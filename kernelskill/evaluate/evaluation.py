@@ -321,8 +321,9 @@ class Evaluation:
 class ApartProfile:
     """The profiling worker of one evaluation, run from a thread beside the timing worker.
 
-    It starts with the timing worker, sets the profiler up and loads the candidate, then waits
-    (``ready``) for ``release``: go once the candidate is verified and timed, stop otherwise. A stop
+    It starts with the timing worker, sets the profiler up, loads the candidate once the timing
+    worker has built it (``run_built``: never a second build beside it), then waits (``ready``)
+    for ``release``: go once the candidate is verified and timed, stop otherwise. A stop
     ends it at once, wherever it is: a compile error or an incorrect candidate is reported without
     waiting for this worker's own start-up and build."""
 
