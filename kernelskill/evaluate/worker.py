@@ -761,8 +761,11 @@ def wait_as_spare(out: Path, warm: str | None) -> Path | None:
     never came back, and this process just exits. No request, no candidate code: nothing else runs.
     Its parent is the pid that started it (``_PARENT``: it may have died while this process imported torch)."""
     if warm == "cuda-runtime":            # isolation.SPARE_CUDA_RUNTIME: the build's arch, read ahead
-        _build.gpu_arch()
-        machine.driver_version()          # and what its reply's env names
+        try:
+            _build.gpu_arch()
+            machine.driver_version()      # and what its reply's env names
+        except Exception:  # noqa: BLE001 — a CUDA that fails here fails the request, which reports it
+            pass
     elif warm:
         _setup({"device": warm})
         _WARMED[warm] = warm_profiler(warm)
