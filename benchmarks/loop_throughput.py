@@ -98,7 +98,9 @@ def run(task: Task, backend: str, device: str, path: str, workers: str, warm: st
             r = evaluate(task, Candidate.from_source(src), opts=Options(device=device))
             seconds = time.perf_counter() - t
             assert r.status == expected, (label, r.status, r.message)
-            rows.append((label, r.status, r.compile.seconds, seconds, r.compile.steps))
+            # the evaluation's own steps (reference, the worker's start-up, set-up, build, …): where
+            # an evaluation's seconds beyond its build went
+            rows.append((label, r.status, r.compile.seconds, seconds, r.compile.steps, r.phases))
             result["total_s"] = sum(row[3] for row in rows)
             result["per_minute"] = len(rows) / result["total_s"] * 60
             print(f"  {path:>6} {workers:>5} {label:<10} {r.status:<14} build {r.compile.seconds:6.2f} s  "
