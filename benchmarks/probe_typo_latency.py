@@ -109,10 +109,6 @@ def bare(folder: Path, unit: str, imports: int, device: str) -> tuple[float, flo
     return out
 
 
-CONTEXT_HEADER = (toolchain.LIGHT_HEADER + "#include <cuda.h>\n#include <cuda_runtime.h>\n"
-                  "#include <ATen/cuda/CUDAContext.h>\n")
-
-
 def context_pch(folder: Path, unit: str, where: Path) -> tuple[list[str], float] | None:
     """The unit's command against a precompiled header that also holds CUDA's runtime and
     ATen/cuda/CUDAContext.h (which a CUDA host unit includes and the light header lacks), and the
@@ -123,7 +119,7 @@ def context_pch(folder: Path, unit: str, where: Path) -> tuple[list[str], float]
     light = next(Path(c[2:]) for c in cmd if c.startswith("-I") and Path(c[2:], "cmd.json").exists())
     header = where / "torch" / "extension.h"
     header.parent.mkdir(parents=True, exist_ok=True)
-    header.write_text(CONTEXT_HEADER)
+    header.write_text(toolchain.CUDA_HOST_HEADER)
     t = time.perf_counter()
     made = subprocess.run([*json.loads((light / "cmd.json").read_text()), "-x", "c++-header", str(header), "-o",
                            str(header.with_name("extension.h.gch"))], capture_output=True, text=True)

@@ -543,7 +543,8 @@ def build(p: Plan, cache: Path, on_step=None, log=None) -> Path:
         sp = split_cuda(p, step)
         if sp is not None:
             # The kernels through nvcc with CUDA's headers only, the host functions through the C++
-            # compiler against the precompiled light header (cuda_split.py).
+            # compiler against a precompiled header: the light one, or the one with CUDA's context
+            # (host_header_dir; cuda_split.py).
             host_header = host_header_dir(pch_root, kflags, sp.host) or light
             try:
                 units = compile_split(d, sp, nvcc_cmd(None), [_cxx(), "-c", f"-I{host_header}",
