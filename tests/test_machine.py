@@ -75,23 +75,3 @@ def test_the_machine_command_prints_and_refreshes(tmp_path):
     text = subprocess.run([sys.executable, "-m", "kernelskill", "machine", "--device", "cpu"],
                           capture_output=True, text=True, env=env, timeout=600)
     assert text.returncode == 0 and "cores usable" in text.stdout and "measured ceilings" in text.stdout
-
-
-def test_the_driver_version_is_read_from_the_kernel_modules_line(tmp_path, monkeypatch):
-    # Both shapes of the line (proprietary and open kernel module); no line: nvidia-smi's answer,
-    # here a stand-in on PATH (none on this machine), and nothing where neither answers.
-    lines = {"NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023\n": "535.104.05",
-             "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.65.06  Release Build  "
-             "(dvs-builder@U16-I3-B03-4-3)  Tue Jul 15 18:29:53 UTC 2025\nGCC version:  gcc 12\n": "580.65.06"}
-    for i, (text, version) in enumerate(lines.items()):
-        f = tmp_path / f"version{i}"
-        f.write_text(text)
-        assert mach.driver_version(f) == version
-    smi = tmp_path / "bin" / "nvidia-smi"
-    smi.parent.mkdir()
-    smi.write_text("#!/bin/sh\necho 570.1.2\n")
-    smi.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{smi.parent}:/usr/bin:/bin")
-    assert mach.driver_version(tmp_path / "absent") == "570.1.2"
-    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    assert mach.driver_version(tmp_path / "absent2") is None

@@ -13,7 +13,6 @@ Measured once per machine and cached as ``$KERNELSKILL_CACHE/machine/<key>.json`
 """
 from __future__ import annotations
 
-import functools
 import os
 import platform
 import re
@@ -117,27 +116,6 @@ def cpu_facts() -> dict:
             "caches": _caches(),
             "compiler": compiler(), "parallel_backend": parallel_backend(),
             "torch_threads": torch.get_num_threads(), "torch": torch.__version__}
-
-
-_NVRM = re.compile(r"NVRM version:.*?\s(\d+\.\d+(?:\.\d+)?)\s")
-
-
-@functools.cache
-def driver_version(proc_version: Path = Path("/proc/driver/nvidia/version")) -> str | None:
-    """The NVIDIA driver's version ("580.65.06"): the kernel module's own line (instant), else
-    nvidia-smi's answer (a process of its own, 0.1-0.4 s: once per worker, not at every reply's end)."""
-    try:
-        m = _NVRM.search(proc_version.read_text())
-        if m:
-            return m.group(1)
-    except OSError:
-        pass
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=10).stdout.strip().splitlines()
-        return out[0] if out else None
-    except (OSError, subprocess.SubprocessError):
-        return None
 
 
 def gpu_facts(device: str = "cuda") -> dict:

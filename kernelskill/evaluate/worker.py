@@ -34,7 +34,6 @@ from kernelskill.evaluate import build as _build  # noqa: E402
 from kernelskill.evaluate import guards  # noqa: E402
 from kernelskill.evaluate import handoff  # noqa: E402
 from kernelskill.evaluate import lifeline  # noqa: E402
-from kernelskill.evaluate import machine  # noqa: E402
 from kernelskill.evaluate import trials as trials_mod  # noqa: E402
 from kernelskill.evaluate.timing import TimingConfig, time_pair  # noqa: E402
 from kernelskill.task import Task, _Expr  # noqa: E402
@@ -706,6 +705,7 @@ def mode_ceilings(req: dict, out: Path) -> dict:
 
 
 def mode_machine(req: dict, out: Path) -> dict:
+    from kernelskill.evaluate import machine
     device = _setup(req)
     return {"status": WorkerStatus.ok, "gpu": machine.gpu_facts(device)}
 
@@ -737,9 +737,12 @@ def worker_env(device: str) -> dict:
     if device.startswith("cuda") and torch.cuda.is_available():
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
         env.update(gpu=props.name, capability=f"{props.major}.{props.minor}")
-        driver = machine.driver_version()
-        if driver:
-            env["driver"] = driver
+        try:
+            import subprocess
+            env["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                           capture_output=True, text=True, timeout=10).stdout.strip().splitlines()[0]
+        except (OSError, IndexError, subprocess.SubprocessError):
+            pass
     return env
 
 
@@ -764,7 +767,6 @@ def wait_as_spare(out: Path, warm: str | None) -> Path | None:
     if warm == "cuda-runtime":            # isolation.SPARE_CUDA_RUNTIME: the build's arch, read ahead
         try:
             _build.gpu_arch()
-            machine.driver_version()      # and what its reply's env names
         except Exception:  # noqa: BLE001 — a CUDA that fails here fails the request, which reports it
             pass
     elif warm:
