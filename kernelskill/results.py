@@ -133,6 +133,10 @@ class VerifyResult(JsonMixin):
     rtol: float | None = None
     seconds: float = 0.0
     memory_plan: dict = field(default_factory=dict)   # how the trials were held (evaluate/trials.py)
+    # Per output: the task's tolerance, how far PyTorch's default-flag eager is from the strict
+    # reference (in multiples of it) and the tolerance compared with (evaluate/verdict.tolerances).
+    tolerances: list[dict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)    # e.g. the strict reference itself misses the tolerance vs fp64
 
 
 @dataclass
@@ -195,6 +199,7 @@ class ProfileResult(JsonMixin):
     notes: list[str] = field(default_factory=list)
     quality: MeasurementQuality | None = None     # None: not timed
     decision_ms: float | None = None               # the candidate's low quantile (roofline, bottleneck)
+    baseline_flags: str = "default"                # the backend flags timed under: default | task | strict
 
     def speedup_text(self, digits: int = 2) -> str:
         """The speedup as a person should read it: with its interval, and its quality when not good."""
@@ -205,6 +210,9 @@ class ProfileResult(JsonMixin):
             text += f" [{self.speedup_ci[0]:.{digits}f}–{self.speedup_ci[1]:.{digits}f}]"
         if self.quality is not None and not self.quality.good:
             text += f" ({self.quality.verdict})"
+        if self.baseline_flags == "strict":
+            # Not the PyTorch a user runs (its cuDNN convolutions use TF32): say so wherever it is shown.
+            text += " (strict fp32 flags)"
         return text
 
 
@@ -245,6 +253,10 @@ class Env(JsonMixin):
     threads: int | None = None
     platform: str = ""
     fingerprint: str = ""
+    # The PyTorch backend flags eager, torch.compile and the candidate ran under, as the worker set
+    # them before any candidate code (evaluate/flags.py), and which set: default | task | strict.
+    flags: dict = field(default_factory=dict)
+    flags_mode: str = "default"
 
 
 @dataclass

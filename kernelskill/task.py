@@ -22,7 +22,11 @@ from typing import Any
 from .errors import TaskError
 
 TASK_FILE_NAMES = ("reference.py", "task.py", "model.py")
-TOML_KEYS = {"name", "level", "description", "dtype", "tolerance", "presets", "reference", "allow_tf32"}
+TOML_KEYS = {"name", "level", "description", "dtype", "tolerance", "presets", "reference", "allow_tf32", "flags"}
+# task.toml's [flags] keys → PyTorch backend flags (kernelskill/evaluate/flags.py applies them).
+FLAG_KEYS = {"matmul_tf32": "cuda.matmul.allow_tf32", "cudnn_tf32": "cudnn.allow_tf32",
+             "cudnn_benchmark": "cudnn.benchmark", "cudnn_deterministic": "cudnn.deterministic",
+             "float32_matmul_precision": "float32_matmul_precision"}
 DEFAULT_TOLERANCE = {"float32": 1e-4, "float64": 1e-7, "float16": 1e-2, "bfloat16": 1e-2}
 _LEVEL_DIR = re.compile(r"level[_-]?(\d+)$", re.I)
 
@@ -38,7 +42,11 @@ class Task:
     dtype: str = "float32"
     atol: float | None = None        # None: by dtype
     rtol: float | None = None
-    allow_tf32: bool = False
+    allow_tf32: bool = False         # fp32 matmuls may use TF32 under the task's flags (the roofline's peak)
+    # The backend flags the task runs under, beside PyTorch's defaults ({flag: value}); "strict": TF32
+    # off everywhere for timing too. Empty: PyTorch's defaults, as a user's process has them.
+    flags: dict[str, Any] = field(default_factory=dict)
+    flags_mode: str | None = None
     presets: dict[str, dict[str, Any]] = field(default_factory=dict)
     preset: str | None = None
     overrides: dict[str, Any] = field(default_factory=dict)   # preset values, then --set values
@@ -69,11 +77,13 @@ class Task:
                 meta = _read_toml(path.parent / "task.toml")
         source = file.read_text()
         tol = meta.get("tolerance", {})
+        flags, flags_mode = _task_flags(meta)
         task = cls(name=meta.get("name") or (file.parent.name if file.name in TASK_FILE_NAMES else file.stem),
                    path=file.resolve(), source=source, level=meta.get("level", folder_level(file)),
                    description=meta.get("description", ""), dtype=meta.get("dtype", "float32"),
                    atol=tol.get("atol"), rtol=tol.get("rtol"),
-                   allow_tf32=bool(meta.get("allow_tf32", False)),
+                   allow_tf32=bool(flags.get("cuda.matmul.allow_tf32", False)),
+                   flags=flags, flags_mode=flags_mode,
                    presets=meta.get("presets", {}))
         merged: dict[str, Any] = {}
         if preset:
@@ -221,6 +231,20 @@ def folder_level(file: Path) -> int | None:
     return None
 
 
+def _task_flags(meta: dict) -> tuple[dict, str | None]:
+    """The backend flags task.toml asks for: ({flag: value}, "strict" or None). ``allow_tf32 = b``
+    (the older key) sets both TF32 switches."""
+    flags: dict[str, Any] = {}
+    if "allow_tf32" in meta:
+        flags["cuda.matmul.allow_tf32"] = flags["cudnn.allow_tf32"] = bool(meta["allow_tf32"])
+    given = meta.get("flags")
+    if given == "strict":
+        return {}, "strict"
+    for key, value in (given or {}).items():
+        flags[FLAG_KEYS[key]] = value
+    return flags, None
+
+
 def _read_toml(path: Path) -> dict:
     try:
         data = tomllib.loads(path.read_text())
@@ -236,6 +260,21 @@ def _read_toml(path: Path) -> dict:
     for key in data.get("tolerance", {}):
         if key not in ("atol", "rtol"):
             raise TaskError(f"{path}: key 'tolerance.{key}' is unknown (allowed: atol, rtol)")
+    flags = data.get("flags")
+    if flags is not None and flags not in ("default", "strict") and not isinstance(flags, dict):
+        raise TaskError(f"{path}: key 'flags' must be \"default\", \"strict\" or a table of "
+                        f"{', '.join(sorted(FLAG_KEYS))}")
+    for key, value in (flags if isinstance(flags, dict) else {}).items():
+        if key not in FLAG_KEYS:
+            raise TaskError(f"{path}: key 'flags.{key}' is unknown (allowed: {', '.join(sorted(FLAG_KEYS))})")
+        if key == "float32_matmul_precision":
+            if value not in ("highest", "high", "medium"):
+                raise TaskError(f"{path}: flags.float32_matmul_precision = {value!r}: expected "
+                                f"\"highest\", \"high\" or \"medium\"")
+        elif not isinstance(value, bool):
+            raise TaskError(f"{path}: flags.{key} = {value!r}: expected true or false")
+    if flags == "default":
+        data.pop("flags")
     for name, values in data.get("presets", {}).items():
         if not isinstance(values, dict):
             raise TaskError(f"{path}: preset '{name}' must be a table of constant = value")

@@ -1,6 +1,7 @@
 """One-line summaries and next steps for an agent reading a result (deterministic, from the data)."""
 from __future__ import annotations
 
+from kernelskill.evaluate.roofline import fraction_text
 from kernelskill.results import CompileResult, EvalResult
 from kernelskill.vocab import Status, covering
 
@@ -37,7 +38,8 @@ def _roof(p) -> str:
     """The roofline position and bottleneck class, when the evaluator measured them."""
     if not p.roofline:
         return ""
-    return (f"; {p.roofline['fraction']:.0%} of the roofline floor's pace ({p.roofline['floor_ms']:.4g} ms)"
+    return (f"; {fraction_text(p.roofline, what='of the roofline floor' + chr(39) + 's pace')} "
+            f"(floor {p.roofline['floor_ms']:.4g} ms)"
             + (f", {p.bottleneck}" if p.bottleneck else ""))
 
 
@@ -48,6 +50,10 @@ def _lookup(p) -> str:
 def evaluation(r: EvalResult, timed: bool = True) -> tuple[str, str]:
     """(summary, next_step) for an evaluation result."""
     summary = f"{r.status}: {r.message}".rstrip(": ") + _speed(r)
+    if r.verify is not None and r.verify.notes:
+        # The task's tolerance is below the reference's own rounding: a client must know before it
+        # chases a mismatch no kernel that rounds differently can fix.
+        summary += " | note: " + " | note: ".join(r.verify.notes)
     if r.status != Status.ok:
         return summary, _NEXT.get(r.status, "Read result.message and result.log_tail.")
     if not timed:

@@ -142,6 +142,8 @@ def render_failure(result: EvalResult | None, message: str = "") -> str:
     ver = result.verify
     if ver is not None and ver.mismatch:
         lines.append("mismatch report:\n" + ver.mismatch[-MAX_LOG:])
+    for note in (ver.notes if ver is not None else []):
+        lines.append(f"accuracy: {note}")
     for t in (ver.trials if ver is not None else [])[:6]:
         if not t.ok:
             lines.append(f"  trial {t.trial} ({t.distribution}): {t.check} — {t.message}")

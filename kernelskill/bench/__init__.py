@@ -41,6 +41,11 @@ FAST = (0.0, 1.0, 1.5, 2.0)
 CLIP = 100.0
 
 
+# Bumped when what a row's numbers mean changes with the backend flags (1: eager and the candidate
+# under the user's flags, correctness against the strict reference; issue 43).
+FLAGS_PROTOCOL = 1
+
+
 # ---- jobs ---------------------------------------------------------------------------------------
 @dataclass
 class BenchSettings:
@@ -53,6 +58,7 @@ class BenchSettings:
     trials: int = 5
     timing: dict = field(default_factory=lambda: dict(DEFAULT_TIMING))
     baseline: str = "eager"                       # eager | compile | both
+    flags: str = "default"                        # default | strict: the backend flags timed under (evaluate/flags.py)
     threads: int | None = None                    # per evaluation on a CPU (the executor's)
     optimize_config: dict | None = None           # Config.data for --optimize
     runs_dir: str | None = None                   # where --optimize stores its runs
@@ -93,7 +99,7 @@ class _Evaluates:
         from ..evaluate.api import Options
         from ..evaluate.timing import TimingConfig
         return Options(device=device, trials=self.trials, timing=TimingConfig(**self.timing),
-                       baseline=self.baseline, threads=threads)
+                       baseline=self.baseline, flags=self.flags, threads=threads)
 
 
 @dataclass
@@ -111,6 +117,7 @@ class EvalJob(_Shippable, _Evaluates):
     baseline: str
     files: dict = field(default_factory=dict, repr=False)
     kind: str = "eval"
+    flags: str = "default"
     builds: ClassVar[bool] = True                 # the pool builds it before the timing phase
 
     def build(self, device: str) -> str:
@@ -159,6 +166,7 @@ class ReferenceJob(_Shippable, _Evaluates):
     solution: str = "reference"
     expected: str = "ok"
     kind: str = "reference"
+    flags: str = "default"
     builds: ClassVar[bool] = False
 
     def build(self, device: str) -> None:
@@ -215,6 +223,7 @@ class OptimizeJob(_Shippable):
     solution: str = "optimize"
     expected: str = "ok"
     kind: str = "optimize"
+    flags: str = "default"
     builds: ClassVar[bool] = False
 
     def build(self, device: str) -> None:
@@ -228,7 +237,8 @@ class OptimizeJob(_Shippable):
         config = Config(copy.deepcopy(self.config))
         extra: dict[str, Any] = {}
         try:
-            opts = dataclasses.replace(eval_options(config, device), baseline=self.baseline, threads=threads)
+            opts = dataclasses.replace(eval_options(config, device), baseline=self.baseline, flags=self.flags,
+                                       threads=threads)
             out = optimize(self.load_task(), config=config, runs_dir=self.runs_dir, device=device, eval_opts=opts)
             best = load_run(out.path).tree.get(out.best_node) if out.best_node else None
             result = best.result.to_dict() if best and best.result else None   # a JSON record
@@ -282,6 +292,8 @@ def plan(tasks: list[SuiteTask], s: BenchSettings) -> list[TaskPlan]:
             raise UserError(f"--preset {s.preset}: not defined by {', '.join(missing[:5])}"
                             f"{' …' if len(missing) > 5 else ''} (presets live in each task's task.toml)")
     plans = []
+    # Rows timed before eager ran under the user's flags (TF32 convolutions off) are not reused.
+    flags = f"flags-{FLAGS_PROTOCOL}-{s.flags}"
     for t in tasks:
         p = TaskPlan(t)
         try:
@@ -294,21 +306,22 @@ def plan(tasks: list[SuiteTask], s: BenchSettings) -> list[TaskPlan]:
             continue
         files = _task_files(t.path, task)
         if s.mode == "reference":
-            key = job_key("reference", task.hash, s.device, p.preset, s.trials, s.timing, s.baseline, s.threads)
-            p.jobs.append(ReferenceJob(key, t.id, str(t.path), p.preset, s.trials, dict(s.timing), s.baseline, files))
+            key = job_key("reference", task.hash, s.device, p.preset, s.trials, s.timing, s.baseline, s.threads, flags)
+            p.jobs.append(ReferenceJob(key, t.id, str(t.path), p.preset, s.trials, dict(s.timing), s.baseline, files,
+                                       flags=s.flags))
         elif s.mode == "optimize":
             key = job_key("optimize", task.hash, s.device, p.preset, s.baseline, s.threads,
-                          {k: s.optimize_config.get(k) for k in ("llm", "budget", "search", "eval", "agents")})
+                          {k: s.optimize_config.get(k) for k in ("llm", "budget", "search", "eval", "agents")}, flags)
             p.jobs.append(OptimizeJob(key, t.id, str(t.path), p.preset, s.optimize_config, s.runs_dir or "runs",
-                                      s.baseline, files))
+                                      s.baseline, files, flags=s.flags))
         else:
             for path, expected in t.solutions(s.backends or BACKENDS[s.device_kind], s.include_wrong):
                 source = path.read_text()
                 key = job_key("eval", task.hash, source_hash(source), s.device, p.preset, s.trials, s.timing,
-                              s.baseline, s.threads)
+                              s.baseline, s.threads, flags)
                 rel = path.relative_to(t.path if t.path.is_dir() else t.path.parent).as_posix()
                 p.jobs.append(EvalJob(key, t.id, str(t.path), p.preset, rel, source, expected, s.trials,
-                                      dict(s.timing), s.baseline, files))
+                                      dict(s.timing), s.baseline, files, flags=s.flags))
             if not any(j.expected == "ok" for j in p.jobs):
                 p.note = f"no {' or '.join(s.backends or BACKENDS[s.device_kind])} solution for {s.device}"
         plans.append(p)
@@ -435,6 +448,7 @@ def solution_row(p: TaskPlan, job, rec: dict) -> dict:
            "floor_ms": (prof.get("roofline") or {}).get("floor_ms"),
            "floor_binds": (prof.get("roofline") or {}).get("binds"),
            "eager_fraction": (prof.get("roofline") or {}).get("eager_fraction"),
+           "eager_over_roof_reason": (prof.get("roofline") or {}).get("eager_over_roof_reason"),
            "bottleneck": prof.get("bottleneck"), "op_classes": rec.get("op_classes"),
            "phases": res.get("phases") or {}}
     if job.kind == "optimize":

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..bench.executors import RUNNING, _clock
+from ..evaluate.roofline import fraction_text
 
 EPILOG = """examples:
   kernelskill bench examples                          # the shipped solutions on this machine's device
@@ -174,7 +175,7 @@ def setup(args):
                         f"(with --base-url and --model, or [llm] in kernelskill.toml)")
     env = {}
     settings = BenchSettings(device=device, mode=mode, preset=args.preset, include_wrong=args.include_wrong,
-                             baseline=args.baseline, trials=args.trials or 5,
+                             baseline=args.baseline, flags=args.flags, trials=args.trials or 5,
                              timing={**DEFAULT_TIMING, **({"time_cap_s": args.time_cap} if args.time_cap else {})})
     if args.optimize:
         config = _optimize_config(args)
@@ -277,6 +278,8 @@ def _print(doc: dict, args) -> None:
                   f"{', '.join(r.get('op_classes') or []) or '-'}")
             if r["status"] not in ("ok",):
                 print(f"{'':<42}{r['message'][:110]}")
+            elif (r.get("eager_fraction") or 0) > 1:      # above the roof: never a bare number
+                print(f"{'':<42}eager {fraction_text(r, 'eager_fraction', what='')}")
         print(f"\n{summary}")
         print(f"report: {Path(doc['out']) / 'report.md'}; baseline: {doc.get('baseline_file')} "
               f"({doc['evaluated']} run, {doc['reused']} reused, {doc['seconds']:.0f} s)")
@@ -319,6 +322,9 @@ def add_parser(sub) -> None:
     p.add_argument("--preset", help="a size preset of every task (default on a CPU: small, where a task has it)")
     p.add_argument("--baseline", choices=("eager", "compile", "both"), default="eager",
                    help="baselines timed with each solution: eager always; compile/both add torch.compile")
+    p.add_argument("--flags", choices=("default", "strict"), default="default",
+                   help="PyTorch backend flags the timings run under: default (PyTorch's own, as a user's process has "
+                   "them) or strict (TF32 off everywhere; speedups say so)")
     p.add_argument("--trials", type=int, metavar="N", help="correctness trials per solution (default 5)")
     p.add_argument("--time-cap", type=float, metavar="S",
                    help=f"seconds of timing per model at most (default {3.0:g})")

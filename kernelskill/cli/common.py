@@ -224,6 +224,12 @@ def measure_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--baseline", choices=("eager", "compile", "both"), default="eager",
                    help="baselines timed with the candidate: eager always; compile/both add torch.compile "
                    "(compiled once per task and environment, then cached)")
+    p.add_argument("--flags", choices=("default", "strict"), default="default",
+                   help="PyTorch backend flags eager, torch.compile and the candidate run under: default (PyTorch's "
+                   "own, as your process has them: TF32 for cuDNN convolutions on, for matmuls off; or the task's "
+                   "[flags]) or strict (TF32 off everywhere; every speedup shown then says 'strict fp32 flags'). "
+                   "Correctness always compares with a strict fp32 reference, with a tolerance no tighter than "
+                   "your default-flag eager achieves")
     p.add_argument("--ncu", action="store_true", help="Nsight Compute metrics of the candidate's kernels "
                    "(throughputs, occupancy, stall reasons; GPU only, and only where counters are readable)")
     p.add_argument("--retimes", type=int, default=2, metavar="N",

@@ -24,7 +24,7 @@ def cmd_eval(args) -> int:
     cand = Candidate.from_file(args.candidate)
     timing = None if args.no_timing else TimingConfig(time_cap_s=args.time_cap, retimes=args.retimes)
     opts = Options(device=args.device, trials=args.trials, timing=timing, profile=not args.no_timing,
-                   baseline=args.baseline, ncu=args.ncu, **timeouts(args))
+                   baseline=args.baseline, flags=args.flags, ncu=args.ncu, **timeouts(args))
     with progress(args, opts) as on_phase:
         result = evaluate(task, cand, opts=opts, on_phase=on_phase)
     emit(result, args, print_eval)
@@ -44,7 +44,7 @@ def cmd_profile(args) -> int:
     cand = Candidate.from_file(args.candidate) if args.candidate else None
     opts = Options(device=args.device, trials=args.trials,
                    timing=TimingConfig(time_cap_s=args.time_cap, retimes=args.retimes),
-                   baseline=args.baseline, ncu=args.ncu, remeasure_ceilings=args.remeasure_ceilings,
+                   baseline=args.baseline, flags=args.flags, ncu=args.ncu, remeasure_ceilings=args.remeasure_ceilings,
                    **timeouts(args))
     with progress(args, opts) as on_phase:
         result = profile(task, cand, opts=opts, on_phase=on_phase)

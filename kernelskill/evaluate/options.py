@@ -21,6 +21,7 @@ from ..errors import UserError
 from ..results import Env
 from ..task import Task, _Expr
 from ..vocab import Backend
+from . import flags as flags_mod
 from . import isolation
 from .build import cache_root
 from .timing import TimingConfig
@@ -41,6 +42,9 @@ class Options:
     # launches slower afterwards). None: on a GPU yes, on a CPU (no such set-up) no.
     profile_apart: bool | None = None
     baseline: str = "eager"          # eager | compile | both: which baselines are timed with the candidate
+    # The backend flags eager, torch.compile and the candidate run under (flags.py): "default", PyTorch's
+    # own (or the task's [flags]), as a user's process has them; "strict": TF32 off everywhere.
+    flags: str = "default"
     ncu: bool = False                # Nsight Compute metrics of the candidate's kernels (GPU only)
     build_timeout: float = 900.0
     run_timeout: float = 300.0
@@ -101,7 +105,8 @@ def request(mode: str, task: Task | None, cand: Candidate | None, device: str, o
     if task is not None:
         req["task"] = {"path": str(task.path), "preset": task.preset,
                        "overrides": {k: ({"expr": str(v)} if isinstance(v, _Expr) else v) for k, v in task.overrides.items()}}
-        req["allow_tf32"] = task.allow_tf32
+        req["flags_mode"], req["flags"] = backend_flags(task, opts)
+        req["strict_flags"] = dict(flags_mod.STRICT)
     if cand is not None:
         path = base / "candidate.py"
         path.write_text(cand.source)
@@ -112,6 +117,14 @@ def request(mode: str, task: Task | None, cand: Candidate | None, device: str, o
         except (ValueError, OSError):
             pass
     return req
+
+
+def backend_flags(task: Task, opts: Options) -> tuple[str, dict]:
+    """(label, settings): the backend flags an evaluation of ``task`` times under (flags.resolve)."""
+    try:
+        return flags_mod.resolve(task.flags, task.flags_mode, opts.flags)
+    except ValueError as e:
+        raise UserError(f"--flags {opts.flags}: expected one of {', '.join(flags_mod.MODES)}") from e
 
 
 def workdir(opts: Options) -> Path:

@@ -4,6 +4,7 @@ recomputes them on demand. No candidate code runs in any of these workers."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -19,21 +20,25 @@ from ..task import Task
 from ..vocab import WorkerStatus
 from .build import cache_root
 from .isolation import Cancelled, WorkerOutcome, run_worker
-from .options import Options, mkdir, request, workdir
+from .options import Options, backend_flags, mkdir, request, workdir
 
-PROTOCOL = "v10"   # bump when the reference cache's contents change (v5: one file per trial, memory plan;
+PROTOCOL = "v11"   # bump when the reference cache's contents change (v5: one file per trial, memory plan;
 #                  v6: outputs above DEVICE_COMPARE_BYTES on a GPU are recomputed, not stored;
 #                  v7: output_sizes, for the exact-size poison; v8: on a GPU every trial drawn there;
 #                  v9: plan["cost_s"], where the reference worker's seconds went;
 #                  v10: a worker on cuda:N sets its device, so the plan's peak memory is GPU N's;
-#                  and op_classes, from the trace that counts the FLOPs)
+#                  and op_classes, from the trace that counts the FLOPs;
+#                  v11: outputs under strict flags beside the user's, meta["accuracy"])
 
 
 def reference_key(task: Task, device: str, opts: Options) -> str:
     """The reference cache's key. ``cuda`` and ``cuda:N`` share one: the bench's pool names GPUs
     by index and its local executor does not, and each spelling used to compute its own copy."""
     limit = f"-s{opts.store_limit}" if opts.store_limit is not None else ""
-    return f"{PROTOCOL}-{task.hash}-{device.split(':')[0]}-{opts.trials}-{opts.seed}{limit}"
+    # The outputs are the strict ones whatever the flags; the user's eager beside them is not.
+    _, settings = backend_flags(task, opts)
+    flags = "-f" + hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:8] if settings else ""
+    return f"{PROTOCOL}-{task.hash}-{device.split(':')[0]}-{opts.trials}-{opts.seed}{limit}{flags}"
 
 
 def reference_dir(task: Task, device: str, opts: Options) -> Path:

@@ -31,6 +31,7 @@ _clock = time.perf_counter
 _seeders = (torch.manual_seed, torch.cuda.manual_seed, random.seed, np.random.seed)
 
 from kernelskill.evaluate import build as _build  # noqa: E402
+from kernelskill.evaluate import flags as _flags  # noqa: E402
 from kernelskill.evaluate import guards  # noqa: E402
 from kernelskill.evaluate import handoff  # noqa: E402
 from kernelskill.evaluate import lifeline  # noqa: E402
@@ -63,6 +64,10 @@ def _load_task(req: dict) -> Task:
     return Task.load(req["task"]["path"], preset=req["task"].get("preset"), overrides=over)
 
 
+# The backend flags this worker set up, before any candidate code ran (reported in its env).
+_SET_FLAGS: dict = {}
+
+
 def _setup(req: dict) -> str:
     device = req["device"]
     threads = req.get("threads")
@@ -74,8 +79,11 @@ def _setup(req: dict) -> str:
         # on GPU N, and the timings were the host's launch times (KernelBench on a 4-GPU H100 pool:
         # eager below its roofline floor on cuda:1 and cuda:2, 0.00 ms medians with torch.compile).
         torch.cuda.set_device(torch.device(device))
-    torch.backends.cuda.matmul.allow_tf32 = bool(req.get("allow_tf32"))
-    torch.backends.cudnn.allow_tf32 = bool(req.get("allow_tf32"))
+    # The user's backend flags (PyTorch's defaults unless the task or --flags strict say otherwise):
+    # eager, torch.compile and the candidate run under them; the reference's outputs do not (strict).
+    _flags.apply(req.get("flags") or {})
+    _SET_FLAGS.clear()
+    _SET_FLAGS.update(_flags.current())
     limit = req.get("memory_limit")
     if limit and not device.startswith("cuda"):
         import resource
@@ -146,7 +154,11 @@ def mode_reference(req: dict, out: Path) -> dict:
     model = task.build_model(mod, init=init).to(device)
     took("model")
     param_bytes = trials_mod.nbytes(list(model.state_dict().values()))
-    with torch.no_grad():
+    strict = req.get("strict_flags") or _flags.STRICT
+    # The reference's outputs are the strict ones (TF32 off everywhere): what correctness compares
+    # against. The user's eager (this worker's own flags) is run beside them to measure its distance.
+    with torch.no_grad(), _flags.applied(strict):
+        acc = Accuracy(model, device, dict(_SET_FLAGS), strict, task.tolerance, param_bytes, cuda)
         # On a GPU every trial is drawn there, stored or not: get_inputs() of a KernelBench level-1
         # task draws gigabytes, seconds per trial on one CPU thread (55_conv: 17 s of its 25 s).
         where = device if cuda else None
@@ -201,6 +213,7 @@ def mode_reference(req: dict, out: Path) -> dict:
             finite &= all(bool(torch.isfinite(o).all()) for o in outs if isinstance(o, torch.Tensor))
             degenerate.add(outs)
             keep(i, xs, outs, "task")
+            acc.add(i, "task", xs, outs, call_seed(seed, i))
             if i:
                 del xs, outs
         signed = trials_mod.signed_variant(first, seed + trials_mod.SIGNED_OFFSET, draw_on)
@@ -208,10 +221,13 @@ def mode_reference(req: dict, out: Path) -> dict:
         # Only a distribution on which the reference stays finite says anything.
         if not finite or all(bool(torch.isfinite(o).all()) for o in outs if isinstance(o, torch.Tensor)):
             keep(n, signed, outs, "signed")
+            acc.add(n, "signed", signed, outs, call_seed(seed, n))
         del signed, outs
         took("trials")
         stochastic, randomness = reference_randomness(model, first, outs0, device, seed, task.tolerance)
         took("randomness")
+        accuracy = acc.report(random=bool(randomness))
+        took("accuracy")
     plan["trials"] = len(dists)
     _save({k: v.detach().cpu() for k, v in model.state_dict().items()}, out / "state.pt")
     work = _work(task)
@@ -220,8 +236,95 @@ def mode_reference(req: dict, out: Path) -> dict:
     return {"status": WorkerStatus.ok, "seed": seed, "distributions": dists, "output_bytes": plan["output_bytes"],
             "output_sizes": [o.numel() * o.element_size() for o in outs0 if isinstance(o, torch.Tensor)],
             "structure": structure, "degenerate": degenerate.reason(), "stochastic": stochastic,
-            "random": randomness, "plan": plan,
+            "random": randomness, "plan": plan, "accuracy": accuracy,
             "parameter_names": [n for n, _ in model.named_parameters()], **work}
+
+
+class Accuracy:
+    """The reference worker's two accuracy probes, trial by trial (trusted: no candidate code):
+
+    - **eager**: how far the user's eager (PyTorch's default flags: TF32 convolutions on a GPU) is
+      from the strict reference, per output, in multiples of the task's tolerance (correctness.
+      deviation). The parent never holds a candidate to less than that (verdict.tolerances);
+    - **fp64**: whether the strict fp32 reference itself meets the task's tolerance against a float64
+      computation of the same model, where that is cheap (``FP64_CHECK_BYTES``, ``FP64_CHECK_S``).
+      A long fp32 reduction over signed inputs can miss it: then no kernel that rounds differently
+      from the reference can pass, and the result says so with the numbers."""
+
+    FP64_CHECK_BYTES = {True: 1 << 30, False: 256 << 20}     # by GPU: float64 copies of params, inputs, outputs
+    FP64_CHECK_S = 20.0                                       # stop checking once this much was spent
+
+    def __init__(self, model, device: str, user: dict, strict: dict, tol: tuple, param_bytes: int, cuda: bool):
+        self.model, self.device, self.user, self.tol, self.cuda = model, device, user, tol, cuda
+        # Measured wherever the two sets differ, a CPU included (a task's own flags may matter there;
+        # a CPU's default-flag eager is the strict one, and costs a forward per trial, cached).
+        self.differ = any(user.get(k) != v for k, v in strict.items())
+        self.eager: list[dict] | None = None
+        self.param_bytes = param_bytes
+        self.model64 = None
+        self.fp64 = {"checked": 0, "misses": [], "note": ""}
+        self._fp64_s = 0.0
+
+    def add(self, trial: int, dist: str, xs: list, outs: list, seed: int) -> None:
+        from kernelskill.evaluate.correctness import deviation
+        tensors = [o for o in outs if isinstance(o, torch.Tensor)]
+        if self.differ:
+            try:
+                with _flags.applied(self.user):
+                    eager, _ = _seeded_call(self.model, xs, self.device, seed, cpu=False)
+                devs = deviation([o for o in eager if isinstance(o, torch.Tensor)], tensors, *self.tol)
+                del eager
+                self.eager = devs if self.eager is None else [
+                    {k: max(a.get(k, 0), b.get(k, 0)) for k in a.keys() | b.keys()} for a, b in zip(self.eager, devs)]
+            except torch.OutOfMemoryError:
+                self.differ = False
+                self.eager = None
+                self.fp64["eager_note"] = "the user's eager was not compared with the strict reference: out of memory"
+        self._check_fp64(trial, dist, xs, tensors, seed)
+
+    def _check_fp64(self, trial: int, dist: str, xs: list, outs: list, seed: int) -> None:
+        from kernelskill.evaluate.correctness import compare_trial
+        if self.fp64["note"] or not outs or not all(o.dtype == torch.float32 for o in outs):
+            if not self.fp64["note"] and outs and not all(o.dtype == torch.float32 for o in outs):
+                self.fp64["note"] = "not checked: the outputs are not float32"
+            return
+        big = 2 * (self.param_bytes + trials_mod.nbytes(xs) + trials_mod.nbytes(outs))
+        if big > self.FP64_CHECK_BYTES[self.cuda]:
+            self.fp64["note"] = f"not checked: a float64 copy needs {big / 1e9:.2f} GB"
+            return
+        if self._fp64_s > self.FP64_CHECK_S:
+            self.fp64["note"] = f"checked on the first {self.fp64['checked']} trials (time limit)"
+            return
+        t0 = _clock()
+        try:
+            if self.model64 is None:
+                import copy
+                self.model64 = copy.deepcopy(self.model).double()
+            xs64 = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in xs]
+            want, _ = _seeded_call(self.model64, xs64, self.device, seed, cpu=False)
+            want = [w for w in want if isinstance(w, torch.Tensor)]
+            res, lines = compare_trial(trial, seed, dist, [o.double() for o in outs], want, *self.tol)
+        except Exception as e:  # noqa: BLE001 — an op without float64 support: no check, not a failure
+            self.fp64["note"] = f"not checked: float64 failed ({type(e).__name__}: {str(e).splitlines()[0][:200]})"
+            self.model64 = None
+            return
+        finally:
+            self._fp64_s += _clock() - t0
+        self.fp64["checked"] += 1
+        if not res.ok:
+            self.fp64["misses"].append({"trial": trial, "distribution": dist, "check": res.check,
+                                        "max_abs_err": res.max_abs_err, "max_rel_err": res.max_rel_err,
+                                        "mismatch_fraction": res.mismatch_fraction,
+                                        "message": lines.splitlines()[0] if lines else res.message})
+
+    def report(self, random: bool) -> dict:
+        """meta["accuracy"]: the eager deviation per output (None: not measured: the same flags) and
+        the float64 check."""
+        self.model64 = None
+        fp64 = dict(self.fp64)
+        if random:          # float64 draws other random numbers than float32: nothing to compare
+            fp64 = {"checked": 0, "misses": [], "note": "not checked: the reference draws random numbers"}
+        return {"eager_flags": self.user, "flags_differ": self.differ, "eager_deviation": self.eager, "fp64": fp64}
 
 
 def reference_randomness(model, xs: list, first: list, device: str, seed: int, tol: tuple) -> tuple[str, str]:
@@ -617,6 +720,7 @@ def mode_refserve(req: dict, out: Path) -> dict:
     from kernelskill.evaluate.correctness import compare_trial
     from kernelskill.results import to_dict
     device = _setup(req)
+    _flags.apply(req.get("strict_flags") or _flags.STRICT)     # the reference's outputs are the strict ones
     task, mod, init, trials, state = _reference_data(req)
     model = _reference_model(task, mod, init, state, req, device)
     box = Path(req.get("serve_dir") or out)
@@ -733,7 +837,7 @@ def mode_ncu(req: dict, out: Path) -> dict:
 
 def worker_env(device: str) -> dict:
     """What the numbers were measured on (the parent never initialises CUDA itself)."""
-    env = {"threads": torch.get_num_threads()}
+    env = {"threads": torch.get_num_threads(), "flags": dict(_SET_FLAGS)}
     if device.startswith("cuda") and torch.cuda.is_available():
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
         env.update(gpu=props.name, capability=f"{props.major}.{props.minor}")
