@@ -84,6 +84,7 @@ class EvalSettings:
     run_timeout_s: float = 300.0
     retimes: int = 2
     backoff_s: float = 1.0
+    flags: str = "default"      # PyTorch backend flags timed under: default (the user's) | strict (TF32 off)
 
 
 @dataclass
