@@ -201,7 +201,7 @@ def test_without_our_eager_deviation_the_verdicts_are_still_compared_and_a_note_
     row = _row("x", True, True, 1.0, 1.0, None)
     c = kba.compare(row)
     assert c["verdicts_agree"] == "yes" and any("comparability not known" in n for n in c["notes"])
-    assert kba.eager_deviation({"tolerances": [{"eager_deviation": 0.4}, {"eager_deviation": 1.5}, {}]}) == 1.5
+    assert kba.eager_deviation({"tolerances": [{"eager_allclose_ratio": 0.4}, {"eager_allclose_ratio": 1.5}, {}]}) == 1.5
     assert kba.eager_deviation({}) is None
 
 
