@@ -6,6 +6,7 @@ import contextlib
 from collections import Counter
 from pathlib import Path
 
+from ..evaluate.roofline import fraction_text
 from ..vocab import EVALUATED, Status
 
 
@@ -65,7 +66,8 @@ def reference_markdown(rows: list[dict]) -> str:
         verdict = r["status"] + ("" if r["status"] in ("ok",) else f": {_short(r['message'])}")
         lines.append(f"| {r['task']} | {r['level'] if r['level'] is not None else '-'} | {verdict} | "
                      f"{_ms(r.get('eager_ms'))} | {_ms(r.get('compile_ms'))} | {_ms(r.get('floor_ms'))} | "
-                     f"{_pct(r.get('eager_fraction'))} | {r.get('bottleneck') or '-'} | {_classes(r)} | "
+                     f"{fraction_text(r, 'eager_fraction', what='') if r.get('eager_fraction') is not None else '-'} | "
+                     f"{r.get('bottleneck') or '-'} | {_classes(r)} | "
                      f"{_s(r.get('seconds'))} |")
     return "\n".join(lines)
 

@@ -1,6 +1,7 @@
 """Human-readable summaries of results for the terminal (the CLI's default output)."""
 from __future__ import annotations
 
+from ..evaluate.roofline import fraction_text, limits_text
 from ..results import CompileResult, EvalResult
 from ..vocab import RUN_FAILURES, Status, covering
 
@@ -116,11 +117,11 @@ def _print_roofline(p, out=print) -> None:
     roof = p.roofline
     if roof:
         out(f"  roofline: {roof['flops']:.3g} FLOP, {roof['bytes']:.3g} B (intensity {roof['intensity']:.3g} FLOP/B, "
-            f"ridge {roof['ridge']:.3g}) · floor {_ms(roof['floor_ms'])} · achieved {roof['fraction']:.1%} of the floor's "
-            f"pace ({roof['achieved_gbs']:.1f} GB/s, {roof['achieved_tflops'] * 1e3:.1f} GFLOP/s)"
-            + (f" · eager {roof['eager_fraction']:.1%}" if "eager_fraction" in roof else ""))
+            f"ridge {roof['ridge']:.3g}) · floor {_ms(roof['floor_ms'])} · achieved {roof['achieved_gbs']:.1f} GB/s, "
+            f"{roof['achieved_tflops'] * 1e3:.1f} GFLOP/s: {fraction_text(roof, 'fraction', 1)}"
+            + (f" · eager {fraction_text(roof, 'eager_fraction', 1, what='')}" if "eager_fraction" in roof else ""))
         out(f"  ceilings: {roof['bandwidth_gbs']:.0f} GB/s, {roof['peak_tflops']:.1f} TFLOP/s, "
-            f"launch {roof.get('launch_us', 0):.1f} µs — {roof['ceilings']}")
+            f"launch {roof.get('launch_us', 0):.1f} µs — {roof['ceilings']}{limits_text(roof)}")
     if p.bottleneck:
         extra = f" ({roof['launches']} launch{'es' if roof['launches'] != 1 else ''} per call" + (f", device busy {roof['busy']:.0%}" if "busy" in roof else "") \
             + ")" if roof.get("launches") is not None else ""

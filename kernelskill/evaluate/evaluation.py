@@ -197,6 +197,8 @@ class Evaluation:
         go = v is not None and v.correct and not cheats and not any(static.is_cheat(f) for f in self.flags)
         if go and self.apart is not None:
             self.apart.ready.wait(self.opts.run_timeout)   # its profiler set-up never overlaps the timing
+        if go:          # nor the tool's own background builds (a header's maker): waited for, bounded
+            self.rounds.before_timing(self.opts.run_timeout / 2, self.opts.cancel)
         return go
 
     def recheck_timed(self, out_dir: Path) -> None:

@@ -134,6 +134,171 @@ def gpu_facts(device: str = "cuda") -> dict:
             "cuda": torch.version.cuda}
 
 
+# ---- hardware limits beside the measured library rates ------------------------------------------
+# FP32 add/multiply/FMA results per clock per SM, by compute capability: the CUDA C++ Programming
+# Guide's table "Throughput of Native Arithmetic Instructions" (32-bit floating-point add, multiply,
+# multiply-add). sm_80 (A100) has 64, sm_86/89/90/100/120 128.
+FP32_LANES_PER_SM = {(5, 0): 128, (5, 2): 128, (5, 3): 128, (6, 0): 64, (6, 1): 128, (6, 2): 128,
+                     (7, 0): 64, (7, 2): 64, (7, 5): 64, (8, 0): 64, (8, 6): 128, (8, 7): 128, (8, 9): 128,
+                     (9, 0): 128, (10, 0): 128, (10, 3): 128, (12, 0): 128}
+# Dense tensor-core FLOP per SM per clock (2 per FMA), from NVIDIA's architecture whitepapers (V100,
+# Turing, A100, GA102, Ada, H100): e.g. A100 312 TFLOP/s fp16 = 108 SMs × 2048 × 1.41 GHz, H100 SXM
+# 989 TFLOP/s fp16 = 132 × 4096 × 1.83 GHz. sm_86/89 as the professional parts (A6000, L40S) run
+# them; GeForce parts run fp32 accumulation at half. Architectures not listed: unknown.
+TENSOR_FLOP_PER_SM_CLK = {
+    (7, 0): {"float16": 1024}, (7, 2): {"float16": 1024}, (7, 5): {"float16": 1024},
+    (8, 0): {"tf32": 1024, "float16": 2048, "bfloat16": 2048},
+    (8, 6): {"tf32": 512, "float16": 1024, "bfloat16": 1024},
+    (8, 9): {"tf32": 512, "float16": 1024, "bfloat16": 1024},
+    (9, 0): {"tf32": 2048, "float16": 4096, "bfloat16": 4096},
+}
+
+
+def gpu_limits(major: int, minor: int, sms: int, clock_mhz: float | None, clock_source: str = "") -> dict:
+    """The GPU's hardware arithmetic limits at its maximum SM clock: fp32 FMA peak = SMs × FP32 lanes
+    per SM × 2 FLOP × clock, and the dense tensor-core peak per dtype where the architecture's
+    per-SM rate is known ("tf32x3": the fp32-equivalent rate of a 3xTF32 split-precision path, a
+    third of TF32's). Upper bounds: sustained clocks under tensor-core load are lower."""
+    cc = (int(major), int(minor))
+    out: dict = {"sm_clock_mhz": clock_mhz, "sms": sms, "unknown": []}
+    lanes = FP32_LANES_PER_SM.get(cc)
+    src = [f"sm_{cc[0]}{cc[1]}: {sms} SMs at the max SM clock {clock_mhz:g} MHz ({clock_source or 'device'})"
+           if clock_mhz else f"sm_{cc[0]}{cc[1]}: {sms} SMs, max SM clock unknown"]
+    if lanes and clock_mhz:
+        out["fp32_lanes_per_sm"] = lanes
+        out["fp32_fma_tflops"] = round(sms * lanes * 2 * clock_mhz * 1e6 / 1e12, 2)
+        src.append(f"fp32 FMA: {lanes} lanes per SM (CUDA C++ Programming Guide, arithmetic throughput)")
+    else:
+        out["fp32_fma_tflops"] = None
+        out["unknown"].append("fp32 FMA peak: " + ("FP32 lanes per SM not known for this architecture" if not lanes
+                                                   else "max SM clock not readable"))
+    tensor = TENSOR_FLOP_PER_SM_CLK.get(cc)
+    if tensor and clock_mhz:
+        out["tensor"] = {k: round(sms * v * clock_mhz * 1e6 / 1e12, 1) for k, v in tensor.items()}
+        if "tf32" in out["tensor"]:
+            out["tensor"]["tf32x3"] = round(out["tensor"]["tf32"] / 3, 1)
+        src.append("tensor cores: dense FLOP per SM per clock from NVIDIA's architecture whitepapers"
+                   + (" (professional parts; GeForce halves fp32 accumulation)" if cc in ((8, 6), (8, 9)) else ""))
+    else:
+        out["tensor"] = {}
+        out["unknown"].append("tensor-core peaks: " + ("this architecture's per-SM rates are not in the table"
+                                                       if not tensor else "max SM clock not readable"))
+    out["source"] = "; ".join(src)
+    return out
+
+
+def gpu_max_clock_mhz(props=None, uuid: str | None = None) -> tuple[float | None, str]:
+    """The GPU's maximum SM clock in MHz and where it was read: torch's device properties
+    (``clock_rate``, kHz) where this torch has it, else nvidia-smi's ``clocks.max.sm``."""
+    khz = getattr(props, "clock_rate", None) if props is not None else None
+    if khz:
+        return float(khz) / 1e3, "torch.cuda.get_device_properties().clock_rate"
+    from .quality import _smi
+    q = _smi(["--query-gpu=uuid,clocks.max.sm", "--format=csv,noheader,nounits"])
+    want = f"GPU-{uuid}" if uuid and not str(uuid).startswith("GPU-") else uuid
+    for line in (q or "").strip().splitlines():
+        f = [x.strip() for x in line.split(",")]
+        if len(f) == 2 and (want is None or f[0] == want):
+            try:
+                return float(f[1]), "nvidia-smi clocks.max.sm"
+            except ValueError:
+                break
+    return None, ""
+
+
+def _cpu_max_mhz(first: dict) -> tuple[float | None, str]:
+    """The CPU's maximum clock (MHz) and where it was read: cpufreq's maximum, lscpu's "CPU max MHz",
+    the frequency in the model name (nominal), else /proc/cpuinfo's current "cpu MHz" (a lower bound
+    under turbo)."""
+    try:
+        return int((_SYS_CPU / "cpu0" / "cpufreq" / "cpuinfo_max_freq").read_text()) / 1e3, "cpufreq cpuinfo_max_freq"
+    except (OSError, ValueError):
+        pass
+    try:
+        text = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
+        m = re.search(r"CPU max MHz:\s*([\d.]+)", text)
+        if m and float(m.group(1)) > 0:
+            return float(m.group(1)), "lscpu CPU max MHz"
+    except (OSError, subprocess.SubprocessError):
+        pass
+    m = re.search(r"@\s*([\d.]+)\s*GHz", first.get("model name", ""))
+    if m:
+        return float(m.group(1)) * 1e3, "the model name's nominal clock (turbo may be higher)"
+    try:
+        return float(first["cpu MHz"]), "/proc/cpuinfo cpu MHz (the clock now; no maximum readable, turbo may be higher)"
+    except (KeyError, ValueError):
+        return None, ""
+
+
+def _fma_units(vendor: str, family: int, model: int, avx512: bool) -> tuple[int, int, str]:
+    """(FMA units per core, fp32 lanes each, why): the count is in no file; these are the
+    microarchitectures' published figures. AMD Zen 4 runs 512-bit FMAs as two 256-bit halves (one
+    512-bit-equivalent unit); Zen 1 as two 128-bit halves."""
+    if vendor == "AuthenticAMD":
+        if avx512:
+            return (2, 16, "AMD Zen 5: 2 × 512-bit FMA") if family >= 0x1A else                 (1, 16, "AMD Zen 4: 512-bit FMA as 2 × 256-bit")
+        if family == 0x17 and model < 0x30:
+            return 1, 8, "AMD Zen 1: 256-bit FMA as 2 × 128-bit"
+        return 2, 8, "AMD Zen 2/3: 2 × 256-bit FMA"
+    if avx512:
+        return 2, 16, "Intel with AVX-512: 2 × 512-bit FMA assumed (Xeon Gold/Platinum and later; some parts have 1)"
+    return 2, 8, "Intel since Haswell: 2 × 256-bit FMA"
+
+
+def cpu_limits(threads: int | None = None) -> dict:
+    """The CPU's fp32 FMA peak = cores × FMA units × SIMD fp32 lanes × 2 FLOP × max clock, counting
+    the cores ``threads`` can use (hyper-threads share a core's units), from /proc/cpuinfo's flags;
+    what cannot be read is said under "unknown"."""
+    from . import quality
+    info = _cpuinfo()
+    first = info[0] if info else {}
+    flags = set((first.get("flags") or first.get("Features") or "").split())
+    physical = len({(c.get("physical id", "0"), c.get("core id")) for c in info if c.get("core id") is not None})
+    cores = min(x for x in (threads or quality.cores(), quality.cores(), physical or quality.cores()) if x)
+    out: dict = {"cores": cores, "unknown": []}
+    mhz, clock_src = _cpu_max_mhz(first)
+    out["clock_mhz"] = mhz
+    if "fma" not in flags and "avx512f" not in flags:
+        out["fp32_fma_tflops"] = None
+        isa = "NEON/SVE" if flags & {"asimd", "sve"} else "no FMA instructions in /proc/cpuinfo"
+        out["unknown"].append(f"fp32 FMA peak: FMA units per core not known for this CPU ({isa})")
+        out["source"] = f"{cores} cores; flags without x86 FMA"
+        return out
+    try:
+        family, model = int(first.get("cpu family", "0")), int(first.get("model", "0"))
+    except ValueError:
+        family, model = 0, 0
+    units, lanes, why = _fma_units(first.get("vendor_id", ""), family, model, "avx512f" in flags)
+    isa = "avx512f" if "avx512f" in flags else "avx2+fma" if "avx2" in flags else "fma"
+    out.update(fma_units=units, fp32_lanes=lanes, isa=isa)
+    if not mhz:
+        out["fp32_fma_tflops"] = None
+        out["unknown"].append("fp32 FMA peak: the CPU's clock is not readable")
+    else:
+        out["fp32_fma_tflops"] = round(cores * units * lanes * 2 * mhz * 1e6 / 1e12, 4)
+    out["source"] = (f"{cores} cores × {units} FMA units × {lanes} fp32 lanes ({isa}) × 2 FLOP × "
+                     f"{mhz or '?'} MHz ({clock_src or 'clock unknown'}); {why}; AVX-512 clocks may run lower")
+    return out
+
+
+def llc_bytes(cpu_dir: Path = _SYS_CPU / "cpu0" / "cache") -> int | None:
+    """The size of the CPU's last-level cache (the highest level sysfs lists) in bytes, None where unreadable."""
+    best: tuple[int, int] | None = None
+    for index in cpu_dir.glob("index*"):
+        try:
+            if (index / "type").read_text().strip() == "Instruction":
+                continue
+            level = int((index / "level").read_text())
+            m = re.fullmatch(r"(\d+)([KMG]?)", (index / "size").read_text().strip())
+        except (OSError, ValueError):
+            continue
+        if m:
+            size = int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30}[m.group(2)]
+            if best is None or level > best[0]:
+                best = (level, size)
+    return best[1] if best else None
+
+
 def cache_key(device: str) -> str:
     """One file per (CPU, device kind, visible GPUs, torch): what the facts depend on."""
     import torch
@@ -167,7 +332,21 @@ def _ceilings_line(ceil: dict) -> str:
     if ceil.get("launch_us"):
         parts.append(f"{ceil['launch_us']:.1f} µs per eager op launch")
     quality = "" if ceil.get("quality", "good") == "good" else f" (measured under load: {ceil['quality']})"
-    return "measured ceilings: " + ", ".join(parts) + quality
+    return "measured ceilings: " + ", ".join(parts) + quality + _limits_text(ceil.get("limits") or {})
+
+
+def _limits_text(lim: dict) -> str:
+    """The hardware limits beside the measured library rates, as one clause."""
+    if not lim:
+        return ""
+    parts = []
+    if lim.get("fp32_fma_tflops"):
+        parts.append(f"fp32 FMA peak {lim['fp32_fma_tflops']:.3g} TFLOP/s")
+    tensor = lim.get("tensor") or {}
+    if tensor:
+        parts.append("tensor cores " + ", ".join(f"{k} {v:.4g}" for k, v in tensor.items()) + " TFLOP/s")
+    parts += list(lim.get("unknown") or [])[:2]
+    return ("; hardware limits (computed, not measured): " + "; ".join(parts)) if parts else ""
 
 
 def render(profile: dict, backend: str) -> str:

@@ -22,6 +22,17 @@ PyTorch reference, library kernels) runs faster than its floor, the binding ceil
 the rate eager reached (``raise_ceiling``) and stored in the cache — by at most ``RAISE_LIMIT``,
 beyond which the task's counted work, not the ceiling, is the likelier error. A candidate (untrusted
 code) never raises a ceiling.
+
+Ceilings are library rates (cuBLAS fp32 without TF32: ~51 TFLOP/s on an H100), not hardware limits;
+beside them the record holds the hardware's (``limits``, machine.gpu_limits / cpu_limits): the fp32
+FMA peak (H100: 66.9 TFLOP/s at 1980 MHz) and the tensor cores' per dtype. Only a measurement taken
+on a quiet machine is cached (ceilings.py): one taken under load serves its own evaluation, labelled.
+
+A fraction above 1 (faster than the floor) always names why (``over_roof_reason``): the working set
+resident in L2 or the CPU's caches, a path faster than the library within the hardware's limit, a
+tensor-core path above the FMA roof, within a few percent of a measured ceiling, or FLOPs and bytes
+not counted as the kernel does them; such a fraction gives no bottleneck class of its own (only the
+arithmetic intensity's, or none when the counts themselves are in doubt).
 """
 from __future__ import annotations
 
@@ -40,7 +51,9 @@ NCU_SATURATED = 60.0      # % of peak at which Nsight Compute calls a unit satur
 # FLOPs or bytes overcount what eager does (an input it reads in part, attention it masks), and
 # raising a device-wide ceiling by it would hide candidates below every other task's floor.
 RAISE_LIMIT = 1.2
-CEILINGS_VERSION = 2   # 2: measured with the worker on its own device (cuda:N timed GPU 0's stream before)
+# 2: measured with the worker on its own device (cuda:N timed GPU 0's stream before); 3: with the
+# hardware limits (fp32 FMA, tensor cores) and the cache size beside the measured rates.
+CEILINGS_VERSION = 3
 
 
 # ---- measuring (runs inside a worker) --------------------------------------------------------
@@ -97,9 +110,13 @@ def measure(device: str) -> dict:
     cuda = device.startswith("cuda")
     dev = torch.device(device)
     out: dict = {"version": CEILINGS_VERSION, "device": device, "measured_at": time.strftime("%Y-%m-%d %H:%M:%S")}
+    from . import machine
     if cuda:
         props = torch.cuda.get_device_properties(dev)
         out["name"] = props.name
+        mhz, where = machine.gpu_max_clock_mhz(props, str(getattr(props, "uuid", "") or "") or None)
+        out["limits"] = machine.gpu_limits(props.major, props.minor, props.multi_processor_count, mhz, where)
+        out["cache_bytes"], out["cache"] = getattr(props, "L2_cache_size", None), "L2"
         # 1 GiB of fp32; square matmuls at 4096, 6144 and 8192 and a wide 4096×8192 by 8192×4096
         # (cuBLAS picks its kernel by shape, and the best one can sit at any of them).
         n_copy = 1 << 28
@@ -108,6 +125,8 @@ def measure(device: str) -> dict:
         import platform
         out["name"] = platform.processor() or platform.machine()
         out["threads"] = torch.get_num_threads()
+        out["limits"] = machine.cpu_limits(out["threads"])
+        out["cache_bytes"], out["cache"] = machine.llc_bytes(), "LLC"
         n_copy, shapes = (1 << 26), ((1024, 1024, 1024),)        # 256 MiB; 1024³ (2 GFLOP)
     from .quality import HostSampler
     host = HostSampler()
@@ -144,7 +163,7 @@ def measure(device: str) -> dict:
     if cuda:
         torch.cuda.synchronize()
     out["launch_us"] = (time.perf_counter() - start) / reps * 1e6
-    # Measured while other processes competed for the CPU? Then it is re-measured later.
+    # Measured while other processes competed for the CPU? Then it is not cached (ceilings.py).
     seen = host.stop() or {}
     others = seen.get("others_cores")
     out["others_cores"] = others
@@ -152,9 +171,6 @@ def measure(device: str) -> dict:
     out["quality"] = "contended" if others is not None and others > busy_limit else "good"
     out["measured_unix"] = time.time()
     return out
-
-
-REMEASURE_AFTER_S = 600.0      # ceilings measured under load are measured again after this long
 
 
 def merge(old: dict, new: dict) -> dict:
@@ -173,11 +189,6 @@ def merge(old: dict, new: dict) -> dict:
     if old.get("raised") or new.get("raised"):
         out["raised"] = {**(old.get("raised") or {}), **(new.get("raised") or {})}
     return out
-
-
-def stale(data: dict) -> bool:
-    """Ceilings measured under load, long enough ago to try again."""
-    return data.get("quality", "good") != "good" and time.time() - data.get("measured_unix", 0) > REMEASURE_AFTER_S
 
 
 # ---- the cache (parent side) -----------------------------------------------------------------
@@ -267,8 +278,9 @@ def _sig(x: float, digits: int = 4) -> float:
 
 def analyse(flops: int | None, nbytes: int | None, ceilings: dict, dtype: str, allow_tf32: bool, measured_ms: float,
             launches: int | None = None, busy_ms: float | None = None, gpu: bool = True,
-            ncu: dict | None = None) -> tuple[dict, str | None]:
-    """The roofline record of one measured model, and its bottleneck class."""
+            ncu: dict | None = None, flushed: bool = True) -> tuple[dict, str | None]:
+    """The roofline record of one measured model, and its bottleneck class. ``flushed``: a GPU's L2
+    was flushed before each timed call. A fraction above 1 gets its ``over_roof_reason``."""
     if not ceilings or flops is None or nbytes is None or measured_ms <= 0:
         return {}, None
     peak, bw = peak_for(ceilings, dtype, allow_tf32), ceilings["bandwidth"]
@@ -287,11 +299,115 @@ def analyse(flops: int | None, nbytes: int | None, ceilings: dict, dtype: str, a
         roof["launch_us"] = round(ceilings.get("launch_us", 0.0), 2)
     if busy_ms is not None:
         roof["busy"] = round(min(busy_ms / measured_ms, 1.0), 3)
+    lim = limits_for(ceilings, dtype, allow_tf32)
+    roof.update({k: v for k, v in lim.items() if v is not None})
+    if roof["fraction"] > 1.0:
+        roof["over_roof_reason"], roof["over_roof_detail"] = over_roof_reason(
+            flops, nbytes, ceilings, dtype, allow_tf32, measured_ms, roof["fraction"], roof["roof"], gpu, flushed)
     return roof, classify(roof, measured_ms, gpu=gpu, ncu=ncu)
 
 
-def classify(roof: dict, measured_ms: float, *, gpu: bool = True, ncu: dict | None = None) -> Bottleneck:
-    """The bottleneck class (rules in the module docstring)."""
+# ---- above the floor: why -------------------------------------------------------------------------
+OVER_L2 = "working set resident in L2"
+OVER_CPU_CACHE = "working set resident in the CPU's caches"
+OVER_WITHIN_LIMIT = "faster than the library's measured rate, within the hardware's limit"
+OVER_TENSOR = "a tensor-core path above the FMA roof"
+OVER_MARGIN = "within 5 % of a measured ceiling (a benchmark's best, not a hardware limit)"
+OVER_MISCOUNT = "FLOPs or bytes not counted as the kernel does them"
+# Reasons that explain a time below the floor: such a candidate gets a note, not a review flag.
+EXPLAINED = (OVER_L2, OVER_CPU_CACHE, OVER_WITHIN_LIMIT, OVER_TENSOR, OVER_MARGIN)
+MARGIN = 1.05
+
+
+def limits_for(ceilings: dict, dtype: str, allow_tf32: bool = False) -> dict:
+    """The hardware limits that bound a task of this dtype (TFLOP/s): the fp32 FMA peak (float32),
+    and the tensor-core peak of the path it may take (float32: TF32, the loosest; else the dtype's)."""
+    lim = ceilings.get("limits") or {}
+    tensor = lim.get("tensor") or {}
+    return {"fma_peak_tflops": lim.get("fp32_fma_tflops") if dtype == "float32" else None,
+            "tensor_peak_tflops": tensor.get("tf32" if dtype == "float32" else dtype)}
+
+
+def _cache_bytes(ceilings: dict, gpu: bool) -> int | None:
+    """The cache a working set can sit in: the GPU's L2 as measured with the ceilings; the CPU's
+    last-level cache (read here when the ceilings predate it: the parent runs on that CPU)."""
+    if ceilings.get("cache_bytes"):
+        return int(ceilings["cache_bytes"])
+    if gpu:
+        return None
+    from .machine import llc_bytes
+    return llc_bytes()
+
+
+def over_roof_reason(flops: int, nbytes: int, ceilings: dict, dtype: str, allow_tf32: bool, measured_ms: float,
+                     fraction: float, roof: str, gpu: bool, flushed: bool = True) -> tuple[str, str]:
+    """Why a model ran faster than its floor: (one of the OVER_* names, the numbers behind it)."""
+    cache = _cache_bytes(ceilings, gpu)
+    cache_name = "L2" if gpu else "last-level cache"
+    if roof == "memory":
+        if gpu and not flushed:
+            return OVER_L2, "the L2 was not flushed before each timed call"
+        if cache and nbytes <= cache:
+            return (OVER_L2 if gpu else OVER_CPU_CACHE,
+                    f"{nbytes / 2**20:.3g} MiB of compulsory bytes fit the {cache / 2**20:.4g} MiB {cache_name}")
+    else:
+        rate = flops / (measured_ms / 1e3) / 1e12
+        lim = limits_for(ceilings, dtype, allow_tf32)
+        fma, tensor = lim["fma_peak_tflops"], lim["tensor_peak_tflops"]
+        path = peak_key(ceilings, dtype, allow_tf32)
+        if path == "float32" and fma and rate <= fma:
+            return OVER_WITHIN_LIMIT, (f"{rate:.4g} TFLOP/s: above the measured float32 matmul rate, below the "
+                                       f"fp32 FMA peak {fma:.4g} TFLOP/s")
+        if path == "float32" and tensor and rate <= tensor:
+            return OVER_TENSOR, (f"{rate:.4g} TFLOP/s: above the fp32 FMA peak {fma or '?'} TFLOP/s, below the "
+                                 f"TF32 tensor-core peak {tensor:.4g} TFLOP/s (3xTF32 split precision: "
+                                 f"{(ceilings.get('limits') or {}).get('tensor', {}).get('tf32x3', '?')})")
+        if path != "float32" and tensor and rate <= tensor:
+            return OVER_WITHIN_LIMIT, (f"{rate:.4g} TFLOP/s: above the measured {path} matmul rate, below the "
+                                       f"{path} tensor-core peak {tensor:.4g} TFLOP/s")
+    if fraction <= MARGIN:
+        return OVER_MARGIN, f"{fraction:.3f} of the floor's pace"
+    return OVER_MISCOUNT, (f"{fraction:.3g}× the floor's pace, beyond what the "
+                           + ("caches" if roof == "memory" else "hardware limits") + " explain")
+
+
+def limits_text(roof: dict) -> str:
+    """The hardware limits beside the library rate in a roofline record, as a clause ("" when unknown)."""
+    parts = [f"{name} {roof[key]:.4g} TFLOP/s" for key, name in (("fma_peak_tflops", "fp32 FMA peak"),
+                                                                  ("tensor_peak_tflops", "tensor-core peak"))
+             if isinstance(roof.get(key), (int, float))]
+    return ("; hardware limits (computed): " + ", ".join(parts)) if parts else ""
+
+
+def fraction_text(roof: dict, key: str = "fraction", digits: int = 0, what: str = "of the floor's pace") -> str:
+    """A fraction as a person reads it: "81% of the floor's pace", and above 1 never a bare number:
+    "222% of the floor's pace (above the roof: working set resident in the CPU's caches)"."""
+    v = roof.get(key)
+    if not isinstance(v, (int, float)):
+        return "?"
+    text = f"{v:.{digits}%}" + (f" {what}" if what else "")
+    if v > 1.0:
+        why = roof.get("eager_over_roof_reason" if key == "eager_fraction" else "over_roof_reason")
+        text += f" (above the roof: {why or 'no reason recorded; do not trust it'})"
+    return text
+
+
+def classify(roof: dict, measured_ms: float, *, gpu: bool = True, ncu: dict | None = None) -> Bottleneck | None:
+    """The bottleneck class (rules in the module docstring). Faster than the floor, the roofline
+    position classifies nothing: the class is the arithmetic intensity's (or Nsight Compute's), and
+    none when the reason is a count in doubt (the intensity comes from the same counts);
+    ``roof["bottleneck_note"]`` says so."""
+    if roof.get("fraction", 0.0) > 1.0:
+        dram, sm = (ncu or {}).get("dram_pct"), (ncu or {}).get("sm_pct")
+        if dram is not None and sm is not None and max(dram, sm) >= NCU_SATURATED:
+            return Bottleneck.memory_bound if dram >= sm else Bottleneck.compute_bound
+        why = roof.get("over_roof_reason") or OVER_MISCOUNT
+        if why == OVER_MISCOUNT:
+            roof["bottleneck_note"] = f"no bottleneck class: faster than the floor ({why})"
+            return None
+        cls = Bottleneck.memory_bound if roof["roof"] == "memory" else Bottleneck.compute_bound
+        roof["bottleneck_note"] = f"bottleneck from the arithmetic intensity only ({cls}): faster than the floor ({why})"
+        return cls
     launches = roof.get("launches") or 0
     launch_ms = launches * roof.get("launch_us", 0.0) / 1e3
     if launch_ms >= LAUNCH_BOUND_SHARE * measured_ms:

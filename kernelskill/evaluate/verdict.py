@@ -316,23 +316,35 @@ def _roofline(prof: ProfileResult, task, meta: dict, ceilings: dict, flags: list
     # Decisions use a low quantile of the interleaved samples: contention only ever adds time, so
     # a busy machine does not make a memory-bound kernel look latency-bound.
     cand_ms = prof.decision_ms or prof.candidate.median_ms
-    prof.roofline, prof.bottleneck = roofline.analyse(*args, cand_ms, launches=launches, busy_ms=busy, gpu=gpu)
+    prof.roofline, prof.bottleneck = roofline.analyse(*args, cand_ms, launches=launches, busy_ms=busy, gpu=gpu,
+                                                      flushed=flush_l2)
     if prof.roofline:
         prof.roofline["measured"] = f"p{int(quality.QUANTILE * 100)} of the timed calls"
         if raised:
             prof.roofline["raised_ceiling"] = raised
+        if ceilings.get("limits"):
+            # The hardware's limits beside the library rates the floor uses (the planner sees both).
+            prof.roofline["limits"] = ceilings["limits"]
     if ceilings.get("quality", "good") != "good":
-        prof.notes.append(f"roofline: the ceilings were measured under load ({ceilings.get('quality')}); "
-                          "`kernelskill profile --remeasure-ceilings` on a quiet machine measures them again")
+        prof.notes.append(f"roofline: the ceilings were measured under load ({ceilings.get('quality')}) for this "
+                          "evaluation only; they are not cached, and the next evaluation measures them again")
+    over = prof.roofline.get("over_roof_reason")
+    if over:
+        prof.notes.append(f"roofline: the candidate ran at {prof.roofline['fraction']:.3g}× the floor's pace, above "
+                          f"the roof: {over} ({prof.roofline.get('over_roof_detail', '')})")
+    if prof.roofline.get("bottleneck_note"):
+        prof.notes.append(prof.roofline["bottleneck_note"])
     if prof.bottleneck and prof.quality is not None and not prof.quality.good:
         # Never classify from a noisy measurement alone: only the timing-free part, the roof the
         # arithmetic intensity puts the task under, is kept.
         prof.bottleneck = Bottleneck.memory_bound if prof.roofline.get("roof") == "memory" else Bottleneck.compute_bound
         prof.notes.append(f"bottleneck from the arithmetic intensity only ({prof.bottleneck}): the timing was "
                           f"{prof.quality.verdict}")
-    eager, _ = roofline.analyse(*args, eager_ms, gpu=gpu)
+    eager, _ = roofline.analyse(*args, eager_ms, gpu=gpu, flushed=flush_l2)
     if eager:
         prof.roofline["eager_fraction"] = eager["fraction"]
+        if eager.get("over_roof_reason"):
+            prof.roofline["eager_over_roof_reason"] = eager["over_roof_reason"]
     floor = prof.roofline.get("floor_ms")
     # On a GPU the L2 is flushed before each timed call, so the floor binds; CPU caches can hold a
     # small task's whole working set, so there it is information, not a bound (``binds``: what the
@@ -344,7 +356,12 @@ def _roofline(prof: ProfileResult, task, meta: dict, ceilings: dict, flags: list
         return
     work = "compulsory FLOPs at the measured peak" if prof.roofline.get("roof") == "compute" else \
         "compulsory bytes at the measured bandwidth"
-    if cand_ms < 0.95 * floor:
+    if cand_ms < 0.95 * floor and over in roofline.EXPLAINED:
+        # Below the library-rate floor for a reason the hardware allows (a tensor-core path, a rate
+        # within the FMA peak, a working set the L2 holds): explained, not an alarm.
+        prof.notes.append(f"review: {cand_ms:.4f} ms is below the roofline floor {floor:.4f} ms ({work}), "
+                          f"explained: {over}; the ceilings are not raised from a candidate's time")
+    elif cand_ms < 0.95 * floor:
         flags.append(f"review: {cand_ms:.4f} ms is below the roofline floor {floor:.4f} ms "
                      f"({work}); check it before trusting it")
     elif cand_ms < floor:

@@ -10,6 +10,7 @@ from textual.app import ComposeResult
 from textual.containers import ScrollableContainer, Vertical, VerticalScroll
 from textual.widgets import DataTable, Static, TabbedContent, TabPane, TextArea
 
+from kernelskill.evaluate.roofline import fraction_text
 from kernelskill.results import ProfileResult, VerifyResult
 from kernelskill.trajectory import Node
 
@@ -120,8 +121,8 @@ def profile_text(node: Node) -> Text:
     roof = {k: v for k, v in (prof.roofline or {}).items() if isinstance(v, (int, float, str))}
     out.append("roofline ", style="dim")
     if {"floor_ms", "fraction", "achieved_gbs", "roof"} <= roof.keys():
-        eager = f" (eager {roof['eager_fraction']:.0%})" if "eager_fraction" in roof else ""
-        out.append(f"floor {fmt_ms(roof['floor_ms'])} · {roof['fraction']:.0%} of its pace{eager} · "
+        eager = f" (eager {fraction_text(prof.roofline, 'eager_fraction', what='')})" if "eager_fraction" in roof else ""
+        out.append(f"floor {fmt_ms(roof['floor_ms'])} · {fraction_text(prof.roofline, what='of its pace')}{eager} · "
                    f"{fmt_rate(roof['achieved_gbs'])} GB/s · {roof['roof']} roof\n")
     else:
         out.append((", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(roof.items()))

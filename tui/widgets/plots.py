@@ -14,6 +14,7 @@ from textual.app import ComposeResult
 from textual.containers import Container, Vertical
 from textual.widgets import Label, Static
 
+from kernelskill.evaluate.roofline import fraction_text
 from kernelskill.results import TimingStats
 from kernelskill.trajectory import Node
 
@@ -230,7 +231,7 @@ class RunPlots(Vertical):
                 plt.text(nid, float(r["intensity"]), max(float(r.get("achieved_tflops") or 0), 1e-9), color="white")
             plt.title(f"roofline {peak:g} TFLOP/s, {bw:g} GB/s")
             plt.xlabel("FLOP/byte")
-            self.drawn["roofline"] = "log-log: " + ", ".join(f"{nid} {r.get('fraction', 0):.0%}" for nid, r in points)
+            self.drawn["roofline"] = "log-log: " + ", ".join(f"{nid} {fraction_text(r, what='')}" for nid, r in points)
         else:
             # No FLOPs counted (data movement only): where each node sits against the memory roof.
             names = [nid for nid, _ in points]
