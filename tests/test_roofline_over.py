@@ -58,6 +58,21 @@ def test_the_cpu_fma_peak_is_computed_from_this_machines_flags_and_clock():
     assert machine.llc_bytes() is None or machine.llc_bytes() > 1 << 16
 
 
+def test_a_limit_the_measured_library_rate_beats_is_withdrawn_as_unknown():
+    """On this 2-core container /proc/cpuinfo shows the nominal 2100 MHz while the AVX-512 matmul
+    runs at a turbo clock: oneDNN's fp32 matmul measured 255-315 GFLOP/s against 268.8 computed."""
+    cpu = {"cores": 2, "fma_units": 2, "fp32_lanes": 16, "clock_mhz": 2100.0, "fp32_fma_tflops": 0.2688,
+           "unknown": [], "tensor": {}}
+    got = machine.reconcile_limits(cpu, {"float32": 315e9})
+    assert got["fp32_fma_tflops"] is None and got["fp32_fma_tflops_at_clock_read"] == 0.2688
+    assert "2461 MHz implied" in got["unknown"][0] and cpu["fp32_fma_tflops"] == 0.2688     # the input as it was
+    assert machine.reconcile_limits(cpu, {"float32": 200e9})["fp32_fma_tflops"] == 0.2688
+    # The H100's measured rates (fp32 51.2, TF32 396, bf16 734 TFLOP/s) are all below its limits.
+    kept = machine.reconcile_limits(H100_LIMITS, {"float32": 51.2e12, "tf32": 396e12, "bfloat16": 734e12})
+    assert kept["fp32_fma_tflops"] == H100_LIMITS["fp32_fma_tflops"] and kept["tensor"] == H100_LIMITS["tensor"]
+    assert kept["unknown"] == []
+
+
 # ---- a fraction above 1 names why ----------------------------------------------------------------------
 def test_memory_roof_above_the_floor_in_the_cpus_caches():
     # 8 MB of compulsory bytes at 10 GB/s: a 0.8 ms floor; measured 0.36 ms → 222 % (the case seen).

@@ -281,6 +281,29 @@ def cpu_limits(threads: int | None = None) -> dict:
     return out
 
 
+def reconcile_limits(limits: dict, peaks: dict) -> dict:
+    """A hardware limit is never below what a library reached on the device: a limit the measured
+    matmul rate (``peaks``, FLOP/s) beats was computed from a clock below the one it ran at (a CPU
+    whose /proc/cpuinfo shows its nominal clock under turbo). Such a limit is withdrawn to
+    "unknown", with the clock the measured rate implies; the others stay."""
+    out = {**limits, "unknown": list(limits.get("unknown") or []), "tensor": dict(limits.get("tensor") or {})}
+    fma, rate = out.get("fp32_fma_tflops"), (peaks or {}).get("float32")
+    if fma and rate and rate / 1e12 > fma:
+        clock = out.get("clock_mhz") or out.get("sm_clock_mhz")
+        implied = f"; ≥ {clock * rate / 1e12 / fma:.0f} MHz implied" if clock else ""
+        out["fp32_fma_tflops_at_clock_read"], out["fp32_fma_tflops"] = fma, None
+        out["unknown"].append(f"fp32 FMA peak: the measured fp32 matmul ({rate / 1e12:.4g} TFLOP/s) beats the "
+                              f"{fma:.4g} TFLOP/s computed at the clock read ({clock} MHz): it runs faster than that "
+                              f"clock{implied}, and the max clock is not readable")
+    for k, v in list(out["tensor"].items()):
+        got = (peaks or {}).get({"tf32x3": ""}.get(k, k))
+        if got and got / 1e12 > v:
+            del out["tensor"][k]
+            out["unknown"].append(f"{k} tensor-core peak: the measured matmul ({got / 1e12:.4g} TFLOP/s) beats the "
+                                  f"{v:.4g} TFLOP/s computed")
+    return out
+
+
 def llc_bytes(cpu_dir: Path = _SYS_CPU / "cpu0" / "cache") -> int | None:
     """The size of the CPU's last-level cache (the highest level sysfs lists) in bytes, None where unreadable."""
     best: tuple[int, int] | None = None

@@ -150,6 +150,7 @@ def measure(device: str) -> dict:
     finally:
         torch.backends.cuda.matmul.allow_tf32 = old
     out["peak_flops"] = peaks
+    out["limits"] = machine.reconcile_limits(out["limits"], peaks)
     # Per-launch overhead: many back-to-back tiny ops, timed on the host clock.
     t = torch.zeros(1, device=dev)
     for _ in range(50):
