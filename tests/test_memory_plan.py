@@ -44,7 +44,8 @@ def test_nothing_is_written_when_the_plan_stores_nothing_and_the_plan_is_reporte
     assert (plan["inputs"], plan["outputs"], plan["trials"]) == ("seeds", "recompute", 6)
     assert "regenerated from seeds" in plan["summary"]
     # Where the reference worker's seconds went, step by step.
-    assert set(plan["cost_s"]) == {"load", "model", "first_call", "plan", "trials", "randomness", "state_and_work"}
+    assert set(plan["cost_s"]) == {"load", "model", "first_call", "plan", "trials", "randomness", "accuracy",
+                                   "state_and_work"}
     assert all(v >= 0 for v in plan["cost_s"].values())
     # The same candidate against stored trials: the same verdict on the same trials.
     stored = evaluate(RELU_TASK, Candidate.from_source(GOOD), opts=Options(device="cpu", timing=None, profile=False))

@@ -249,6 +249,7 @@ class Evaluation:
         result.compile = compile_result(cand, reply, out)
         if reply and reply.env:
             result.env = Env.from_dict({**dataclasses.asdict(result.env), **reply.env})
+        result.env.flags_mode = self.request.get("flags_mode", "default")
         if out.timed_out:
             result.log_tail = user_paths(out.log_tail, cand)
             building = out.phase in ("setup", "build")
@@ -304,6 +305,7 @@ class Evaluation:
                 self.outcome.out_dir, self.task, verdict.reference_outputs(self.ref_dir, self.server),
                 meta["distributions"], live=False)
             result.profile = verdict.timed_profile(self.reply, result.env.device, result.compile.backend, meta, flags)
+            result.profile.baseline_flags = result.env.flags_mode
             verdict._roofline(result.profile, self.task, meta, self.roof, flags, timing["times"],
                               flush_l2=timing.get("flush_l2", True))
         cheat_flags = [f for f in flags if static.is_cheat(f) or f.split(":")[0] in CHEAT_KINDS]
