@@ -36,6 +36,12 @@ def user_home() -> Path:
     return base / "kernelskill"
 
 
+def cache_root() -> Path:
+    """Where builds, references and ceilings are cached: $KERNELSKILL_CACHE, else ~/.cache/kernelskill."""
+    root = os.environ.get("KERNELSKILL_CACHE") or str(Path.home() / ".cache" / "kernelskill")
+    return Path(root)
+
+
 def resolve_task_path(spec: str) -> str:
     """A task argument as a path: the path itself when it exists, else the shipped example of that
     name (``softmax_rows``), else the argument unchanged (the loader then says what is missing)."""

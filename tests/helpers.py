@@ -1,6 +1,8 @@
 """Candidate sources for tests, built on the shared C++ toolkit (one build for all of them), and task files."""
 from __future__ import annotations
 
+import hashlib
+import threading
 from pathlib import Path
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -85,3 +87,26 @@ def eval_result(status: str = "ok", profile: dict | None = None, **fields):
     if profile is not None:
         data["profile"] = {"device": "cpu", **profile}
     return EvalResult.from_dict(data)
+
+
+class Busy:
+    """``n`` threads that each keep a core busy (hashlib releases the GIL), until the block ends."""
+
+    def __init__(self, n: int):
+        self.n, self.stop, self.threads = n, threading.Event(), []
+
+    def _spin(self) -> None:
+        data = b"x" * (1 << 20)
+        while not self.stop.is_set():
+            hashlib.sha256(data).digest()
+
+    def __enter__(self):
+        self.threads = [threading.Thread(target=self._spin, daemon=True) for _ in range(self.n)]
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        for t in self.threads:
+            t.join()

@@ -2,9 +2,7 @@
 next evaluation measures again; a raise from eager's rate is stored only from a good timing."""
 from __future__ import annotations
 
-import hashlib
 import json
-import threading
 import types
 
 import pytest
@@ -18,34 +16,11 @@ from kernelskill.results import CompileResult, EvalResult, MeasurementQuality, P
 from kernelskill.task import Task
 from kernelskill.vocab import WorkerStatus
 
-from helpers import RELU_TASK
+from helpers import RELU_TASK, Busy
 
 H100ISH = {"name": "GPU", "bandwidth": 3.0e12, "peak_flops": {"float32": 50e12, "tf32": 400e12},
            "launch_us": 5.0, "measured_at": "now", "version": roofline.CEILINGS_VERSION}
 GEMM = {"flops": 1e12, "bytes": 3 * 4096 * 4096 * 4}        # a 20 ms floor at 50 TFLOP/s
-
-
-class Busy:
-    """``n`` threads that each keep a core busy (hashlib releases the GIL), until the block ends."""
-
-    def __init__(self, n: int):
-        self.n, self.stop, self.threads = n, threading.Event(), []
-
-    def _spin(self) -> None:
-        data = b"x" * (1 << 20)
-        while not self.stop.is_set():
-            hashlib.sha256(data).digest()
-
-    def __enter__(self):
-        self.threads = [threading.Thread(target=self._spin, daemon=True) for _ in range(self.n)]
-        for t in self.threads:
-            t.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop.set()
-        for t in self.threads:
-            t.join()
 
 
 def _files(root) -> list:

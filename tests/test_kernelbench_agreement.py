@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import kernelbench_agreement as kba  # noqa: E402
+from helpers import RELU_TASK  # noqa: E402
 
 # KernelBench's API as its eval.py and timing.py have it, run on the CPU: the child calls it exactly as
 # it calls the real one. Its utils.py imports what the real one imports (the stand-ins' reason to be).
@@ -78,24 +79,7 @@ def eval_kernel_against_ref(original_model_src, custom_model_src, seed_num=42, n
 ''',
 }
 
-TINY_TASK = '''
-import torch, torch.nn as nn
-
-n = 64
-
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-
-    def forward(self, x):
-        return torch.relu(x) * 2.0
-
-def get_inputs():
-    return [torch.randn(n)]
-
-def get_init_inputs():
-    return []
-'''
+TINY_TASK = RELU_TASK.read_text()      # a KernelBench-format file: relu, then × 2
 
 
 def test_the_reference_as_a_candidate_passes_our_cpu_evaluator_through_the_benchmarks_child(tmp_path):

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from kernelskill import Candidate, Task
-from kernelskill.evaluate import compile, evaluate, quality, toolchain
+from kernelskill.evaluate import compile, evaluate, own_builds, quality, toolchain
 from kernelskill.evaluate.api import Options
 from kernelskill.evaluate.build import build_root, cache_root
 from kernelskill.evaluate.quality import CONTENDED, RoundJudge
@@ -66,7 +66,7 @@ def _stand_in_maker(pch_root: Path, tmp_path: Path, work: int) -> tuple[Path, Pa
 
 
 def _marker_of(d: Path) -> list[dict]:
-    return [b for b in toolchain.own_builds() if d.name in b["what"]]
+    return [b for b in own_builds.own_builds() if d.name in b["what"]]
 
 
 # ---- the markers ------------------------------------------------------------------------------------
@@ -79,7 +79,7 @@ def test_a_maker_is_marked_while_it_works_and_unmarked_when_done(tmp_path, monke
     assert b["pid"] != os.getpid() and "precompiled header" in b["what"]
     go.write_text("go")
     _until(lambda: (d / "torch" / "extension.h.gch").exists() and not _marker_of(d), "the maker to finish")
-    assert toolchain.own_builds() == [] and not list((pch / "busy").glob("*.json"))
+    assert own_builds.own_builds() == [] and not list((pch / "busy").glob("*.json"))
 
 
 def test_a_killed_makers_marker_counts_for_nothing(tmp_path, monkeypatch):
@@ -92,7 +92,7 @@ def test_a_killed_makers_marker_counts_for_nothing(tmp_path, monkeypatch):
            Path(f"/proc/{b['pid']}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z", "the maker to die")
     # Its marker is still on disk, but its process is gone: not a running build, and cleaned away.
     assert Path(b["marker"]).exists()
-    assert toolchain.own_builds() == [] and not Path(b["marker"]).exists()
+    assert own_builds.own_builds() == [] and not Path(b["marker"]).exists()
 
 
 def test_wait_for_own_builds_waits_until_the_maker_ends(tmp_path, monkeypatch):

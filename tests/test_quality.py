@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import subprocess
 import sys
-import threading
 
 import numpy as np
 import pytest
@@ -19,33 +18,10 @@ from kernelskill.evaluate.race import race
 from kernelskill.evaluate.timing import TimingConfig, speedup_ci
 from kernelskill.results import EvalResult
 
-from helpers import RELU_TASK, toolkit_candidate
+from helpers import RELU_TASK, Busy, toolkit_candidate
 
 GOOD_SRC = toolkit_candidate("return ext.relu2(x)")
 SLOW_SRC = toolkit_candidate("y = ext.relu2(x)\nfor _ in range(40):\n    y = ext.relu2(x)\nreturn y")
-
-
-class Busy:
-    """``n`` threads that each keep a core busy (hashlib releases the GIL), until the block ends."""
-
-    def __init__(self, n: int):
-        self.n, self.stop, self.threads = n, threading.Event(), []
-
-    def _spin(self) -> None:
-        data = b"x" * (1 << 20)
-        while not self.stop.is_set():
-            hashlib.sha256(data).digest()
-
-    def __enter__(self):
-        self.threads = [threading.Thread(target=self._spin, daemon=True) for _ in range(self.n)]
-        for t in self.threads:
-            t.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop.set()
-        for t in self.threads:
-            t.join()
 
 
 def _samples(rng, center: float, n: int, spread: float = 0.005) -> list[float]:

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..paths import cache_root  # noqa: F401 — the evaluator's modules import it from here
 from ..results import Diagnostic
 from . import cuda_split
 
@@ -32,12 +33,6 @@ PCH_AFTER = int(os.environ.get("KERNELSKILL_PCH_AFTER", "3"))   # cold builds of
 _GCC = re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:(?P<col>\d+):)? (?P<sev>fatal error|error|warning|note): (?P<msg>.*)$")
 _NVCC = re.compile(r"^(?P<file>[^\s(][^(]*)\((?P<line>\d+)\): (?P<sev>error|warning|remark)(?: #[\w-]+)?: (?P<msg>.*)$")
 _LINK = re.compile(r"(undefined (?:reference to|symbol:?) .*)")
-
-
-def cache_root() -> Path:
-    """Where builds are cached: $KERNELSKILL_CACHE, else ~/.cache/kernelskill."""
-    root = os.environ.get("KERNELSKILL_CACHE") or str(Path.home() / ".cache" / "kernelskill")
-    return Path(root)
 
 
 def store_json(path: Path, data) -> Path:

@@ -79,7 +79,3 @@ def applied(settings: dict):
     finally:
         apply(before)
 
-
-def label(mode: str) -> str:
-    """How a speedup's baseline is named beside it: "" for PyTorch's defaults."""
-    return {"strict": "strict fp32 flags: TF32 off", "task": "the task's backend flags"}.get(mode, "")

@@ -284,8 +284,8 @@ class HostSampler:
 
 # ---- the tool's own background builds ----------------------------------------------------------------
 def own_builds_now(cache: Path | None = None) -> list[dict]:
-    """The tool's own background builds running now (``toolchain.own_builds``: marker files)."""
-    from .toolchain import own_builds
+    """The tool's own background builds running now (``own_builds.own_builds``: marker files)."""
+    from .own_builds import own_builds
     return own_builds(cache)
 
 

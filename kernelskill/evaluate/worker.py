@@ -284,9 +284,10 @@ class Accuracy:
 
     def _check_fp64(self, trial: int, dist: str, xs: list, outs: list, seed: int) -> None:
         from kernelskill.evaluate.correctness import compare_trial
-        if self.fp64["note"] or not outs or not all(o.dtype == torch.float32 for o in outs):
-            if not self.fp64["note"] and outs and not all(o.dtype == torch.float32 for o in outs):
-                self.fp64["note"] = "not checked: the outputs are not float32"
+        if self.fp64["note"] or not outs:          # a note: the check stopped for good
+            return
+        if not all(o.dtype == torch.float32 for o in outs):
+            self.fp64["note"] = "not checked: the outputs are not float32"
             return
         big = 2 * (self.param_bytes + trials_mod.nbytes(xs) + trials_mod.nbytes(outs))
         if big > self.FP64_CHECK_BYTES[self.cuda]:
