@@ -1,4 +1,4 @@
-"""The tool's own background builds (a precompiled header's detached maker) never run beside a timing.
+"""The tool's own background builds (a precompiled header's detached maker) never run beside a timing: paused.
 
 Real makers (``toolchain.make_pch`` in a detached ``python -m kernelskill.evaluate.toolchain pch``),
 whose compiler is a stand-in that burns CPU; real evaluations on the CPU. Every wait here is on a
@@ -9,8 +9,8 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -95,54 +95,96 @@ def test_a_killed_makers_marker_counts_for_nothing(tmp_path, monkeypatch):
     assert own_builds.own_builds() == [] and not Path(b["marker"]).exists()
 
 
-def test_wait_for_own_builds_waits_until_the_maker_ends(tmp_path, monkeypatch):
+def _state(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
+
+
+def _group_states(pgid: int) -> list[str]:
+    """The states of every process in a process group (the maker and its compiler)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid:
+                out.append(fields[0])
+    return out
+
+
+def test_pause_stops_the_maker_and_its_compiler_and_resume_continues_them(tmp_path, monkeypatch):
     monkeypatch.setenv("KERNELSKILL_CACHE", str(tmp_path / "cache"))
-    assert quality.wait_for_own_builds(5.0) is None                  # none running: no wait at all
+    assert own_builds.pause() == []                                   # none running: nothing to pause
+    d, go = _stand_in_maker(build_root() / "_pch", tmp_path, work=50)
+    _until(lambda: _marker_of(d) and Path(str(go) + ".started").exists(), "the maker and its compiler")
+    [b] = own_builds.pause()
+    _until(lambda: set(_group_states(b["pid"])) == {"T"}, "the maker's whole group to stop")
+    assert len(_group_states(b["pid"])) >= 2                          # the maker and the stand-in compiler
+    assert _marker_of(d)[0]["paused"] and quality.own_builds_now() == []   # paused: not running beside a timing
+    go.write_text("go")
+    assert not (d / "torch" / "extension.h.gch").exists()
+    own_builds.resume()
+    _until(lambda: (d / "torch" / "extension.h.gch").exists() and not _marker_of(d), "the maker to finish")
+
+
+def test_a_maker_paused_by_a_process_that_died_goes_on(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERNELSKILL_CACHE", str(tmp_path / "cache"))
     d, go = _stand_in_maker(build_root() / "_pch", tmp_path, work=50)
     _until(lambda: _marker_of(d), "the maker's marker")
-    threading.Thread(target=lambda: (_until(lambda: Path(str(go) + ".started").exists(), "stand-in"),
-                                     go.write_text("go")), daemon=True).start()
-    info = quality.wait_for_own_builds(300.0)
-    assert info and not info["still_running"] and any(d.name in w for w in info["builds"])
-    assert not _marker_of(d) and (d / "torch" / "extension.h.gch").exists()
-    assert "waited" in quality.own_wait_text(info) and "for the tool's own header build" in quality.own_wait_text(info)
+    # Another process pauses it and dies mid-timing, never resuming it.
+    subprocess.run([sys.executable, "-c", "import os; from kernelskill.evaluate import own_builds; "
+                    "assert own_builds.pause(); os._exit(0)"], check=True, env=dict(os.environ))
+    [b] = _marker_of(d)                                   # the look itself continues it: no live pauser
+    assert not b["paused"] and _state(b["pid"]) != "T"
+    go.write_text("go")
+    _until(lambda: (d / "torch" / "extension.h.gch").exists() and not _marker_of(d), "the maker to finish")
 
 
-def test_a_round_beside_the_tools_own_build_is_contended_and_retimed_after_it(tmp_path, monkeypatch):
-    """The fallback (a maker still running when the round began, or a race, which has no ``await``):
-    the round is contended whatever its samples say, and the answer to re-time comes once it ended."""
+def test_a_round_beside_the_tools_own_build_is_contended_and_paused_before_the_next(tmp_path, monkeypatch):
+    """A build that started after the timing's pause (here: one the judge never saw before the
+    round) makes the round contended whatever its samples say; it is paused for the next round and
+    continued once the timing is done."""
     monkeypatch.setenv("KERNELSKILL_CACHE", str(tmp_path / "cache"))
     rng = np.random.default_rng(0)
     quiet = {"eager": {"ms": list(1.0 + 0.001 * rng.random(60))}, "candidate": {"ms": list(0.5 + 0.001 * rng.random(60))}}
     for k in (0, 1):
         (tmp_path / f"timing_{k}.json").write_text(json.dumps({"times": quiet}))
     judge = RoundJudge("cpu", 2, retimes=1, backoff_s=0.0)
-    d, go = _stand_in_maker(build_root() / "_pch", tmp_path, work=20)
-    _until(lambda: _marker_of(d), "the maker's marker")
     judge.on_phase("time")
-    judge.poll(tmp_path)                                              # the round begins beside the maker
+    judge.poll(tmp_path)                                              # the round begins: nothing to pause yet
+    d, go = _stand_in_maker(build_root() / "_pch", tmp_path, work=20)
+    _until(lambda: _marker_of(d), "the maker's marker")               # ... and a maker starts during it
     go.write_text("go")
-    answer = judge.on_round(tmp_path, 0)                               # returns once the maker has ended
-    assert answer.startswith("again") and not _marker_of(d)
+    answer = judge.on_round(tmp_path, 0)
+    assert answer.startswith("again")
     first = judge.rounds[0]
     assert first["verdict"] == CONTENDED and "the tool's own background build ran during the round" in first["reasons"][0]
-    assert any(r.startswith("waited") and "before the next round" in r for r in first["reasons"])
+    [b] = _marker_of(d)
+    assert b["paused"]                                                # paused before the next round
     judge.on_phase("time")
     judge.poll(tmp_path)
-    assert judge.on_round(tmp_path, 1) == "done 1"                    # quiet samples, no maker: good
+    assert judge.on_round(tmp_path, 1) == "done 1"                    # quiet samples, the maker paused: good
     s = judge.summary()
     assert s["chosen_round"] == 1 and s["verdict"] == "good"
+    assert any(r.startswith("paused the tool's own background build") for r in s["reasons"])
+    _until(lambda: (d / "torch" / "extension.h.gch").exists() and not _marker_of(d), "the maker to go on and finish")
 
 
 # ---- a whole evaluation ------------------------------------------------------------------------------
 def test_an_evaluation_never_times_beside_the_tools_own_header_build(tmp_path):
     """The first `kernelskill eval` on a fresh 2-core machine was judged CONTENDED by the header maker
     its own build had started. Here a maker of the tool's own, burning a core, runs when the
-    evaluation reaches ``await``: the timing starts only after it ended, and the quality says so."""
+    evaluation reaches ``await``: it is paused while the candidate is timed, goes on afterwards, and
+    the quality says so."""
     task = Task.load(SOFTMAX, preset="small")
     cand = Candidate.from_file(SOFTMAX_CPP)
     assert compile(cand).ok                       # its build (cached after the first run) ...
-    quality.wait_for_own_builds(600.0)            # ... and the headers that build may have started
+    # ... and the headers that build may have started: ended, so that only the stand-in runs.
+    _until(lambda: not own_builds.own_builds(), "the headers the build started", deadline_s=600)
     pch = build_root() / "_pch"
     d, go = _stand_in_maker(pch, tmp_path, work=1500)          # ~1-2 s of one core at full speed
     try:
@@ -151,25 +193,28 @@ def test_an_evaluation_never_times_beside_the_tools_own_header_build(tmp_path):
 
         def on_phase(name: str) -> None:
             if name == "await":
-                seen["maker_at_await"] = bool(_marker_of(d))
+                seen["maker_at_await"] = _marker_of(d)
                 go.write_text("go")               # the maker starts burning now, as the timing would
             elif name == "time" and "maker_at_time" not in seen:
-                seen["maker_at_time"] = bool(_marker_of(d))
+                seen["maker_at_time"] = _marker_of(d)
 
         t = TimingConfig(warmup=1, min_reps=5, max_reps=30, time_cap_s=1.0, retimes=0)
         r = evaluate(task, cand, opts=Options(device="cpu", timing=t, build_timeout=600, run_timeout=300),
                      on_phase=on_phase)
         assert r.ok, r.message
-        assert seen["maker_at_await"] is True, "the maker ran when the candidate went to timing"
-        assert seen["maker_at_time"] is False, "the timing began while the tool's own header build ran"
-        assert (d / "torch" / "extension.h.gch").exists()          # it ran to its end, and was waited for
+        assert seen["maker_at_await"], "the maker ran when the candidate went to timing"
+        [at_time] = seen["maker_at_time"]
+        assert at_time["paused"], "the timing began while the tool's own header build ran"
         q = r.profile.quality
-        waited = [w for w in q.reasons if w.startswith("waited") and d.name in w]
-        assert waited and "for the tool's own header build" in waited[0] and "still ran" not in waited[0], q.reasons
-        assert q.metrics["own_build_wait_s"] > 0
+        paused = [w for w in q.reasons if w.startswith("paused the tool's own background build") and d.name in w]
+        assert paused, q.reasons
+        assert q.metrics["own_builds_paused"] >= 1
         assert not any("the tool's own background build ran during the round" in w for w in q.reasons)
+        # Continued once the timing was done: it runs to its end.
+        _until(lambda: (d / "torch" / "extension.h.gch").exists() and not _marker_of(d), "the maker to finish")
     finally:
         go.write_text("go")
+        own_builds.resume()
         _until(lambda: not _marker_of(d), "the stand-in maker to end")
         shutil.rmtree(d, ignore_errors=True)
     assert cache_root().exists()

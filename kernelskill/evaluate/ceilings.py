@@ -4,7 +4,7 @@ and raised when eager (trusted library kernels) beats the floor they give.
 Only a quiet measurement is cached: ceilings measured while other processes competed (``quality``
 not "good") serve the evaluation that measured them, labelled, and are never written; the next
 evaluation measures again. A raise from eager's rate is stored only from an ``ok`` evaluation whose
-timing was good. The tool's own background builds are waited for before measuring."""
+timing was good. The tool's own background builds are paused while it measures."""
 from __future__ import annotations
 
 import dataclasses
@@ -14,7 +14,7 @@ import torch
 
 from ..results import EvalResult
 from ..vocab import Status, WorkerStatus
-from . import quality, roofline
+from . import own_builds, quality, roofline
 from .build import cache_root
 from .isolation import run_worker
 from .options import Options, host_env, request, workdir
@@ -43,17 +43,21 @@ def ceilings(device: str, worker_env: dict, opts: Options, refresh: bool = False
         hit = None            # a record stored under load (before this rule): measured again
     if hit and not refresh:
         return hit
-    # A quiet machine: never while the tool's own background builds (precompiled headers) run.
-    waited = quality.wait_for_own_builds(min(quality.OWN_BUILD_WAIT_S, opts.run_timeout / 2), opts.cancel)
+    # A quiet machine: the tool's own background builds (precompiled headers) are paused meanwhile.
+    paused = own_builds.pause()
     base = workdir(opts)
-    out = run_worker(request("ceilings", None, None, device, dataclasses.replace(opts, threads=threads), base),
-                     build_timeout=opts.build_timeout, run_timeout=opts.run_timeout, keep=base, cancel=opts.cancel)
-    shutil.rmtree(base, ignore_errors=True)
+    try:
+        out = run_worker(request("ceilings", None, None, device, dataclasses.replace(opts, threads=threads), base),
+                         build_timeout=opts.build_timeout, run_timeout=opts.run_timeout, keep=base, cancel=opts.cancel)
+    finally:
+        if paused:
+            own_builds.resume()
+        shutil.rmtree(base, ignore_errors=True)
     if not out.result or out.result.status != WorkerStatus.ok:
         return hit or {}
     new = dict(out.result.ceilings)
-    if waited:
-        new["own_build_wait"] = quality.own_wait_text(waited, "measuring")
+    if paused:
+        new["own_builds_paused"] = quality.paused_text(paused, "the measurement")
     if not good(new):
         # Under load: used by this evaluation at most, labelled; never cached, so the next one measures again.
         return hit or {**new, "cached": False}

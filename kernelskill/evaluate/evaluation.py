@@ -149,6 +149,7 @@ class Evaluation:
                                       on_timed=self.recheck_timed, on_poll=self.poll, on_round=self.rounds.on_round,
                                       cancel=opts.cancel, on_step=opts.on_step)
         finally:
+            self.rounds.resume_own_builds()      # however the worker ended
             if self.apart is not None:
                 # Never timed (incorrect, crashed): it exits without running. Timed, a huge task's
                 # profile goes now that the run worker and its gigabytes are gone.
@@ -197,8 +198,8 @@ class Evaluation:
         go = v is not None and v.correct and not cheats and not any(static.is_cheat(f) for f in self.flags)
         if go and self.apart is not None:
             self.apart.ready.wait(self.opts.run_timeout)   # its profiler set-up never overlaps the timing
-        if go:          # nor the tool's own background builds (a header's maker): waited for, bounded
-            self.rounds.before_timing(self.opts.run_timeout / 2, self.opts.cancel)
+        if go:          # nor the tool's own background builds (a header's maker): paused while it times
+            self.rounds.pause_own_builds()
         return go
 
     def recheck_timed(self, out_dir: Path) -> None:

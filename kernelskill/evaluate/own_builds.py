@@ -4,14 +4,18 @@ A detached precompiled-header maker (or `kernelskill warm`) holds ``own_build`` 
 ``<build root>/_pch/busy/<pid>-<n>.json``, removed when done; a marker whose process is gone (killed)
 counts for nothing. On a fresh 2-core machine the first evaluation's timing once ran beside the
 maker its build had started and was judged contended ("other processes used 0.9 of 2 CPU cores"):
-quality.wait_for_own_builds waits for these before timing. It imports nothing of the evaluator, so
-the builders (toolchain) and the judges (quality, ceilings) both read it without an import circle.
+a timing now pauses them (``pause``: SIGSTOP to the maker's process group, its compiler included)
+and continues them when it is done (``resume``). Each pause is a file ``busy/pause-<pid>-<start>``
+of the process that holds it: a maker is continued once no live process holds a pause on it, so one
+whose pauser died (killed mid-timing) is continued by the next look at the builds. It imports
+nothing of the evaluator: the builders (toolchain) and the judges (quality, ceilings) both read it.
 """
 from __future__ import annotations
 
 import itertools
 import json
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -21,15 +25,24 @@ OWN_BUILD_DIR = "busy"
 _own_seq = itertools.count()
 
 
-def _start_ticks(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (/proc/<pid>/stat field 22): with the pid,
-    it names one process (a pid reused by another process has another start time)."""
+PAUSE_PREFIX = "pause-"
+
+
+def _stat(pid: int) -> tuple[str, str] | None:
+    """(state, start time in clock ticks since boot) of a live process (/proc/<pid>/stat fields 3 and
+    22); None when it is gone or a zombie. With the pid, the start time names one process (a pid
+    reused by another process has another start time)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
-    return None if fields[0] in ("Z", "X") or len(fields) < 20 else fields[19]   # a zombie has ended
+    return None if fields[0] in ("Z", "X") or len(fields) < 20 else (fields[0], fields[19])   # a zombie has ended
+
+
+def _start_ticks(pid: int) -> str | None:
+    st = _stat(pid)
+    return st[1] if st else None
 
 
 class own_build:
@@ -57,8 +70,9 @@ class own_build:
 
 
 def own_builds(cache: Path | None = None) -> list[dict]:
-    """The tool's own background builds running now under this cache (every environment's build
-    root): [{"pid", "what", "since", "marker"}]. A marker left by a process that is gone is removed."""
+    """The tool's own background builds under this cache (every environment's build root), running
+    or paused: [{"pid", "what", "since", "marker", "paused"}]. A marker left by a process that is gone
+    is removed; a build left paused by a process that is gone is continued."""
     if cache is None:
         cache = cache_root()
     out = []
@@ -68,9 +82,77 @@ def own_builds(cache: Path | None = None) -> list[dict]:
             pid = int(data["pid"])
         except (OSError, ValueError, KeyError, TypeError):
             continue               # being written, or just removed
-        start = _start_ticks(pid)
-        if start is None or (data.get("start") is not None and start != data["start"]):
+        st = _stat(pid)
+        if st is None or (data.get("start") is not None and st[1] != data["start"]):
             marker.unlink(missing_ok=True)      # its process ended without removing it (killed)
             continue
-        out.append({"pid": pid, "what": data.get("what", "?"), "since": data.get("since"), "marker": str(marker)})
+        paused = st[0] == "T"
+        if paused and not _held(marker.parent):
+            _signal(pid, signal.SIGCONT)        # its pauser died mid-timing: the build goes on
+            paused = False
+        out.append({"pid": pid, "what": data.get("what", "?"), "since": data.get("since"), "marker": str(marker),
+                    "paused": paused})
     return out
+
+
+def _signal(pid: int, sig: int) -> None:
+    """A detached maker leads its own process group (its compiler is in it); `kernelskill warm` in
+    the foreground does not: then the process alone."""
+    try:
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, sig)
+        else:
+            os.kill(pid, sig)
+    except OSError:
+        pass                       # it just ended
+
+
+def _pause_file(d: Path) -> Path:
+    return d / f"{PAUSE_PREFIX}{os.getpid()}-{_start_ticks(os.getpid())}"
+
+
+def _held(d: Path) -> bool:
+    """Whether a live process holds a pause on the builds of marker folder ``d`` (stale files go)."""
+    held = False
+    for f in d.glob(f"{PAUSE_PREFIX}*"):
+        pid, _, start = f.name[len(PAUSE_PREFIX):].partition("-")
+        if pid.isdigit() and _start_ticks(int(pid)) == start:
+            held = True
+        else:
+            f.unlink(missing_ok=True)          # its process is gone: it holds nothing
+    return held
+
+
+def pause(cache: Path | None = None) -> list[dict]:
+    """Stop the tool's own background builds running now, for this process's timing, until
+    ``resume``; returns them."""
+    builds = own_builds(cache)
+    for b in builds:
+        try:
+            _pause_file(Path(b["marker"]).parent).write_text("")
+        except OSError:
+            continue                 # a pause that cannot be recorded is not taken
+        _signal(b["pid"], signal.SIGSTOP)
+        _until_stopped(b["pid"])
+    return builds
+
+
+def _until_stopped(pid: int, limit_s: float = 2.0) -> None:
+    """A signal is delivered after kill() returns: wait (bounded) until the process is stopped, so
+    that the timing after a pause never overlaps it and a look at the builds sees it paused."""
+    end = time.monotonic() + limit_s
+    while time.monotonic() < end:
+        st = _stat(pid)
+        if st is None or st[0] == "T":
+            return
+        time.sleep(0.001)
+
+
+def resume(cache: Path | None = None) -> None:
+    """Drop this process's pauses and continue every build no live process holds paused (one left
+    stopped by a pauser that died included)."""
+    if cache is None:
+        cache = cache_root()
+    for f in Path(cache).glob(f"build/*/_pch/{OWN_BUILD_DIR}/{PAUSE_PREFIX}{os.getpid()}-*"):
+        f.unlink(missing_ok=True)
+    own_builds(cache)              # continues each paused build that no live process holds

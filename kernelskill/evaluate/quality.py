@@ -15,9 +15,10 @@ and reports the best round; a result that stays bad says so, and never becomes a
 bottleneck class, a skill statistic or a fast_p count. All of this runs in the trusted parent.
 
 The tool's own background builds (a precompiled header's detached maker, `kernelskill warm`) never
-run beside a timing: before the first round the evaluation waits for them (``wait_for_own_builds``,
-bounded by ``OWN_BUILD_WAIT_S``), and a round one of them ran in is contended and, re-times left,
-timed again once it has ended; the quality's reasons say how long it waited and for what.
+run beside a timing: while an evaluation times, they are paused (``RoundJudge.pause_own_builds``,
+own_builds.pause) and continued when it is done; one that started after the pause (or could not be
+paused) makes its round contended and, re-times left, is paused before the next round. The quality's
+reasons say which builds were paused.
 """
 from __future__ import annotations
 
@@ -41,11 +42,6 @@ DRIFT = (0.5, 0.1)                 # spread of the reference's block medians ove
 DRIFT_BLOCKS = 4
 OTHERS_SPARE = 0.5                 # CPU cores other processes may use beyond the free ones
 QUANTILE = 0.10                    # the decision statistic: contention only ever adds time
-
-# The most an evaluation waits for the tool's own background builds before a timing round: a
-# precompiled header takes 25-45 s on 2 cores (docs/evaluator.md, "Builds"), and the first build of
-# a C++ candidate may start two (its kernel's flags and the bindings').
-OWN_BUILD_WAIT_S = 120.0
 
 # nvidia-smi's clock event reasons that mean the GPU was slowed by something outside the code.
 THROTTLE = {0x8: "hardware slowdown", 0x20: "software thermal slowdown", 0x40: "hardware thermal slowdown",
@@ -284,36 +280,16 @@ class HostSampler:
 
 # ---- the tool's own background builds ----------------------------------------------------------------
 def own_builds_now(cache: Path | None = None) -> list[dict]:
-    """The tool's own background builds running now (``own_builds.own_builds``: marker files)."""
+    """The tool's own background builds running now, not paused (``own_builds.own_builds``)."""
     from .own_builds import own_builds
-    return own_builds(cache)
+    return [b for b in own_builds(cache) if not b["paused"]]
 
 
-def wait_for_own_builds(limit_s: float = OWN_BUILD_WAIT_S, cancel=None, cache: Path | None = None,
-                        poll_s: float = 0.1) -> dict | None:
-    """Wait until none of the tool's own background builds runs, at most ``limit_s`` (or until
-    ``cancel`` is set). None when none ran; else {"waited_s", "builds": what ran, "still_running":
-    what still runs after the limit}."""
-    t0 = time.monotonic()
-    running = own_builds_now(cache)
-    if not running:
-        return None
-    seen = {b["marker"]: b["what"] for b in running}
-    while running and time.monotonic() - t0 < limit_s and not (cancel is not None and cancel.is_set()):
-        time.sleep(poll_s)
-        running = own_builds_now(cache)
-        seen.update({b["marker"]: b["what"] for b in running})
-    return {"waited_s": round(time.monotonic() - t0, 2), "builds": sorted(set(seen.values())),
-            "still_running": sorted({b["what"] for b in running})}
-
-
-def own_wait_text(info: dict, before: str = "timing") -> str:
-    """One reason line: how long the evaluation waited for the tool's own builds, and for which."""
-    what = ", ".join(info["builds"][:3]) + (f" and {len(info['builds']) - 3} more" if len(info["builds"]) > 3 else "")
-    text = f"waited {info['waited_s']:.1f} s for the tool's own header build ({what}) before {before}"
-    if info.get("still_running"):
-        text += f"; it still ran after that wait, so the round ran beside it ({', '.join(info['still_running'])})"
-    return text
+def paused_text(builds: list[dict], during: str = "the timing") -> str:
+    """One reason line: which of the tool's own builds were paused, and for what."""
+    what = sorted({b["what"] for b in builds})
+    names = ", ".join(what[:3]) + (f" and {len(what) - 3} more" if len(what) > 3 else "")
+    return f"paused the tool's own background build ({names}) during {during}; it went on afterwards"
 
 
 # ---- the GPU, from nvidia-smi (the parent never initialises CUDA) ---------------------------------
@@ -418,18 +394,24 @@ class RoundJudge:
         self._sampler, self._timing, self._pid, self._uuid = HostSampler(), False, None, None
         self._gpu_start: dict = {}
         self._phase = ""
-        # The tool's own background builds: waited for before the first round (``before_timing``),
-        # seen at a round's start (``poll``), and the longest wait for them (bounded by the caller).
-        self.own_wait: dict | None = None
+        # The tool's own background builds: paused while this evaluation times (``pause_own_builds``,
+        # continued by ``resume_own_builds``), and those seen running at a round's start (``poll``).
+        self.paused: list[dict] = []
         self._own_at_start: list[dict] = []
-        self._own_limit_s = OWN_BUILD_WAIT_S
 
-    def before_timing(self, limit_s: float = OWN_BUILD_WAIT_S, cancel=None) -> dict | None:
-        """The candidate goes to timing (the worker waits at ``await``): wait first, at most
-        ``limit_s`` (and ``OWN_BUILD_WAIT_S``), for the tool's own background builds to end."""
-        self._own_limit_s = max(0.0, min(limit_s, OWN_BUILD_WAIT_S))
-        self.own_wait = wait_for_own_builds(self._own_limit_s, cancel)
-        return self.own_wait
+    def pause_own_builds(self) -> list[dict]:
+        """Pause the tool's own background builds running now, for the timing (the evaluation calls
+        it when the candidate goes to timing; a round's start calls it too: a race has no ``await``)."""
+        from .own_builds import pause
+        got = pause()
+        self.paused += [b for b in got if b["marker"] not in {p["marker"] for p in self.paused}]
+        return got
+
+    def resume_own_builds(self) -> None:
+        """The timing is over (or the worker ended): the paused builds go on. Idempotent."""
+        if self.paused:
+            from .own_builds import resume
+            resume()
 
     def on_phase(self, phase: str) -> None:
         self._phase = phase
@@ -437,7 +419,8 @@ class RoundJudge:
     def poll(self, out_dir) -> None:
         if self._phase == "time" and not self._timing:
             self._timing = True
-            self._own_at_start = own_builds_now()
+            self.pause_own_builds()
+            self._own_at_start = own_builds_now()      # any that could not be paused
             if self._pid is None:
                 import json
                 try:
@@ -482,13 +465,11 @@ class RoundJudge:
                  "speedup_ci": [round(x, 4) for x in ci], "reasons": q["reasons"], "metrics": q["metrics"]}
         self.rounds.append(entry)
         if q["verdict"] == GOOD or k >= self.retimes:
+            self.resume_own_builds()
             return f"done {self.best()}"
         if own:
-            # Re-time once it has ended (bounded): the next round is not timed beside it.
-            waited = wait_for_own_builds(self._own_limit_s)
-            if waited:
-                entry["reasons"].append(own_wait_text(waited, "the next round"))
-                entry["metrics"]["own_build_wait_after_s"] = waited["waited_s"]
+            # Paused before the next round (one that started during this one): not timed beside it.
+            self.pause_own_builds()
         return f"again {self.backoff_s * 2 ** k:g}"
 
     def best(self) -> int:
@@ -506,9 +487,9 @@ class RoundJudge:
         r = next((x for x in self.rounds if x["round"] == chosen), self.rounds[-1])
         history = [{k: v for k, v in x.items() if k != "metrics"} for x in self.rounds]
         reasons, metrics = list(r["reasons"]), dict(r["metrics"])
-        if self.own_wait:
-            # Said even of a good round: the evaluation was slower by this wait, and why.
-            reasons.append(own_wait_text(self.own_wait))
-            metrics["own_build_wait_s"] = self.own_wait["waited_s"]
+        if self.paused:
+            # Said even of a good round: what was paused, so that it could be.
+            reasons.append(paused_text(self.paused))
+            metrics["own_builds_paused"] = len(self.paused)
         return {"verdict": r["verdict"], "reasons": reasons, "metrics": metrics, "rounds": len(self.rounds),
                 "chosen_round": r["round"], "history": history}

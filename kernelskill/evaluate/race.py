@@ -55,7 +55,10 @@ def race(task, candidates: list, *, opts: Options | None = None) -> RaceResult:
     pair = (names[0], names[1]) if len(names) > 1 else ("eager", names[0])
     judge = RoundJudge(device, req["threads"], timing.retimes, timing.backoff_s, pair=pair)
     with reference_server(task, device, opts, ref_dir, meta) as server:
-        return _run(task, cands, names, device, opts, req, judge, ref_dir, meta, base, server, started)
+        try:
+            return _run(task, cands, names, device, opts, req, judge, ref_dir, meta, base, server, started)
+        finally:
+            judge.resume_own_builds()        # paused at the first round's start; however the race ended
 
 
 def _run(task, cands, names, device, opts, req, judge, ref_dir, meta, base, server, started) -> RaceResult:
