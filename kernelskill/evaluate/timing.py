@@ -84,7 +84,7 @@ def time_pair(models: dict, input_sets: list[list], device: str, cfg: TimingConf
             if i >= 1000:
                 break
         spin, spin_ms = _spin_cycles(torch, device, enqueue) if cuda and cfg.hide_launch else (0, 0.0)
-        times = {n: {"ms": [], "host_ms": [], "device_ms": [], "enqueue_ms": []} for n in names}
+        times = {n: {"ms": [], "host_ms": []} | ({"device_ms": [], "enqueue_ms": []} if cuda else {}) for n in names}
         last = {n: {} for n in names}
         spent = {n: 0.0 for n in names}
         rep = 0
