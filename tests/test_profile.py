@@ -290,9 +290,13 @@ def test_eval_reports_roofline_and_bottleneck_from_measured_ceilings(fast):
     assert roof["floor_ms"] / base.median_ms * 0.999 <= roof["eager_fraction"] <= roof["floor_ms"] / base.min_ms * 1.001
     assert r.profile.bottleneck in BOTTLENECKS
     stored = list((cache_root() / "ceilings").glob("*cpu*.json"))
-    assert stored, "ceilings are cached per device"
-    data = json.loads(stored[0].read_text())
-    assert data["bandwidth"] > 1e8 and data["peak_flops"]["float32"] > 1e8 and data["launch_us"] > 0
+    if any("ceilings were measured under load" in n for n in r.profile.notes):
+        # A busy machine (other tests beside this one): used for this evaluation, never cached.
+        assert not [f for f in stored if json.loads(f.read_text()).get("quality", "good") != "good"]
+    else:
+        assert stored, "ceilings are cached per device"
+        data = json.loads(stored[0].read_text())
+        assert data["bandwidth"] > 1e8 and data["peak_flops"]["float32"] > 1e8 and data["launch_us"] > 0
 
 
 # Honest for its first 8 calls (the 6 verification trials and a margin), then replaying: timing makes

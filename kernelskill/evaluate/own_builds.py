@@ -87,7 +87,7 @@ def own_builds(cache: Path | None = None) -> list[dict]:
             marker.unlink(missing_ok=True)      # its process ended without removing it (killed)
             continue
         paused = st[0] == "T"
-        if paused and not _held(marker.parent):
+        if paused and _leads_group(pid) and not _held(marker.parent):
             _signal(pid, signal.SIGCONT)        # its pauser died mid-timing: the build goes on
             paused = False
         out.append({"pid": pid, "what": data.get("what", "?"), "since": data.get("since"), "marker": str(marker),
@@ -95,14 +95,18 @@ def own_builds(cache: Path | None = None) -> list[dict]:
     return out
 
 
-def _signal(pid: int, sig: int) -> None:
-    """A detached maker leads its own process group (its compiler is in it); `kernelskill warm` in
-    the foreground does not: then the process alone."""
+def _leads_group(pid: int) -> bool:
+    """A detached maker leads its own process group, its compiler in it; a build in the foreground
+    (`kernelskill warm`, a test) runs inside someone's own process, which is never stopped."""
     try:
-        if os.getpgid(pid) == pid:
-            os.killpg(pid, sig)
-        else:
-            os.kill(pid, sig)
+        return os.getpgid(pid) == pid
+    except OSError:
+        return False
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
     except OSError:
         pass                       # it just ended
 
@@ -124,9 +128,10 @@ def _held(d: Path) -> bool:
 
 
 def pause(cache: Path | None = None) -> list[dict]:
-    """Stop the tool's own background builds running now, for this process's timing, until
-    ``resume``; returns them."""
-    builds = own_builds(cache)
+    """Stop the tool's own detached background builds running now, for this process's timing, until
+    ``resume``; returns them. A build in the foreground is not stopped: a round beside it is
+    contended and re-timed (quality.RoundJudge)."""
+    builds = [b for b in own_builds(cache) if _leads_group(b["pid"])]
     for b in builds:
         try:
             _pause_file(Path(b["marker"]).parent).write_text("")
