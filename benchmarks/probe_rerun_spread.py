@@ -352,12 +352,18 @@ def eval_row(res, keep: Path) -> dict:
         return row
     q = prof.quality
     row.update(quality=q.verdict if q else None, reasons=q.reasons if q else [], rounds=q.rounds if q else None,
-               chosen_round=q.chosen_round if q else None, metrics=q.metrics if q else {},
+               chosen_round=q.chosen_round if q else None, chosen_rounds=(q.chosen_rounds or [q.chosen_round]) if q else None,
+               metrics=q.metrics if q else {},
                history=q.history if q else [], speedup=prof.speedup, speedup_ci=list(prof.speedup_ci), cost_s=prof.cost_s,
                reported={"candidate": asdict(prof.candidate), "eager": asdict(prof.baseline) if prof.baseline else None})
-    chosen = q.chosen_round if q else 0
-    files = sorted(keep.rglob(f"timing_{chosen}.json"))
-    times = json.loads(files[0].read_text())["times"] if files else {}
+    from kernelskill.evaluate.timing import merge_rounds
+    # The reported rounds' raw samples, merged as the evaluator merged them.
+    rounds = []
+    for k in ((q.chosen_rounds or [q.chosen_round]) if q else [0]):
+        files = sorted(keep.rglob(f"timing_{k}.json"))
+        if files:
+            rounds.append(json.loads(files[0].read_text())["times"])
+    times = merge_rounds(rounds) if rounds else {}
     for name in ("candidate", "eager"):
         ms = (times.get(name) or {}).get("ms")
         row[name] = sample_stats(ms) if ms else None

@@ -81,7 +81,8 @@ def eval_options(config: Config, device: str):
     return Options(device=device, trials=e.trials, build_timeout=e.build_timeout_s, run_timeout=e.run_timeout_s,
                    flags=e.flags,
                    timing=TimingConfig(warmup=e.warmup, min_reps=e.min_reps, max_reps=e.max_reps,
-                                       time_cap_s=e.time_cap_s, retimes=e.retimes, backoff_s=e.backoff_s))
+                                       time_cap_s=e.time_cap_s, retimes=e.retimes, backoff_s=e.backoff_s,
+                                       rounds=e.rounds or None))
 
 
 def resolve_target(config: Config) -> tuple[str, str]:

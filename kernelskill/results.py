@@ -154,8 +154,9 @@ class MeasurementQuality(JsonMixin):
     verdict: str = "good"
     reasons: list[str] = field(default_factory=list)
     metrics: dict = field(default_factory=dict)   # interval width, median ÷ min, drift, host and GPU state
-    rounds: int = 1                               # timing rounds run (more than 1: re-timed)
-    chosen_round: int = 0                         # the round reported
+    rounds: int = 1                               # timing rounds run (each on fresh allocations)
+    chosen_round: int = 0                         # the first round reported
+    chosen_rounds: list[int] = field(default_factory=list)   # the rounds reported, their samples merged
     history: list[dict] = field(default_factory=list)   # per round: verdict, speedup, interval, reasons
 
     @property
@@ -163,9 +164,9 @@ class MeasurementQuality(JsonMixin):
         return self.verdict == "good"
 
     def label(self) -> str:
-        """One short phrase for a person: "good", or "noisy: <first reason>" (+ re-timed n×)."""
+        """One short phrase for a person: "good", or "noisy: <first reason>" (+ timed n×)."""
         text = self.verdict if self.good or not self.reasons else f"{self.verdict}: {self.reasons[0]}"
-        return text + (f"; timed {self.rounds}×" if self.rounds > 1 else "")
+        return text + (f"; timed {self.rounds}×" if self.rounds > 1 and not self.good else "")
 
 
 @dataclass

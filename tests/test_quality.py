@@ -102,6 +102,117 @@ def test_the_round_judge_times_again_with_backoff_then_reports_the_best_round(tm
     assert [h["verdict"] for h in s["history"]] == [NOISY, GOOD]
 
 
+# ---- rounds on fresh allocations (issue 43, item 4) ---------------------------------------------
+def test_the_interval_over_rounds_spans_every_rounds_speedup():
+    rng = np.random.default_rng(5)
+    # Two rounds, each tight on its own, whose speedups differ by 4 % (as two placements did).
+    b = _samples(rng, 1.00, 60) + _samples(rng, 1.04, 60)
+    c = _samples(rng, 0.50, 60) + _samples(rng, 0.50, 60)
+    pooled, (lo, hi) = speedup_ci(b, c)
+    each = [np.median(b[:60]) / np.median(c[:60]), np.median(b[60:]) / np.median(c[60:])]
+    # The pooled bootstrap alone misses one round's speedup: the interval a rerun would fall out of.
+    assert not (lo <= min(each) and max(each) <= hi)
+    sp, (lo2, hi2) = speedup_ci(b, c, rounds=[60, 60])
+    assert sp == pooled and lo2 <= min(each) and max(each) <= hi2 and lo2 <= lo and hi2 >= hi
+    # A split that does not fit the samples is ignored, never half-applied.
+    assert speedup_ci(b, c, rounds=[60, 50]) == (pooled, [lo, hi])
+
+
+def test_rounds_merge_keeps_every_sample_and_the_split():
+    from kernelskill.evaluate.timing import merge_rounds
+    r0 = {"eager": {"ms": [1.0, 1.1], "host_ms": [1.2, 1.3]}, "candidate": {"ms": [0.5, 0.6], "host_ms": [0.7, 0.8]}}
+    r1 = {"eager": {"ms": [1.2], "host_ms": [1.4]}, "candidate": {"ms": [0.4], "host_ms": [0.5]}}
+    m = merge_rounds([r0, r1])
+    assert m["eager"] == {"ms": [1.0, 1.1, 1.2], "host_ms": [1.2, 1.3, 1.4], "rounds": [2, 1]}
+    assert m["candidate"]["ms"] == [0.5, 0.6, 0.4] and m["candidate"]["rounds"] == [2, 1]
+    assert merge_rounds([r0]) is r0
+
+
+def test_fresh_allocations_move_every_input_and_keep_its_values():
+    import torch
+    from kernelskill.evaluate.timing import fresh_allocations
+    sets = [[torch.randn(1000), 3, torch.arange(7)], [torch.randn(1000), "x", torch.arange(7)]]
+    before = [[x.data_ptr() if isinstance(x, torch.Tensor) else x for x in s] for s in sets]
+    values = [[x.clone() if isinstance(x, torch.Tensor) else x for x in s] for s in sets]
+    kept = [list(s) for s in sets]        # the old tensors stay alive: their addresses stay taken
+    fresh_allocations(sets)
+    for s, old, want in zip(sets, before, values):
+        for x, p, w in zip(s, old, want):
+            if isinstance(x, torch.Tensor):
+                assert x.data_ptr() != p and torch.equal(x, w)
+            else:
+                assert x == p
+    del kept
+
+
+def _write_round(path, k, eager, cand, rng, n=60):
+    import json
+    (path / f"timing_{k}.json").write_text(json.dumps({"times": {"eager": {"ms": _samples(rng, eager, n)},
+                                                                 "candidate": {"ms": _samples(rng, cand, n)}}}))
+
+
+def test_two_agreeing_rounds_make_one_good_measurement(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERNELSKILL_CACHE", str(tmp_path / "cache"))
+    rng = np.random.default_rng(7)
+    judge = RoundJudge("cuda", None, retimes=2, backoff_s=0.5, min_rounds=2)
+    _write_round(tmp_path, 0, 1.0, 0.5, rng, n=200)
+    _write_round(tmp_path, 1, 1.0, 0.5, rng, n=200)
+    # A good first round is not enough: the next allocation is timed at once, without backoff.
+    assert judge.on_round(tmp_path, 0) == "again 0"
+    assert judge.on_round(tmp_path, 1) == "done 0,1"
+    s = judge.summary([0, 1])
+    assert s["verdict"] == GOOD and s["chosen_rounds"] == [0, 1] and s["rounds"] == 2
+    assert s["metrics"]["rounds_merged"] == 2 and s["metrics"]["rounds_spread"] < 0.02
+
+
+def test_rounds_that_disagree_are_timed_again_then_reported_noisy_with_an_interval_over_all(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERNELSKILL_CACHE", str(tmp_path / "cache"))
+    rng = np.random.default_rng(8)
+    judge = RoundJudge("cuda", None, retimes=1, backoff_s=0.5, min_rounds=2)
+    for k, eager in enumerate((1.0, 1.06, 1.0)):       # each round tight, the second 6 % apart
+        _write_round(tmp_path, k, eager, 0.5, rng, n=200)
+    assert judge.on_round(tmp_path, 0) == "again 0"
+    assert judge.on_round(tmp_path, 1) == "again 0.5"      # every round good, but they disagree
+    assert judge.on_round(tmp_path, 2) == "done 0,1,2"     # no re-time left
+    s = judge.summary([0, 1, 2])
+    assert s["verdict"] == NOISY and any("fresh allocations, differ by" in r for r in s["reasons"]), s["reasons"]
+    c = judge.combined([0, 1, 2])
+    lo, hi = c["speedup_ci"]
+    # (the history's speedups are rounded to 4 decimals)
+    assert all(lo - 1e-4 <= h["speedup"] <= hi + 1e-4 for h in s["history"])
+
+
+def test_one_good_round_where_two_are_needed_is_not_good(tmp_path, monkeypatch):
+    import json
+    monkeypatch.setenv("KERNELSKILL_CACHE", str(tmp_path / "cache"))
+    rng = np.random.default_rng(9)
+    judge = RoundJudge("cuda", None, retimes=0, backoff_s=0.5, min_rounds=2)
+    _write_round(tmp_path, 0, 1.0, 0.5, rng, n=200)
+    wide = {"eager": {"ms": _samples(rng, 1.0, 60, 0.5)}, "candidate": {"ms": _samples(rng, 0.5, 60, 0.5)}}
+    (tmp_path / "timing_1.json").write_text(json.dumps({"times": wide}))
+    assert judge.on_round(tmp_path, 0) == "again 0"
+    assert judge.on_round(tmp_path, 1) == "done 0"
+    s = judge.summary([0])
+    assert s["verdict"] == NOISY and any("only 1 of the 2 rounds" in r for r in s["reasons"]), s["reasons"]
+
+
+def test_an_evaluation_in_two_rounds_reports_both_merged():
+    t = TimingConfig(warmup=2, min_reps=30, max_reps=60, time_cap_s=0.5, retimes=1, backoff_s=0.1, rounds=2)
+    r = evaluate(RELU_TASK, Candidate.from_source(GOOD_SRC), opts=Options(device="cpu", timing=t))
+    assert r.ok, r.message
+    q, p = r.profile.quality, r.profile
+    assert q.rounds >= 2 and len(q.chosen_rounds) >= 1
+    if q.good:
+        assert len(q.chosen_rounds) >= 2 and q.metrics["rounds_merged"] == len(q.chosen_rounds)
+    # The reported samples are the chosen rounds' together, and the interval spans each one's speedup.
+    chosen = [h for h in q.history if h["round"] in q.chosen_rounds]
+    assert p.candidate.n >= 30 * len(chosen)
+    if len(chosen) > 1:
+        lo, hi = p.speedup_ci
+        assert all(lo <= h["speedup"] * (1 + 1e-3) and h["speedup"] <= hi * (1 + 1e-3) for h in chosen)
+        assert q.metrics["speedup_ci_rel"] == pytest.approx((hi - lo) / 2 / p.speedup, abs=1e-3)
+
+
 # ---- the whole evaluator ------------------------------------------------------------------------
 def _opts(**kw) -> Options:
     t = TimingConfig(warmup=2, min_reps=30, max_reps=200, time_cap_s=1.0, retimes=1, backoff_s=0.1)

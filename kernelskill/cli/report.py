@@ -67,16 +67,23 @@ def print_eval(r: EvalResult, out=print) -> None:
             out(f"    {line}")
 
 
+def _rounds_text(q) -> str:
+    """"timed 3×, rounds 2 and 3 reported" (rounds counted from 1; each on fresh allocations)."""
+    used = [r + 1 for r in (q.chosen_rounds or [q.chosen_round])]
+    names = " and ".join(str(r) for r in used) if len(used) <= 2 else ", ".join(str(r) for r in used)
+    return f"timed {q.rounds}× on fresh allocations, round{'s' if len(used) > 1 else ''} {names} reported"
+
+
 def _print_quality(p, out=print) -> None:
     """The measurement's quality: one line when good, the reasons and the rounds when not."""
     q = p.quality
     if q is None:
         return
     if q.good:
-        out("  measurement: good" + (f" (timed {q.rounds}×: earlier rounds were not)" if q.rounds > 1 else ""))
+        out("  measurement: good" + (f" ({_rounds_text(q)})" if q.rounds > 1 else ""))
         return
     out(f"  measurement: {q.verdict.upper()} — the speedup is uncertain; do not act on it"
-        + (f" (timed {q.rounds}×, round {q.chosen_round + 1} reported)" if q.rounds > 1 else ""))
+        + (f" ({_rounds_text(q)})" if q.rounds > 1 else ""))
     for why in q.reasons[:4]:
         out(f"    {why}")
 

@@ -141,7 +141,8 @@ class Evaluation:
         """The worker builds the candidate, runs the trials and, if ``verify`` says go, times it."""
         opts, t = self.opts, self.opts.timing
         self.trials = verdict.TrialJudge(self.task, self.ref_dir, self.meta, self.server)
-        self.rounds = RoundJudge(self.device, self.request["threads"], t.retimes if t else 0, t.backoff_s if t else 0.0)
+        self.rounds = RoundJudge(self.device, self.request["threads"], t.retimes if t else 0, t.backoff_s if t else 0.0,
+                                 min_rounds=t.min_rounds(self.device) if t else 1)
         self.mark("start")       # until the worker reports its first phase: its start-up
         try:
             self.outcome = run_worker(self.request, build_timeout=opts.build_timeout, run_timeout=opts.run_timeout,
@@ -220,7 +221,7 @@ class Evaluation:
             return
         if self.apart is not None:
             self.apart.merge_into(reply)
-        reply.timing["quality"] = self.rounds.summary(reply.timing.get("chosen_round"))
+        reply.timing["quality"] = self.rounds.summary(reply.timing.get("chosen_rounds") or reply.timing.get("chosen_round"))
         if self.request["profile"]:
             self.roof = ceilings(self.device, reply.env, self.opts, refresh=self.opts.remeasure_ceilings)
 

@@ -380,17 +380,21 @@ def _num(s: str) -> float | None:
 
 # ---- the rounds of one evaluation ----------------------------------------------------------------
 class RoundJudge:
-    """Judges each timing round as the worker finishes it, and answers it: time again after a
-    backoff while the quality is not good and re-times are left, else report the best round.
+    """Judges each timing round as the worker finishes it, and answers it: time again (on fresh
+    allocations) until ``min_rounds`` rounds are good and agree, after a backoff where a round was
+    not good, while re-times are left; then report the rounds of the best verdict, merged.
 
     ``poll(out_dir)`` (every ~50 ms while the worker runs) starts the host sampler when a round
     begins; ``on_round(out_dir, k)`` is ``run_worker``'s round callback."""
 
     def __init__(self, device: str, threads: int | None, retimes: int, backoff_s: float,
-                 pair: tuple[str, str] = ("eager", "candidate")):
+                 pair: tuple[str, str] = ("eager", "candidate"), min_rounds: int = 1):
         self.device, self.threads, self.retimes, self.backoff_s = device, threads, retimes, backoff_s
         self.pair = pair        # the ratio the round is judged on: median(pair[0]) / median(pair[1])
+        # Good rounds (each on fresh allocations) a good measurement needs; re-times come on top.
+        self.min_rounds = max(1, min_rounds)
         self.rounds: list[dict] = []
+        self._times: dict[int, dict] = {}      # each judged round's samples, for the rounds' union
         self._sampler, self._timing, self._pid, self._uuid = HostSampler(), False, None, None
         self._gpu_start: dict = {}
         self._phase = ""
@@ -452,7 +456,7 @@ class RoundJudge:
         try:
             times = json.loads((out_dir / f"timing_{k}.json").read_text())["times"]
         except (OSError, ValueError, KeyError):
-            return f"done {self.best()}"
+            return self._done()
         sp, ci = speedup_ci(times[self.pair[0]]["ms"], times[self.pair[1]]["ms"])
         q = assess(times, self.device, sp, ci, host, gpu, self.threads)
         # The tool's own background build beside the round (seen at its start or its end): the
@@ -464,32 +468,80 @@ class RoundJudge:
         entry = {"round": k, "verdict": q["verdict"], "speedup": round(sp, 4),
                  "speedup_ci": [round(x, 4) for x in ci], "reasons": q["reasons"], "metrics": q["metrics"]}
         self.rounds.append(entry)
-        if q["verdict"] == GOOD or k >= self.retimes:
-            self.resume_own_builds()
-            return f"done {self.best()}"
+        self._times[k] = times
+        good = [r for r in self.rounds if r["verdict"] == GOOD]
+        more = k + 1 < self.min_rounds + self.retimes          # the worker times at most this many
+        if not more or (len(good) >= self.min_rounds and self.combined()["verdict"] == GOOD):
+            return self._done()
         if own:
             # Paused before the next round (one that started during this one): not timed beside it.
             self.pause_own_builds()
-        return f"again {self.backoff_s * 2 ** k:g}"
+        if q["verdict"] == GOOD and len(good) < self.min_rounds:
+            return "again 0"            # the next allocation at once: nothing to wait out
+        bad = len(self.rounds) - len(good)
+        return f"again {self.backoff_s * 2 ** max(bad - 1, 0):g}"
+
+    def _done(self) -> str:
+        self.resume_own_builds()
+        return "done " + ",".join(str(r) for r in self.chosen())
+
+    def chosen(self) -> list[int]:
+        """The rounds to report: every round of the best verdict seen (good ones when any)."""
+        if not self.rounds:
+            return [0]
+        best = min(RANK[r["verdict"]] for r in self.rounds)
+        return [r["round"] for r in self.rounds if RANK[r["verdict"]] == best]
 
     def best(self) -> int:
-        """The round to report: the best verdict, then the narrowest interval."""
-        if not self.rounds:
-            return 0
-        pick = min(self.rounds, key=lambda r: (RANK[r["verdict"]], r["metrics"].get("speedup_ci_rel", 1.0)))
-        return pick["round"]
+        """The first of the reported rounds (``chosen``)."""
+        return self.chosen()[0]
 
-    def summary(self, chosen: int | None = None) -> dict | None:
-        """The MeasurementQuality fields of the reported round (None when no round was judged)."""
+    def combined(self, chosen: list[int] | None = None) -> dict:
+        """The reported rounds as one measurement: {"verdict", "reasons", "metrics", "speedup",
+        "speedup_ci"}. Its interval is ``speedup_ci`` over their samples merged, spanning every round's
+        own speedup; it is good only when ``min_rounds`` rounds were good and that interval is
+        within the limit (rounds on different allocations agree)."""
+        from .timing import merge_rounds, speedup_ci
+        chosen = chosen or self.chosen()
+        rows = [r for r in self.rounds if r["round"] in chosen] or self.rounds[-1:]
+        # Reasons and metrics: the widest round's (the worst of those reported).
+        worst = max(rows, key=lambda r: r["metrics"].get("speedup_ci_rel", 0.0))
+        verdict, reasons, metrics = worst["verdict"], list(worst["reasons"]), dict(worst["metrics"])
+        have = [self._times[r["round"]] for r in rows if r["round"] in self._times]
+        sp, ci = (worst["speedup"], worst["speedup_ci"])
+        if len(have) > 1:
+            merged = merge_rounds(have)
+            a, b = merged[self.pair[0]], merged[self.pair[1]]
+            sp, ci = speedup_ci(a["ms"], b["ms"], rounds=b["rounds"])
+            k = 1 if self.device.startswith("cuda") else 0
+            rel = (ci[1] - ci[0]) / 2 / sp
+            speeds = [r["speedup"] for r in rows]
+            metrics.update(speedup_ci_rel=round(rel, 4), rounds_spread=round(max(speeds) / min(speeds) - 1, 4),
+                           rounds_merged=len(have))
+            if rel > SPEEDUP_CI_REL[k]:
+                if verdict == GOOD:
+                    verdict = NOISY
+                reasons.append(f"the rounds' speedups, each on fresh allocations, differ by "
+                               f"{max(speeds) / min(speeds) - 1:.1%}: the interval over them is ±{rel:.1%} "
+                               f"(limit ±{SPEEDUP_CI_REL[k]:.0%})")
+        if verdict == GOOD and len(rows) < self.min_rounds:
+            verdict = NOISY
+            reasons.append(f"only {len(rows)} of the {self.min_rounds} rounds a measurement needs was good "
+                           "(the others contended or noisy): its variation between allocations is unmeasured")
+        return {"verdict": verdict, "reasons": reasons, "metrics": metrics, "speedup": sp, "speedup_ci": ci}
+
+    def summary(self, chosen: int | list[int] | None = None) -> dict | None:
+        """The MeasurementQuality fields of the reported rounds (None when no round was judged)."""
         if not self.rounds:
             return None
-        chosen = self.best() if chosen is None else chosen
-        r = next((x for x in self.rounds if x["round"] == chosen), self.rounds[-1])
+        if chosen is None or isinstance(chosen, int):
+            chosen = self.chosen() if chosen is None or chosen in self.chosen() else [chosen]
+        c = self.combined(chosen)
         history = [{k: v for k, v in x.items() if k != "metrics"} for x in self.rounds]
-        reasons, metrics = list(r["reasons"]), dict(r["metrics"])
+        reasons, metrics = c["reasons"], c["metrics"]
         if self.paused:
             # Said even of a good round: what was paused, so that it could be.
             reasons.append(paused_text(self.paused))
             metrics["own_builds_paused"] = len(self.paused)
-        return {"verdict": r["verdict"], "reasons": reasons, "metrics": metrics, "rounds": len(self.rounds),
-                "chosen_round": r["round"], "history": history}
+        return {"verdict": c["verdict"], "reasons": reasons, "metrics": metrics, "rounds": len(self.rounds),
+                "chosen_round": chosen[0], "chosen_rounds": list(chosen), "history": history}

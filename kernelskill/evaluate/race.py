@@ -53,7 +53,8 @@ def race(task, candidates: list, *, opts: Options | None = None) -> RaceResult:
     req.update(candidate_paths=paths, ref_dir=str(ref_dir), timing=dataclasses.asdict(timing))
     names = [f"c{i}" for i in range(len(cands))]
     pair = (names[0], names[1]) if len(names) > 1 else ("eager", names[0])
-    judge = RoundJudge(device, req["threads"], timing.retimes, timing.backoff_s, pair=pair)
+    judge = RoundJudge(device, req["threads"], timing.retimes, timing.backoff_s, pair=pair,
+                       min_rounds=timing.min_rounds(device))
     with reference_server(task, device, opts, ref_dir, meta) as server:
         try:
             return _run(task, cands, names, device, opts, req, judge, ref_dir, meta, base, server, started)
@@ -74,17 +75,18 @@ def _run(task, cands, names, device, opts, req, judge, ref_dir, meta, base, serv
         ref_outs, dists = reference_outputs(ref_dir, server), meta["distributions"]
         entries = []
         for c, name in zip(cands, names):
-            sp, ci = speedup_ci(times["eager"]["ms"], times[name]["ms"])
+            sp, ci = speedup_ci(times["eager"]["ms"], times[name]["ms"], rounds=times[name].get("rounds"))
             flags = replay_flags(out.out_dir, task, ref_outs, dists, live=False, file=f"timed_outputs_{name}.pt")
             entries.append(RaceEntry(candidate_hash=c.hash, stats=stats(times[name]["ms"]), speedup=sp,
                                      speedup_ci=ci, flags=flags))
     finally:
         if opts.keep_dir is None:
             shutil.rmtree(base, ignore_errors=True)
-    q = judge.summary(reply.timing.get("chosen_round"))
+    q = judge.summary(reply.timing.get("chosen_rounds") or reply.timing.get("chosen_round"))
     result = RaceResult(status="ok", entries=entries, quality=MeasurementQuality.from_dict(q) if q else None)
     if len(names) > 1:
-        result.ratio, result.ratio_ci = speedup_ci(times[names[0]]["ms"], times[names[1]]["ms"])
+        result.ratio, result.ratio_ci = speedup_ci(times[names[0]]["ms"], times[names[1]]["ms"],
+                                                   rounds=times[names[1]].get("rounds"))
     result.winner = _winner(times, names, entries, device, result.quality)
     result.message = _describe(result)
     result.seconds = round(time.perf_counter() - started, 3)
@@ -105,7 +107,8 @@ def _winner(times: dict, names: list[str], entries: list[RaceEntry], device: str
     best = min(ok, key=lambda i: float(np.median(times[names[i]]["ms"])))
     for j in ok:
         if j != best:
-            _, (lo, _hi) = speedup_ci(times[names[j]]["ms"], times[names[best]]["ms"])
+            _, (lo, _hi) = speedup_ci(times[names[j]]["ms"], times[names[best]]["ms"],
+                                      rounds=times[names[best]].get("rounds"))
             if lo < 1.0 + gain:
                 return None
     return best

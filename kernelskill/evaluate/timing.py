@@ -33,6 +33,16 @@ class TimingConfig:
     # after backoff_s, 2·backoff_s, … of waiting; the best round is reported.
     retimes: int = 2
     backoff_s: float = 1.0
+    # Timed in at least this many rounds, each on fresh allocations of the inputs, before a
+    # measurement can be good; the interval spans every round's speedup. None: 2 on a GPU (one
+    # allocation's placement moved a median by more than its own interval: docs/evaluator.md,
+    # "Intervals that hold on a rerun"), 1 on a CPU. 0 means None (a TOML file has no None).
+    rounds: int | None = None
+
+    def min_rounds(self, device: str) -> int:
+        if self.rounds:
+            return max(1, self.rounds)
+        return 2 if device.startswith("cuda") else 1
 
     def target(self, device: str) -> float:
         if self.target_rel_ci is not None:
@@ -168,13 +178,47 @@ def stats(ms: list[float]) -> TimingStats:
                        min_ms=float(a.min()), mean_ms=float(a.mean()))
 
 
-def speedup_ci(base: list[float], cand: list[float], n_boot: int = 2000, seed: int = 0) -> tuple[float, list[float]]:
-    """Speedup = median(base)/median(cand) with a bootstrap 95 % interval."""
+def speedup_ci(base: list[float], cand: list[float], n_boot: int = 2000, seed: int = 0,
+               rounds: list[int] | None = None) -> tuple[float, list[float]]:
+    """Speedup = median(base)/median(cand) with a bootstrap 95 % interval.
+
+    ``rounds``: the samples' split into timing rounds (each on fresh allocations; the samples of
+    both lists interleaved, so the split is the same): the interval then also spans every round's
+    own speedup. A bootstrap of pooled samples sees only the variation within a round; the
+    variation between allocations (or processes) is what a rerun sees."""
     b, c = np.asarray(base, dtype=float), np.asarray(cand, dtype=float)
     point = float(np.median(b) / np.median(c))
     rng = np.random.default_rng(seed)
     bi = rng.integers(0, len(b), size=(n_boot, len(b)))
     ci = rng.integers(0, len(c), size=(n_boot, len(c)))
     ratios = np.median(b[bi], axis=1) / np.median(c[ci], axis=1)
-    lo, hi = np.percentile(ratios, [2.5, 97.5])
-    return point, [float(lo), float(hi)]
+    lo, hi = (float(x) for x in np.percentile(ratios, [2.5, 97.5]))
+    if rounds and len(rounds) > 1 and sum(rounds) == len(b) == len(c):
+        edges = np.cumsum([0] + list(rounds))
+        each = [float(np.median(b[i:j]) / np.median(c[i:j])) for i, j in zip(edges[:-1], edges[1:]) if j > i]
+        lo, hi = min([lo] + each), max([hi] + each)
+    return point, [lo, hi]
+
+
+SAMPLE_KEYS = ("ms", "host_ms", "device_ms", "enqueue_ms")
+
+
+def merge_rounds(rounds: list[dict]) -> dict:
+    """One timing from several rounds' ``{model: {"ms": [...], ...}}``: the samples concatenated in
+    round order, ``"rounds"`` the count each round gave (``speedup_ci``'s split)."""
+    if len(rounds) == 1:
+        return rounds[0]
+    merged = {}
+    for name in rounds[0]:
+        t = {k: [x for r in rounds for x in r[name].get(k, [])] for k in SAMPLE_KEYS if k in rounds[0][name]}
+        t["rounds"] = [len(r[name]["ms"]) for r in rounds]
+        merged[name] = t
+    return merged
+
+
+def fresh_allocations(sets: list[list]) -> None:
+    """Each input set, in place, copied to new allocations (one set at a time, so the extra memory
+    is one set's while nothing else holds the old one): the next round times the models on other
+    addresses, as a rerun would place them."""
+    for i, s in enumerate(sets):
+        sets[i] = [x.clone() if hasattr(x, "clone") and hasattr(x, "data_ptr") else x for x in s]

@@ -299,7 +299,9 @@ def timed_profile(reply: WorkerReply, device: str, backend: str, meta: dict, fla
                          threads=timing.get("threads"), first_call_ms=timing.get("first_call_ms"),
                          cost_s=timing.get("cost_s") or {},
                          timer="cuda-events+host" if device.startswith("cuda") else "perf_counter")
-    sp, ci = speedup_ci(base_ms, cand_ms)
+    # Samples of several rounds (fresh allocations): the interval spans each round's speedup.
+    split = times["candidate"].get("rounds")
+    sp, ci = speedup_ci(base_ms, cand_ms, rounds=split)
     prof.speedup, prof.speedup_ci = sp, ci
     q = timing.get("quality") or quality.assess(times, device, sp, ci, threads=prof.threads)
     prof.quality = MeasurementQuality.from_dict(q)
@@ -310,7 +312,8 @@ def timed_profile(reply: WorkerReply, device: str, backend: str, meta: dict, fla
     info = timing.get("compile")
     if "compile" in times:
         prof.compile_baseline = stats(times["compile"]["ms"])
-        prof.speedup_vs_compile, prof.speedup_vs_compile_ci = speedup_ci(times["compile"]["ms"], cand_ms)
+        prof.speedup_vs_compile, prof.speedup_vs_compile_ci = speedup_ci(times["compile"]["ms"], cand_ms,
+                                                                          rounds=split)
         prof.notes.append(f"torch.compile baseline: compiled in {info['seconds']:.1f} s (cached per environment)"
                           + ("" if info.get("agrees_with_eager") else
                              "; its outputs differ from eager beyond 1e-2 (Inductor numerics)"))

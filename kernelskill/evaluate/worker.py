@@ -36,7 +36,7 @@ from kernelskill.evaluate import guards  # noqa: E402
 from kernelskill.evaluate import handoff  # noqa: E402
 from kernelskill.evaluate import lifeline  # noqa: E402
 from kernelskill.evaluate import trials as trials_mod  # noqa: E402
-from kernelskill.evaluate.timing import TimingConfig, time_pair  # noqa: E402
+from kernelskill.evaluate.timing import TimingConfig, fresh_allocations, merge_rounds, time_pair  # noqa: E402
 from kernelskill.task import Task, _Expr  # noqa: E402
 from kernelskill.vocab import RECHECK_PHASE, WorkerStatus  # noqa: E402
 
@@ -525,7 +525,8 @@ def mode_run(req: dict, out: Path) -> dict:
         res["timing"] = {"times": timed["times"], "reps": timed["reps"], "threads": torch.get_num_threads(),
                          "first_call_ms": first_call_ms, "compile": compile_info, "rounds": rounds,
                          "spin_ms": timed.get("spin_ms"),
-                         "chosen_round": timed["round"], "flush_l2": cfg.flush_l2}
+                         "chosen_round": timed["round"], "chosen_rounds": timed["rounds_used"],
+                         "flush_l2": cfg.flush_l2}
         if req.get("profile"):
             # The parent re-checks the timed outputs while the profiler runs: here (True), or in
             # a profiling worker that waited for this phase with CUPTI set up ("apart").
@@ -561,27 +562,33 @@ def _share(sets: dict, device: str, path: Path) -> bool:
 def _timing_rounds(models: dict, sets: list, device: str, cfg: TimingConfig, out: Path,
                    reseed=None) -> tuple[dict, int]:
     """Time the models; after each round the parent judges its quality and answers ``again D``
-    (wait D seconds, time again) or ``done K`` (report round K). Returns that round's timing
-    and the number of rounds. Each round's samples go to ``timing_K.json`` for the parent."""
+    (wait D seconds, time again on fresh allocations of the inputs) or ``done K[,K2…]`` (report
+    those rounds, their samples merged). Returns that timing and the number of rounds. Each
+    round's samples go to ``timing_K.json`` for the parent."""
     kept, k = [], 0
+    most = cfg.min_rounds(device) + cfg.retimes
     while True:
         set_phase(out, "time")
         if kept:                 # only the newest round's outputs are held (a large task's are gigabytes)
             kept[-1]["last_outputs"] = None
+            fresh_allocations(sets)
         timed = time_pair(models, sets, device, cfg, reseed=reseed)
         kept.append(timed)
         _write_json_atomic(out / f"timing_{k}.json", {"times": timed["times"], "reps": timed["reps"]})
         set_phase(out, "timed")
         answer = _await_file(out / f"round_{k}", cfg.time_cap_s * 4 + 600).split()
-        if answer and answer[0] == "again" and k < cfg.retimes:
+        if answer and answer[0] == "again" and k + 1 < most:
             time.sleep(min(float(answer[1]) if len(answer) > 1 else 0.0, 60.0))
             k += 1
             continue
-        pick = int(answer[1]) if len(answer) > 1 and answer[0] == "done" and answer[1].isdigit() else k
-        # The reported round's times; the last round's timed outputs, re-checked by the parent (any
+        picks = [int(x) for x in answer[1].split(",") if x.isdigit() and int(x) <= k] \
+            if len(answer) > 1 and answer[0] == "done" else []
+        picks = picks or [k]
+        # The reported rounds' times; the last round's timed outputs, re-checked by the parent (any
         # round's calls must match the reference, so the newest stands for all of them).
-        chosen = kept[min(pick, k)]
-        return {**chosen, "last_outputs": timed["last_outputs"], "round": min(pick, k)}, k + 1
+        times = merge_rounds([kept[i]["times"] for i in picks])
+        return {"times": times, "reps": sum(kept[i]["reps"] for i in picks), "spin_ms": timed.get("spin_ms"),
+                "last_outputs": timed["last_outputs"], "round": picks[0], "rounds_used": picks}, k + 1
 
 
 def _write_json_atomic(path: Path, data: dict) -> None:
@@ -701,7 +708,7 @@ def mode_race(req: dict, out: Path) -> dict:
             _write_json_atomic(out / "timed_keys.json", sorted(outs))
     return {"status": WorkerStatus.ok, "build": _buildlog(log),
             "timing": {"times": timed["times"], "reps": timed["reps"], "threads": torch.get_num_threads(),
-                       "rounds": rounds, "chosen_round": timed["round"]}}
+                       "rounds": rounds, "chosen_round": timed["round"], "chosen_rounds": timed["rounds_used"]}}
 
 
 def mode_refserve(req: dict, out: Path) -> dict:
