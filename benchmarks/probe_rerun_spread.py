@@ -135,6 +135,14 @@ def summarize_evaluations(rows: list[dict]) -> dict:
            "speedup_ci_overlap": pairwise_overlap([r.get("speedup_ci") for r in ok]),
            "candidate_ci_overlap": pairwise_overlap([r["candidate"].get("ci") for r in ok]),
            "verdicts": [r.get("quality") for r in ok]}
+    # Each evaluation's first round against its later ones (timed on fresh allocations right after):
+    # how far the first moved, in %.
+    first = []
+    for r in ok:
+        h = [x["speedup"] for x in r.get("history") or [] if x.get("speedup")]
+        if len(h) > 1:
+            first.append(round(100 * (h[0] / float(np.median(h[1:])) - 1), 2))
+    out["first_round_off_pct"] = first
     s = out["candidate_spread_pct"]
     out["goal_met"] = bool(len(ok) >= 2 and s is not None and s <= GOAL_SPREAD_PCT
                            and out["speedup_ci_overlap"]["all"])
@@ -316,16 +324,18 @@ def smi_state() -> dict | None:
 
 
 # ---- (a) full evaluations ----------------------------------------------------------------------------
-def run_evaluations(task: str, cand: str, k: int, say) -> list[dict]:
+def run_evaluations(task: str, cand: str, k: int, say, timing: dict | None = None) -> list[dict]:
     from kernelskill.evaluate import evaluate
     from kernelskill.evaluate.options import Options
+    from kernelskill.evaluate.timing import TimingConfig
     rows = []
     for i in range(k):
         keep = Path(tempfile.mkdtemp(prefix="probe-eval-"))
         row: dict = {"eval": i, "smi_before": smi_state()}
         t0 = time.perf_counter()
         try:
-            res = evaluate(task, Path(cand), opts=Options(device="cuda", keep_dir=keep))
+            res = evaluate(task, Path(cand), opts=Options(device="cuda", keep_dir=keep,
+                                                          timing=TimingConfig(**(timing or {}))))
             row.update(eval_row(res, keep))
         except Exception as e:  # noqa: BLE001 — a failed evaluation is a row, and the probe goes on
             row.update(status="error", error=f"{type(e).__name__}: {e}")
@@ -701,6 +711,11 @@ def parse_args(argv=None):
     ap.add_argument("--no-prestart", action="store_true",
                     help="start each evaluation's workers when it begins (a one-shot `kernelskill eval`); by default "
                          "they are started ahead, as the optimizer does")
+    ap.add_argument("--timing", action="append", default=[], metavar="KEY=VALUE",
+                    help="a TimingConfig field for the evaluations of (a), e.g. warmup_s=1.0 or rounds=1 (repeatable)")
+    ap.add_argument("--no-gpu-state", action="store_true",
+                    help="(a) without the round judge's nvidia-smi queries (clocks, pmon) beside each round: "
+                         "does querying the GPU move the timing?")
     ap.add_argument("--kb40", default=KB40, help="KernelBench's level1/40_LayerNorm.py (default: %(default)s)")
     ap.add_argument("--out", help="the JSON (default: benchmarks/results/probe_rerun_spread_<card>.json)")
     for name in ("--child", "--child-task", "--child-candidate", "--child-out"):
@@ -710,6 +725,13 @@ def parse_args(argv=None):
     a.procs = a.procs if a.procs is not None else (2 if a.quick else 3)
     a.reps = a.reps if a.reps is not None else (20 if a.quick else 40)
     a.steps = [s.strip() for s in a.steps.split(",") if s.strip()]
+    a.timing_fields = {}
+    for kv in a.timing:
+        key, _, value = kv.partition("=")
+        try:
+            a.timing_fields[key.strip()] = json.loads(value)
+        except ValueError:
+            ap.error(f"--timing {kv}: VALUE must be a number, true/false or null")
     bad = [s for s in a.steps if s not in STEPS]
     if bad:
         ap.error(f"--steps: unknown {bad} (known: {', '.join(STEPS)})")
@@ -743,7 +765,10 @@ def main(argv=None) -> int:
     data: dict = {"probe": "probe_rerun_spread", "complete": False, "argv": sys.argv[1:], "gpu": gpu,
                   "started": time.strftime("%Y-%m-%d %H:%M:%S"), "host": quality.host_line(quality.host_busy_cores(1.0), "before"),
                   "prestart": not args.no_prestart, "evals": args.evals, "procs": args.procs, "reps": args.reps,
-                  "quick": args.quick, "smi_start": smi, "kernels": {}}
+                  "quick": args.quick, "timing": args.timing_fields, "no_gpu_state": args.no_gpu_state,
+                  "smi_start": smi, "kernels": {}}
+    if args.no_gpu_state:
+        quality.gpu_state = lambda uuid, pid: None
     say(f"probe_rerun_spread on {gpu or 'an unknown GPU'}: kernels {', '.join(kernels)}; steps {', '.join(args.steps)}; "
         f"{args.evals} evaluations, {args.procs} processes, {args.reps} calls per setting -> {out}")
     say(data["host"])
@@ -759,7 +784,7 @@ def main(argv=None) -> int:
             if "evals" in args.steps:
                 say(f"[{name}] (a) {args.evals} evaluations ({time.perf_counter() - t_start:.0f} s in)")
                 prestart_workers(not args.no_prestart)
-                k["evaluations"] = run_evaluations(task, cand, args.evals, say)
+                k["evaluations"] = run_evaluations(task, cand, args.evals, say, args.timing_fields)
                 prestart_workers(False)
                 stop_spares()           # no idle worker beside the probe's own processes
                 k["evaluations_summary"] = summarize_evaluations(k["evaluations"])

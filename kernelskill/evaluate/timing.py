@@ -21,6 +21,10 @@ class TimingConfig:
     max_reps: int = 200
     time_cap_s: float = 10.0      # per timed model, excluding warm-up
     warmup_s: float = 0.1         # and warm up at least this long (GPU clocks settle; caches fill)
+    # A GPU that idled (the trials' comparison, a backoff) is warmed up this long before its first
+    # round: with 0.1 s, 3 of 15 first rounds on an idle H100 read 3–8 % off the rounds timed right
+    # after them; with 1 s, none of 10 did (docs/evaluator.md, "Intervals that hold on a rerun").
+    gpu_idle_warmup_s: float = 1.0
     rotate: int = 3               # input sets the timed calls rotate through (each re-checked after)
     # Stop when the median's 95 % interval is within ± this. None: ±0.25 % on a GPU, where a
     # ±1 % stop left 10 repeated medians 1.4–3.6 % apart on an H100, and ±1 % on a CPU.
@@ -62,8 +66,12 @@ def _ci_halfwidth_rel(xs: list[float]) -> float:
     return float((hi - lo) / 2 / med) if med > 0 else float("inf")
 
 
-def time_pair(models: dict, input_sets: list[list], device: str, cfg: TimingConfig, reseed=None) -> dict:
+def time_pair(models: dict, input_sets: list[list], device: str, cfg: TimingConfig, reseed=None,
+              idle: bool = True) -> dict:
     """Time each callable in ``models`` interleaved; return raw per-call times in ms.
+
+    ``idle``: the GPU may have idled since it last ran (a first round, one after a backoff): it is
+    warmed up for ``gpu_idle_warmup_s`` (a round right after another needs only ``warmup_s``).
 
     ``reseed(set_index)``, when given, runs before each timed call, outside both clocks: a model
     that draws random numbers then gives the outputs its verified trial gave for that input set.
@@ -84,14 +92,15 @@ def time_pair(models: dict, input_sets: list[list], device: str, cfg: TimingConf
         # call's enqueue time (the host's, until the call returns) is kept: it sizes the spin below.
         start, i = time.perf_counter(), 0
         enqueue = {n: [] for n in names}
-        while i < cfg.warmup or time.perf_counter() - start < cfg.warmup_s:
+        warm_s = max(cfg.warmup_s, cfg.gpu_idle_warmup_s) if cuda and idle else cfg.warmup_s
+        while i < cfg.warmup or time.perf_counter() - start < warm_s:
             for name in names:
                 h = time.perf_counter()
                 models[name](*input_sets[i % len(input_sets)])
                 enqueue[name].append(time.perf_counter() - h)
                 sync()
             i += 1
-            if i >= 1000:
+            if i >= 1000 and time.perf_counter() - start >= warm_s:
                 break
         spin, spin_ms = _spin_cycles(torch, device, enqueue) if cuda and cfg.hide_launch else (0, 0.0)
         times = {n: {"ms": [], "host_ms": []} | ({"device_ms": [], "enqueue_ms": []} if cuda else {}) for n in names}

@@ -565,20 +565,22 @@ def _timing_rounds(models: dict, sets: list, device: str, cfg: TimingConfig, out
     (wait D seconds, time again on fresh allocations of the inputs) or ``done K[,K2…]`` (report
     those rounds, their samples merged). Returns that timing and the number of rounds. Each
     round's samples go to ``timing_K.json`` for the parent."""
-    kept, k = [], 0
+    kept, k, idle = [], 0, True
     most = cfg.min_rounds(device) + cfg.retimes
     while True:
         set_phase(out, "time")
         if kept:                 # only the newest round's outputs are held (a large task's are gigabytes)
             kept[-1]["last_outputs"] = None
             fresh_allocations(sets)
-        timed = time_pair(models, sets, device, cfg, reseed=reseed)
+        timed = time_pair(models, sets, device, cfg, reseed=reseed, idle=idle)
         kept.append(timed)
         _write_json_atomic(out / f"timing_{k}.json", {"times": timed["times"], "reps": timed["reps"]})
         set_phase(out, "timed")
         answer = _await_file(out / f"round_{k}", cfg.time_cap_s * 4 + 600).split()
         if answer and answer[0] == "again" and k + 1 < most:
-            time.sleep(min(float(answer[1]) if len(answer) > 1 else 0.0, 60.0))
+            wait = min(float(answer[1]) if len(answer) > 1 else 0.0, 60.0)
+            time.sleep(wait)
+            idle = wait > 0.05          # right after a round the GPU is warm: a short warm-up will do
             k += 1
             continue
         picks = [int(x) for x in answer[1].split(",") if x.isdigit() and int(x) <= k] \
