@@ -345,6 +345,29 @@ def test_a_worker_never_outlives_its_parent(tmp_path, ending):
     assert _gone(pid), f"worker {pid} outlived its parent ({ending})\n{out.stderr[-2000:]}"
 
 
+def test_a_profiling_workers_successor_starts_only_after_it_ended(prestart, fast, tmp_path, monkeypatch):
+    """A profiling spare sets the profiler up on the GPU while it waits: started beside its
+    evaluation it did so during the first timing round. It starts once the profiling worker ended
+    (the request is addressed to `cuda`, the parent's GPU path; the worker itself fails at once
+    here, which is all the order needs)."""
+    events: list[str] = []
+    monkeypatch.setattr(isolation, "_spawn_spare", lambda req: events.append(("successor", len(isolation._LIVE))))
+    req, base = _compile_request(fast, tmp_path)
+    req.update(mode="profile", device="cuda")
+    real_spawn = isolation.spawn
+
+    def spawn(*a, **k):
+        proc = real_spawn(*a, **k)
+        events.append("worker started")
+        return proc
+    monkeypatch.setattr(isolation, "spawn", spawn)
+    out = isolation.run_worker(req, build_timeout=600, run_timeout=60, keep=base, on_phase=events.append)
+    assert out.returncode is not None
+    # Started once, after the worker: nothing of ours was alive then.
+    assert events.count(("successor", 0)) == 1 and events[-1] == ("successor", 0), events
+    assert events.index("worker started") < events.index(("successor", 0)), events
+
+
 @pytest.mark.parametrize("after_build", [False, True])
 def test_on_a_gpu_the_next_spare_starts_beside_the_build_or_after_it(prestart, fast, tmp_path, monkeypatch,
                                                                        after_build):

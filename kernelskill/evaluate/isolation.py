@@ -278,7 +278,12 @@ def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
     # evaluation chains three or four workers (reference, run, profile), each of which would
     # otherwise wait for `import torch`. On a CPU it waits until this one ends: an import beside a
     # timing worker takes the cores the timing measures.
-    early = _PRESTART and launcher is None and str(request.get("device", "")).startswith("cuda")
+    # Not a profiling worker's successor: it sets the profiler up on the GPU (a context, CUPTI, a
+    # profiled warm-up call) 5-10 s after it starts, which is when the evaluation that started it
+    # times its first round. It starts when this one ends, after the timing; the next evaluation
+    # takes it and waits for its set-up before timing (evaluation.ApartProfile.ready).
+    early = (_PRESTART and launcher is None and str(request.get("device", "")).startswith("cuda")
+             and request.get("mode") != "profile")
     # KERNELSKILL_SPARE_AFTER_BUILD=1 (an experiment, docs/evaluator.md): on a GPU the next worker
     # starts when this one leaves its build, not beside it.
     after_build = early and os.environ.get("KERNELSKILL_SPARE_AFTER_BUILD") == "1"
