@@ -91,7 +91,9 @@ def test_profiling_worker_gives_the_breakdown_and_the_timer_never_profiles(fast,
                  on_phase=phases.append)
     assert r.status == "ok", r.message
     p = r.profile
-    assert p.custom_share > 0.5 and any(k.custom and "relu2" in k.name for k in p.kernels), p.kernels
+    # The custom kernel is in the breakdown (its share of one profiled call on a busy CPU can be any:
+    # a preemption inside aten::empty_like took 69 % of one under two busy threads).
+    assert p.custom_share > 0 and any(k.custom and "relu2" in k.name for k in p.kernels), p.kernels
     assert p.cost_s["profile"] < 0.05              # the timing worker ran no profiler
     assert p.cost_s["apart: profiler_setup"] > 0 and "apart: profile" in p.cost_s
     # It waited for the timing to finish before profiling: its "profile" phase follows the timer's.
