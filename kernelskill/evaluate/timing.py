@@ -22,7 +22,7 @@ class TimingConfig:
     time_cap_s: float = 10.0      # per timed model, excluding warm-up
     warmup_s: float = 0.1         # and warm up at least this long (GPU clocks settle; caches fill)
     # A GPU that idled (the trials' comparison, a backoff) is warmed up this long before its first
-    # round: with 0.1 s, 3 of 15 first rounds on an idle H100 read 3–8 % off the rounds timed right
+    # round: with 0.1 s, 3 of 30 first rounds on an idle H100 read 5.8–7.9 % off the rounds timed right
     # after them; with 1 s, none of 10 did (docs/evaluator.md, "Intervals that hold on a rerun").
     gpu_idle_warmup_s: float = 1.0
     rotate: int = 3               # input sets the timed calls rotate through (each re-checked after)
