@@ -467,6 +467,8 @@ class RoundJudge:
             q["verdict"] = CONTENDED
         entry = {"round": k, "verdict": q["verdict"], "speedup": round(sp, 4),
                  "speedup_ci": [round(x, 4) for x in ci], "reasons": q["reasons"], "metrics": q["metrics"]}
+        if host and host.get("others_cores") is not None:
+            entry["others_cores"] = host["others_cores"]     # what ran beside this round, kept per round
         self.rounds.append(entry)
         self._times[k] = times
         good = [r for r in self.rounds if r["verdict"] == GOOD]
