@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from kernelskill.bench import BenchSettings, EvalJob, ResultStore, TaskPlan, plan, summarize, task_rows
+from kernelskill.bench.report import summary_line
 from kernelskill.cli import main
 from kernelskill.errors import UserError
 from kernelskill.bench.executors import PoolExecutor, cpu_cores, make_executor
@@ -121,6 +122,11 @@ def test_summary_formulas_by_hand():
     assert s["geomean_speedup"] == pytest.approx((2.5 * 1.5 * 1.2 * 0.8) ** 0.25)   # 3.6 ** 0.25 = 1.3774
     assert s["geomean_speedup"] == pytest.approx(1.37744, abs=1e-5)
     assert s["statuses"] == {"incorrect": 1, "no_solution": 1, "ok": 4}
+    # The line says how many ran and how many had no solution, next to the rate.
+    line = summary_line(s)
+    assert "correct 4 (67%: 4 of the 5 run; 1 task has no solution for this device and counts as not solved)" in line
+    plain = summary_line(summarize(rows[:5]))
+    assert "correct 4 (80%) ·" in plain and "no solution" not in plain
     none = summarize([_row("a", "incorrect"), _row("b", "compile_error")])
     assert none["geomean_speedup"] is None and none["correct_rate"] == 0 and none["fast_0"] == 0
 
@@ -232,7 +238,7 @@ def test_json_shape_and_summary_consistent_with_rows(first, suite):
     assert (v["solutions"], v["as_expected"], v["honest_rejected"], v["honest"]) == (4, 4, 0, 3)
     assert len(lines(out / "results.jsonl")) == 4
     report = (out / "report.md").read_text()
-    assert "| relu_dir | 1 | ok |" in report and "correct 3 (75%)" in report and " cores" in report
+    assert "| relu_dir | 1 | ok |" in report and "correct 3 (75%: 3 of the 3 run; 1 task has no solution" in report and " cores" in report
     assert json.loads((out / "report.json").read_text())["summary"] == s
     assert "[4/4]" in stderr and "incorrect (as expected)" in stderr
 
@@ -251,7 +257,7 @@ def test_rerun_reuses_everything_csv_and_md(first, suite):
     assert code == 0 and stdout.startswith("| task | level | status | speedup vs eager |")
     assert "| level2/12_reference_only | 2 | no_solution | - |" in stdout and "fast_1.5" in stdout
     code, stdout, stderr = bench(str(suite), "--include-wrong", "--executor", "local", "--out", str(out), *FAST)
-    assert code == 0 and "relu_dir" in stdout and "n 4 · correct 3 (75%)" in stdout and "0 run, 4 reused" in stdout
+    assert code == 0 and "relu_dir" in stdout and "n 4 · correct 3 (75%: 3 of the 3 run;" in stdout and "0 run, 4 reused" in stdout
     # a subset of the same settings reuses too: --levels and --limit
     code, stdout, stderr = bench(str(suite), "--levels", "2", "--limit", "1", "--executor", "local", "--out",
                                  str(out), "--json", *FAST)
