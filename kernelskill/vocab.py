@@ -74,6 +74,30 @@ EVALUATED = (Status.ok, Status.stochastic)
 # not profile: the parent re-checks them then, as it does at "profile" otherwise.
 RECHECK_PHASE = "recheck"
 
+# What each phase of an evaluation does, for a person (the CLI's progress lines, MCP progress). The
+# worker's own words stay in the JSON, the phases file and result.phases.
+PHASE_TEXT = {
+    "setup": "starting the isolated worker",
+    "build": "building the candidate's extensions",
+    "run": "running the correctness trials",
+    "await": "comparing the outputs with the reference",
+    "time": "timing the candidate against eager",
+    "timed": "judging the timing round",
+    "profile": "profiling the candidate's kernels",
+    RECHECK_PHASE: "re-checking the timed calls' outputs",
+    "ncu": "reading Nsight Compute's metrics",
+    "serve": "serving reference outputs",
+    "done": "finished",
+}
+
+
+def phase_text(phase: str, round_no: int = 0) -> str:
+    """``phase``'s text; a timing round after the first says which, and why it is timed again."""
+    text = PHASE_TEXT.get(phase, phase)
+    if phase == "time" and round_no > 0:
+        text += f" (round {round_no + 1}, on fresh allocations of the inputs)"
+    return text
+
 
 class Backend(StrEnum):
     """The language a candidate's kernels are written in."""

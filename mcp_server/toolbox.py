@@ -26,7 +26,7 @@ from kernelskill.errors import UserError
 from kernelskill.evaluate import api
 from kernelskill.results import CompileResult, EvalResult, TimingStats
 from kernelskill.skills import SkillBook
-from kernelskill.vocab import BACKENDS, Backend
+from kernelskill.vocab import BACKENDS, PHASE_TEXT, Backend
 from kernelskill.skills.predicates import gate_features, task_facts
 from kernelskill.task import TASK_FILE_NAMES
 
@@ -56,10 +56,9 @@ from .models import (Compilation, DistilledSkill, Evaluation, MachineInfo, Profi
 from .roots import ResolvedTask, Roots
 
 Progress = Callable[[float, float, str], None]
-PHASES = {"setup": (2, "starting the isolated worker"), "build": (3, "building the candidate's extensions"),
-          "run": (4, "running the correctness trials"), "await": (5, "comparing outputs with the reference"),
-          "time": (6, "timing candidate and reference"), "profile": (7, "profiling the candidate's kernels"),
-          "done": (8, "finished")}
+# Each phase's step of the progress bar; its words are kernelskill.vocab.PHASE_TEXT, as the CLI's.
+PHASES = {phase: (step, PHASE_TEXT[phase]) for step, phase in
+          enumerate(("setup", "build", "run", "await", "time", "profile", "done"), start=2)}
 STEPS = 8
 MAX_TRIALS = 50
 RESULTS = 200         # past evaluation results kept as resources

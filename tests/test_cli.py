@@ -124,5 +124,5 @@ def test_compile_prints_a_readable_result(cand_file, capsys):
     assert code == 0 and out.startswith("compile ok: backend cpp"), out
     # the build's steps, as the worker reported them, under the build phase with their times
     err = captured.err
-    assert "… build" in err and "load" in err, err
+    assert "… building the candidate's extensions" in err and "load" in err, err
     assert "cached extension" in err or "compile kernel.cpp" in err, err

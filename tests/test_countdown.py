@@ -27,15 +27,15 @@ def test_a_long_phase_counts_towards_its_own_limit():
     c = PhaseCountdown(build_timeout=4.0, run_timeout=2.0, stream=out, every=0.02)
     try:
         c("build")
-        _until(lambda: re.search(r"build: [2-9] s of its 4 s limit", out.getvalue()))
+        _until(lambda: re.search(r"extensions: [2-9] s of its 4 s limit", out.getvalue()))
         c("run")
-        _until(lambda: re.search(r"run: \d+ s of its 2 s limit", out.getvalue()))
+        _until(lambda: re.search(r"trials: \d+ s of its 2 s limit", out.getvalue()))
     finally:
         c.close()
     lines = out.getvalue().splitlines()
-    assert lines[0] == "  … build" and "  … run" in lines
-    after_run = lines[lines.index("  … run"):]
-    assert not any("build:" in ln for ln in after_run)        # the old phase's clock stopped
+    assert lines[0] == "  … building the candidate's extensions" and "  … running the correctness trials" in lines
+    after_run = lines[lines.index("  … running the correctness trials"):]
+    assert not any("extensions:" in ln for ln in after_run)        # the old phase's clock stopped
 
 
 def test_a_short_phase_after_a_long_one_is_counted_without_waiting_for_the_long_tick():
@@ -47,7 +47,7 @@ def test_a_short_phase_after_a_long_one_is_counted_without_waiting_for_the_long_
         c("build")
         time.sleep(1.5)        # not a wait for a state: time for the ticker to take the build's 30 s tick
         c("run")
-        _until(lambda: re.search(r"run: \d+ s of its 2 s limit", out.getvalue()), bound=15.0)
+        _until(lambda: re.search(r"trials: \d+ s of its 2 s limit", out.getvalue()), bound=15.0)
     finally:
         c.close()
 
@@ -55,6 +55,24 @@ def test_a_short_phase_after_a_long_one_is_counted_without_waiting_for_the_long_
 class _Tty(io.StringIO):
     def isatty(self) -> bool:
         return True
+
+
+def test_phases_read_as_what_they_do_and_rounds_say_which():
+    """`eval` printed bare words (`… await`, `… timed` three times); each line now says what the
+    evaluator does, the judge's own step prints nothing, and a later round says it is one."""
+    out = io.StringIO()
+    c = PhaseCountdown(build_timeout=900, run_timeout=300, stream=out, every=60)
+    try:
+        for phase in ("setup", "build", "run", "await", "time", "timed", "time", "timed", "profile", "done"):
+            c(phase)
+    finally:
+        c.close()
+    lines = out.getvalue().splitlines()
+    assert lines == ["  … starting the isolated worker", "  … building the candidate's extensions",
+                     "  … running the correctness trials", "  … comparing the outputs with the reference",
+                     "  … timing the candidate against eager",
+                     "  … timing the candidate against eager (round 2, on fresh allocations of the inputs)",
+                     "  … profiling the candidate's kernels", "  … finished"], lines
 
 
 def test_on_a_terminal_the_countdown_rewrites_one_line():
@@ -67,7 +85,8 @@ def test_on_a_terminal_the_countdown_rewrites_one_line():
     finally:
         c.close()
     text = out.getvalue()
-    assert re.search(r"\r\033\[K  … run: \d+ s of its 2 s limit", text) and text.rstrip("\n").endswith("  … done")
+    assert re.search(r"\r\033\[K  … running the correctness trials: \d+ s of its 2 s limit", text)
+    assert text.rstrip("\n").endswith("  … finished")
 
 
 def test_eval_of_a_hung_candidate_counts_down_to_its_timeout(tmp_path):
@@ -78,5 +97,6 @@ def test_eval_of_a_hung_candidate_counts_down_to_its_timeout(tmp_path):
     r = subprocess.run([sys.executable, "-m", "kernelskill", "eval", str(RELU_TASK), str(cand), "--trials", "1",
                         "--run-timeout", "6"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert r.returncode == 1, r.stderr[-2000:]
-    assert re.search(r"… run: [3-7] s of its 6 s limit \(then the verdict is timeout\)", r.stderr), r.stderr
+    assert re.search(r"… running the correctness trials: [3-7] s of its 6 s limit \(then the verdict is timeout\)",
+                     r.stderr), r.stderr
     assert "timeout" in r.stdout and "run timeout 6 s" in r.stdout

@@ -133,6 +133,7 @@ class PhaseCountdown:
         # 900 s build) must not sleep through a short one that follows (6 s of run).
         self._wake = threading.Condition(self._lock)
         self._phase, self._since, self._shown, self._closed = None, time.monotonic(), False, False
+        self._rounds = 0               # timing rounds seen (each on fresh allocations after the first)
         self._thread = threading.Thread(target=self._tick, daemon=True, name="kernelskill-countdown")
         self._thread.start()
 
@@ -140,9 +141,14 @@ class PhaseCountdown:
         return self.limits[0] if phase in ("setup", "build") else self.limits[1]
 
     def __call__(self, phase: str) -> None:
+        from ..vocab import phase_text
         with self._lock:
             self._clear()
-            print(f"  … {phase}", file=self.stream, flush=True)
+            if phase == "time":
+                self._rounds += 1
+            # "timed" (the parent judging a round) is the tool's own step: not a line of its own.
+            if phase != "timed":
+                print(f"  … {phase_text(phase, self._rounds - 1)}", file=self.stream, flush=True)
             self._phase, self._since = phase, time.monotonic()
             self._wake.notify_all()
 
@@ -158,6 +164,7 @@ class PhaseCountdown:
         self._shown = False
 
     def _tick(self) -> None:
+        from ..vocab import phase_text
         with self._lock:
             while not self._closed:
                 phase = self._phase
@@ -171,7 +178,8 @@ class PhaseCountdown:
                 ran = time.monotonic() - self._since
                 if ran < min(self.QUIET_S, limit / 2):
                     continue
-                text = f"  … {phase}: {ran:.0f} s of its {limit:.0f} s limit (then the verdict is timeout)"
+                text = (f"  … {phase_text(phase, self._rounds - 1)}: {ran:.0f} s of its {limit:.0f} s limit "
+                        "(then the verdict is timeout)")
                 if self.tty:
                     self.stream.write("\r\033[K" + text)
                     self._shown = True
