@@ -155,7 +155,7 @@ def test_cli_gate_explain_for_a_task_shows_every_skill_in_or_out():
     outs = [line for line in r.stdout.splitlines() if " OUT " in line]
     assert outs and all(line.split()[1] for line in outs)
     # a skill that needs a structure the task lacks is out, with the reason
-    r = ks("gate", "--task", "softmax_rows", "--explain")
+    r = ks("gate", "--task", "softmax_rows", "--backend", "cuda", "--explain")
     lines = r.stdout.split("OUT  diagonal-matrix-shortcut\n", 1)[1].splitlines()
     block = [line.strip() for line in lines[:next(i for i, line in enumerate(lines) if not line.startswith(" " * 11))]]
     assert "- requires one of diagonal: the task has none" in block and "+ backend cuda (skill: cuda, triton, cpp)" in block

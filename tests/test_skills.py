@@ -486,10 +486,10 @@ def test_cli_show_and_gate(capsys, home):
     with pytest.raises(UserError):
         run_cli(["show", "nope"], capsys)
     rc, out, _ = run_cli(["gate", "--ops", "softmax,reduction", "--bottleneck", "memory-bound",
-                          "--json"], capsys)
+                          "--backend", "cuda", "--json"], capsys)
     gated = [d["id"] for d in json.loads(out)]
     assert "online-softmax" in gated and "tensor-cores-wmma" not in gated
-    rc, out, _ = run_cli(["gate", "--ops", "matmul", "--bottleneck", "compute-bound",
+    rc, out, _ = run_cli(["gate", "--ops", "matmul", "--bottleneck", "compute-bound", "--backend", "cuda",
                           "--arch", "sm_80", "--limit", "50"], capsys)
     assert rc == 0 and "mma-sync-ldmatrix" in out and "wgmma-hopper" not in out
 
@@ -502,7 +502,7 @@ def test_cli_stats_and_search(capsys, home):
     assert "cuda-graphs" in out and "2.00x" in out
     rc, out, _ = run_cli(["stats", "--json"], capsys)
     assert json.loads(out)["cuda-graphs"]["succeeded"] == 1
-    rc, out, _ = run_cli(["search", "bank", "conflict"], capsys)
+    rc, out, _ = run_cli(["search", "bank", "conflict", "--backend", "any"], capsys)
     assert rc == 0 and "smem-bank-conflict-padding" in out
 
 
@@ -537,8 +537,8 @@ def test_cli_search_by_task_and_bottleneck(capsys, home):
     # Specificity ranks first (skills that match the task's features), then the statistics.
     now = [line.split()[1] for line in lines if line[:1].isdigit()]
     assert now.index(got[-1]) < len(got) - 1
-    # Without --backend every backend's skills are candidates.
-    rc, out, _ = run_cli(["search", "--task", "softmax_rows", "--json"], capsys)
+    # With --backend any every backend's skills are candidates.
+    rc, out, _ = run_cli(["search", "--task", "softmax_rows", "--backend", "any", "--json"], capsys)
     backends = {b for d in json.loads(out) for b in d["backends"]}
     assert backends == set(BACKENDS)
 
@@ -558,7 +558,7 @@ def test_cli_search_combines_task_with_query(capsys):
     rc, out, _ = run_cli(["search", "--query", "warp shuffle", "--backend", "cpp", "--json"],
                          capsys)
     assert "warp-shuffle-reduction" not in [d["id"] for d in json.loads(out)]
-    rc, out, _ = run_cli(["search", "--bottleneck", "launch-bound", "--limit", "50"], capsys)
+    rc, out, _ = run_cli(["search", "--bottleneck", "launch-bound", "--backend", "any", "--limit", "50"], capsys)
     assert rc == 0 and "cuda-graphs" in out and "tensor-cores-wmma" not in out
 
 
@@ -602,7 +602,7 @@ def test_cli_validate_dir_and_file(capsys, tmp_path, command):
 def test_cli_through_main_entry_point(capsys):
     from kernelskill.cli import main
     assert main(["skills", "validate", str(shipped_dir() / "online-softmax.toml")]) == 0
-    assert main(["skills", "search", "--query", "bank conflict", "--json"]) == 0
+    assert main(["skills", "search", "--query", "bank conflict", "--backend", "any", "--json"]) == 0
     assert json.loads(capsys.readouterr().out.split("\n", 1)[1])[0]["id"] == \
         "smem-bank-conflict-padding"
     assert main(["skills", "search"]) == 2

@@ -108,7 +108,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
     if args.bottleneck:
         profile["bottleneck"] = args.bottleneck
     book = SkillBook.load()
-    decisions = book.explain(ops, profile or None, backend=args.backend, arch=args.arch, facts=facts)
+    decisions = book.explain(ops, profile or None, backend=_backend(args.backend), arch=args.arch, facts=facts)
     allowed = [d for d in decisions if d.allowed]
     shown = decisions if args.explain else allowed[:args.limit] if args.limit is not None else allowed
     if args.json:
@@ -153,15 +153,25 @@ def _task_summary(spec: str) -> dict:
         raise UserError(f"--task: {exc}") from None
 
 
+def _backend(value: str | None) -> str | None:
+    """--backend's value: auto is this machine's backend, any (or none) is no filter."""
+    if value == "auto":
+        from ..evaluate.options import machine_backend
+        return str(machine_backend())
+    return None if value in (None, "any") else value
+
+
 def cmd_search(args: argparse.Namespace) -> int:
     """Ranked skills for a task, a bottleneck, a backend and/or a text query, best first."""
     words = list(args.words or []) + ([args.query] if args.query else [])
     query = " ".join(words) if words else None
     if query is not None and not query.strip():
         raise UserError("--query: empty text")
-    if args.task is None and args.bottleneck is None and query is None and args.backend is None:
+    if args.task is None and args.bottleneck is None and query is None and args.backend in ("auto", "any"):
         raise UserError("skills search: give at least one of --task, --bottleneck, --query, "
                         "--backend (e.g. --task softmax_rows --bottleneck memory-bound)")
+    args.backend_auto = args.backend == "auto"
+    args.backend = _backend(args.backend)
     info = _task_summary(args.task) if args.task is not None else None
     ops = gate_features(info) if info is not None else None
     book = SkillBook.load()
@@ -177,6 +187,9 @@ def cmd_search(args: argparse.Namespace) -> int:
         feats = [o for o in ops if o not in OP_CLASSES]
         _out(f"task {args.task}: op classes {', '.join(classes) or '(none)'}; features "
              f"{', '.join(feats) or '(none)'}\n")
+    if args.backend:
+        _out(f"backend {args.backend}" + (" (this machine's; --backend any for every backend)"
+                                          if args.backend_auto else "") + "\n")
     rows = [[str(i), s.id, s.category, ",".join(s.backends), s.title]
             for i, s in enumerate(skills, 1)]
     _out(_table(rows, ["#", "id", "category", "backends", "title"]))
@@ -313,8 +326,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     q.add_argument("--result", metavar="FILE", help="an evaluation result (kernelskill eval --json): its profile "
                    "decides the profile preconditions")
     q.add_argument("--bottleneck", choices=BOTTLENECKS, help="the node's bottleneck (default: the result's, or any)")
-    q.add_argument("--backend", choices=BACKENDS, default="cuda", help="the backend the kernel is written for "
-                   "(default cuda)")
+    q.add_argument("--backend", choices=(*BACKENDS, "auto"), default="auto", help="the backend the kernel is "
+                   "written for (default auto: this machine's, cuda with a GPU, else cpp)")
     q.add_argument("--arch", help="target arch, e.g. sm_90 (default: do not filter)")
     q.add_argument("--limit", type=int, metavar="N", help="the first N skills of the ranking (default: all)")
     q.add_argument("--explain", action="store_true", help="every skill, in or out, with each condition's verdict")
@@ -334,8 +347,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help=f"one of {', '.join(BOTTLENECKS)}")
     q.add_argument("--query", metavar="TEXT", help="text to search in id, title, summary, when, "
                    "guidance")
-    q.add_argument("--backend", metavar="X", choices=BACKENDS,
-                   help=f"one of {', '.join(BACKENDS)} (default: any)")
+    q.add_argument("--backend", metavar="X", choices=(*BACKENDS, "auto", "any"), default="auto",
+                   help=f"one of {', '.join(BACKENDS)}; auto (the default): this machine's, cuda with a GPU, else "
+                   "cpp, as MCP's lookup_skills; any: every backend")
     q.add_argument("--arch", help="target arch, e.g. sm_90 (default: do not filter)")
     q.add_argument("--limit", type=int, metavar="N", help="the first N skills of the ranking (default: all)")
     q.add_argument("--json", action="store_true", help="print JSON")

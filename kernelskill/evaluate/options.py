@@ -91,6 +91,12 @@ def resolve_device(device: str, backend: str | None = None) -> str:
     return device
 
 
+def machine_backend() -> Backend:
+    """The backend this machine runs: cuda with a usable GPU, else C++ on the CPU (what MCP's
+    lookup_skills and `skills search` default to)."""
+    return Backend.cuda if resolve_device("auto") == "cuda" else Backend.cpp
+
+
 def worker_threads(opts: Options) -> int:
     """The threads a worker pins torch and OpenMP to: the option, else every core this process may use."""
     return isolation.worker_threads(opts.threads)

@@ -192,3 +192,23 @@ def test_http_policy_requires_a_token_off_loopback():
     with pytest.raises(UserError, match="at least 16"):
         HttpPolicy(host="0.0.0.0", token="short").check()
     HttpPolicy(host="0.0.0.0", token="x" * 32).check()
+
+
+def test_cli_skills_search_defaults_to_this_machines_backend_as_mcp_does(toolbox, capsys):
+    """`skills search --task softmax_rows` on a CPU-only machine listed four CUDA/Triton skills while
+    MCP's lookup_skills listed C++ ones: both now default to this machine's backend, and agree."""
+    import json as _json
+
+    from kernelskill.cli.main import main
+    task = "softmax_rows"             # a shipped example's name: both resolve it
+    assert main(["skills", "search", "--task", task, "--limit", "5", "--json"]) == 0
+    cli = [s["id"] for s in _json.loads(capsys.readouterr().out)]
+    mcp = toolbox.lookup_skills(task=task, limit=5)
+    assert cli == [s.id for s in mcp.skills] and cli, (cli, mcp)
+    assert all(str(mcp.backend) in s.backends for s in mcp.skills)
+    # --backend any lifts the filter; the text output names the backend it used.
+    assert main(["skills", "search", "--task", task, "--backend", "any", "--json"]) == 0
+    every = _json.loads(capsys.readouterr().out)
+    assert len(every) > len(cli) and {b for s in every for b in s["backends"]} > {str(mcp.backend)}
+    assert main(["skills", "search", "--task", task, "--limit", "3"]) == 0
+    assert f"backend {mcp.backend} (this machine's; --backend any for every backend)" in capsys.readouterr().out
