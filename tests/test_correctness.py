@@ -25,7 +25,7 @@ def test_mismatch_report_names_worst_elements_and_fraction():
     assert not res.ok and res.check == "allclose"
     assert res.mismatch_fraction == 2 / 12
     assert "2 of 12 elements" in text
-    first = text.splitlines()[1]
+    first = text.splitlines()[0]
     assert "[1, 2]" in first and "got 7" in first and "expected 0" in first   # the worst comes first
 
 
@@ -66,6 +66,22 @@ def test_verify_outputs_summary_lists_every_trial():
     assert "1 of 2 trials failed" in v.mismatch and "signed inputs" in v.mismatch and "Per-trial" in v.mismatch
 
 
+def test_a_mismatchs_first_line_is_whole_on_its_own():
+    """The trial's message (and the MCP summary built on it) ended in `worst:` with nothing after it."""
+    want = torch.zeros(4, 5)
+    got = want.clone()
+    got[1, 2], got[3, 4] = 0.5, 0.25
+    res, report = compare_trial(0, 1, "task", [got], [want], 1e-4, 1e-4)
+    assert not res.ok
+    assert res.message == ("output: 2 of 20 elements (10 %) outside tolerance; worst: at [1, 2]: got 0.5, "
+                           "expected 0 (|diff| 0.5)")
+    assert report.splitlines()[1:] == ["  next worst:", "  at [3, 4]: got 0.25, expected 0 (|diff| 0.25)"]
+    single = want.clone()
+    single[0, 0] = 1.0
+    one = compare_trial(0, 1, "task", [single], [want], 1e-4, 1e-4)
+    assert one[0].message.endswith("; worst: at [0, 0]: got 1, expected 0 (|diff| 1)") and "\n" not in one[1]
+
+
 def test_a_comparison_in_passes_gives_the_verdict_and_report_of_one_pass(monkeypatch):
     # Gigabyte outputs are compared CHUNK elements at a time (bounded temporaries on the GPU): the
     # errors, the fraction and the worst elements named must be those of a single pass.
@@ -80,7 +96,8 @@ def test_a_comparison_in_passes_gives_the_verdict_and_report_of_one_pass(monkeyp
     parts = compare_trial(0, 1, "task", [got], [want], 1e-4, 1e-4)
     assert not whole[0].ok and not parts[0].ok
     assert parts[1] == whole[1] and "4 of 1961 elements" in parts[1]
-    assert parts[1].splitlines()[1].startswith("  at [18, 46]:")           # flat 1000, the worst
+    assert parts[1].splitlines()[0].endswith("; worst: at [18, 46]: got " + parts[1].split("got ", 1)[1].splitlines()[0])
+    assert "worst: at [18, 46]:" in parts[1].splitlines()[0]                # flat 1000, the worst
     assert parts[0].max_abs_err == pytest.approx(whole[0].max_abs_err)
     assert parts[0].max_rel_err == pytest.approx(whole[0].max_rel_err, rel=1e-5)
     assert parts[0].mismatch_fraction == whole[0].mismatch_fraction

@@ -139,11 +139,18 @@ def _index(flat_or_nd, shape) -> tuple:
 
 
 def _worst_lines(tag: str, n_bad: int, top: list[tuple[int, float]], g: torch.Tensor, w: torch.Tensor) -> str:
+    """The first line is whole on its own (it is the trial's message and an MCP summary): the count
+    and the worst element; the next worst follow, one per line."""
     n = w.numel()
-    out = [f"{tag}: {n_bad} of {n} elements ({100 * n_bad / n:.3g} %) outside tolerance; worst:"]
+    at = []
     for flat, d in top:
         idx = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), w.shape))
-        out.append(f"  at {list(idx)}: got {g[idx].item():.6g}, expected {w[idx].item():.6g} (|diff| {d:.3g})")
+        at.append(f"at {list(idx)}: got {g[idx].item():.6g}, expected {w[idx].item():.6g} (|diff| {d:.3g})")
+    head = f"{tag}: {n_bad} of {n} elements ({100 * n_bad / n:.3g} %) outside tolerance"
+    out = [head + (f"; worst: {at[0]}" if at else "")]
+    if len(at) > 1:
+        out.append("  next worst:")
+        out += [f"  {a}" for a in at[1:]]
     return "\n".join(out)
 
 

@@ -354,7 +354,7 @@ def _difference(got: list, want: list, tol: tuple) -> str:
     if res.ok:
         return ""
     worst = f", max |diff| {res.max_abs_err:.3g}" if res.max_abs_err else ""
-    return res.message.removesuffix("; worst:") + worst
+    return res.message + worst
 
 
 def _work(task: Task) -> dict:

@@ -39,8 +39,10 @@ def inspector() -> Path:
 def run(inspector: Path, tmp_path: Path, *args: str) -> tuple[int, dict, str]:
     """Run ``mcp-inspector --cli ARGS``: (exit code, its JSON output, everything it printed)."""
     env = {**os.environ, "HOME": str(tmp_path)}          # it keeps a catalog under ~/.mcp-inspector
-    done = subprocess.run([str(inspector), "--cli", *args], capture_output=True, text=True, timeout=300, env=env,
-                          cwd=ROOT)
+    # The server imports torch before it answers: on a busy 2-core machine that took longer than the
+    # Inspector's default 15 s connect timeout. A state (the connection), not a time, is waited on.
+    done = subprocess.run([str(inspector), "--cli", "--connect-timeout", "240000", *args], capture_output=True,
+                          text=True, timeout=300, env=env, cwd=ROOT)
     printed = f"{done.stdout}\n{done.stderr}"
     out = done.stdout.strip()
     try:

@@ -212,3 +212,17 @@ def test_cli_skills_search_defaults_to_this_machines_backend_as_mcp_does(toolbox
     assert len(every) > len(cli) and {b for s in every for b in s["backends"]} > {str(mcp.backend)}
     assert main(["skills", "search", "--task", task, "--limit", "3"]) == 0
     assert f"backend {mcp.backend} (this machine's; --backend any for every backend)" in capsys.readouterr().out
+
+
+def test_evaluation_summaries_say_each_number_once_and_end_whole(toolbox):
+    """The ok summary repeated the speedup; the incorrect one ended in a dangling `worst`, and so did
+    each trial's message. Real evaluations through the toolbox, on the C++ test toolkit."""
+    from helpers import toolkit_candidate
+    ok = toolbox.evaluate("relu_task.py", toolkit_candidate("return ext.relu2(x)"))
+    assert ok.status == "ok", ok.summary
+    assert ok.summary.count("vs eager") == 1 and "eager " in ok.summary and "candidate " in ok.summary, ok.summary
+    bad = toolbox.evaluate("relu_task.py", toolkit_candidate("return ext.relu2(x) + 1"))
+    assert bad.status == "incorrect", bad.summary
+    assert "outside tolerance; worst: at [" in bad.summary and "expected" in bad.summary, bad.summary
+    for t in bad.result.verify.trials:
+        assert not t.ok and not t.message.rstrip().endswith(("worst", "worst:")), t.message
