@@ -485,3 +485,16 @@ def test_nvcc_phases_report_a_device_typo_once_with_its_line(tmp_path):
     assert r.returncode != 0
     assert r.stdout.count('error: identifier "flot" is undefined') == 1, r.stdout
     assert f"{src}(4): error" in r.stdout
+
+
+def test_torch_flags_call_no_deprecated_torch_helper():
+    """The test run's only warnings came from here: torch deprecates (and empties) the pybind11 ABI
+    flag helper. The flags are taken with every warning an error, in a fresh process (the flags are
+    cached per process)."""
+    code = ("import warnings\nwarnings.simplefilter('error')\n"
+            "from kernelskill.evaluate import toolchain\n"
+            "cxx, _, ld = toolchain._torch_flags(False)\n"
+            "assert '-DTORCH_API_INCLUDE_EXTENSION_H' in cxx and '-shared' in ld\nprint('ok')")
+    done = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c", code], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]

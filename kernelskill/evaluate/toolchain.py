@@ -234,10 +234,12 @@ def _torch_flags(with_cuda: bool) -> tuple[list[str], list[str], list[str]]:
     common = ["-DTORCH_API_INCLUDE_EXTENSION_H"]
     for p in includes:
         common += ["-isystem", p]            # two arguments: nvcc takes no joined form
-    abi = getattr(ext, "_get_pybind11_abi_build_flags", None)
-    common += list(abi()) if abi else []
-    glibcxx = getattr(ext, "_get_glibcxx_abi_build_flags", None)
-    common += list(glibcxx()) if glibcxx else []
+    # Torch's private flag helpers, where they still mean something: a deprecated one (torch marks
+    # the pybind11 one so from 2.9 on, and returns nothing) is not called, so it warns nobody.
+    for name in ("_get_pybind11_abi_build_flags", "_get_glibcxx_abi_build_flags"):
+        helper = getattr(ext, name, None)
+        if helper is not None and not getattr(helper, "__deprecated__", None):
+            common += list(helper())
     cxx = common + ["-fPIC", "-std=c++20"]
     nvcc = []
     if with_cuda:
