@@ -3,6 +3,9 @@ timing against eager's, the roofline with the reference and the nodes on it, per
 chart at a time below 150 columns (v: next), all four at 200×50."""
 from __future__ import annotations
 
+import re
+
+from textual.widgets import Label
 from textual_plotext import PlotextPlot
 
 from kernelskill.runs import load_run
@@ -14,7 +17,7 @@ from kernelskill.tui.widgets.node_detail import NodeDetail
 from kernelskill.tui.widgets.plots import PLOTS, RunPlots, attempts, kernel_bars, roofline_points, timing_rows
 
 from helpers import eval_result
-from conftest import run_async, until
+from conftest import STORED_RUN, run_async, until
 
 
 def demo_view() -> RunView:
@@ -90,7 +93,8 @@ async def test_plots_grow_to_a_grid_at_200x50(config_for):
         await until(pilot, lambda: all(p.region.height >= 18 and p.region.width >= 40 for p in widgets),
                     what="four charts in a 2×2 grid")
         assert len({p.region.x for p in widgets}) == 2 and len({p.region.y for p in widgets}) == 2
-        await until(pilot, lambda: "best so far" in plot_text(plots.query_one("#plot-speedup")),
+        legend = plots.query_one("#speedup-legend", Label)
+        await until(pilot, lambda: legend.region.height > 0 and "best so far" in str(legend.render()),
                     what="the legend, once there is room for it")
         assert "omp.gelu" in plot_text(plots.query_one("#plot-kernels"))          # ours, marked *
         assert "roof" in plot_text(plots.query_one("#plot-roofline"))
@@ -130,3 +134,66 @@ async def test_roofline_is_log_log_where_flops_are_counted():
         assert plots.drawn["roofline"] == "log-log: n0 18%, n1 37%"
         text = plot_text(plots.query_one("#plot-roofline", PlotextPlot))
         assert "roofline 60 TFLOP/s, 3000 GB/s" in text and "FLOP/byte" in text
+
+
+def y_axis(text: str) -> dict[str, int]:
+    """The chart's y labels and the line each sits on (0: the chart's first line)."""
+    out = {}
+    for i, line in enumerate(text.splitlines()):
+        m = re.match(r"\s*([^\s┤├]+)\s*[┤├]", line)
+        if m:
+            out[m.group(1)] = i
+    return out
+
+
+async def stored_plots(pilot, app) -> tuple[RunPlots, PlotextPlot]:
+    """The stored run (n1 incorrect, n2 0.18×, n3 crashed, n4 = n2) on its Plots tab, n2 highlighted."""
+    await until(pilot, lambda: getattr(app.screen, "view", None) is not None
+                and app.screen.query_one(CandidateTree).current_id == "n2", what="the stored run, on n2")
+    app.screen.query_one(NodeDetail).active = "tab-plots"
+    plots = app.screen.query_one(RunPlots)
+    speedup = plots.query_one("#plot-speedup", PlotextPlot)
+    await until(pilot, lambda: speedup.region.height > 0 and "speedup vs eager" in plot_text(speedup)
+                and "n4" in plot_text(speedup), what="the speedup chart drawn, every attempt on it")
+    return plots, speedup
+
+
+@run_async
+async def test_speedup_axis_at_80x24_keeps_failed_zero_and_1x_apart(config_for):
+    """Issue 46, item 5d: at 80×24 the 0 and 1× lines fell on one row labelled 0.67, so a failed attempt
+    read as a 0.67× result. Failed attempts now have a row of their own, and every label names its row."""
+    app = KernelSkillApp(config_for(None), open_run=STORED_RUN)
+    async with app.run_test(size=(80, 24)) as pilot:
+        plots, speedup = await stored_plots(pilot, app)
+        text = plot_text(speedup)
+        lines, labels_at = text.splitlines(), y_axis(text)
+        failed, zero, one = labels_at["failed"], labels_at["0"], labels_at["1×"]
+        assert failed > zero > one, labels_at                        # three rows, bottom to top
+        assert failed == max(labels_at.values())                     # the lowest row of the chart
+        plot_area = lambda i: re.split(r"[┤├]", lines[i], maxsplit=1)[1]  # noqa: E731 (right of the y axis)
+        assert plot_area(failed).count("x") == 2 and "●" not in plot_area(failed)     # n1 and n3, nothing else
+        assert plot_area(one).count("─") > 10                         # the 1× line is on the row labelled 1×
+        n2 = [i for i, line in enumerate(lines) if "●" in line]
+        assert n2 and all(one < i < failed for i in n2), (n2, labels_at)   # 0.18×: below 1×, above failed
+        values = [(i, float(k.rstrip("×"))) for k, i in labels_at.items() if k != "failed"]
+        assert [v for _, v in sorted(values, reverse=True)] == sorted(v for _, v in values)   # rising upwards
+        assert plots.drawn["speedup"].startswith("4 attempts: 2 timed, 2 failed")
+
+
+@run_async
+async def test_speedup_legend_at_200x50_sits_outside_the_chart(config_for):
+    """Issue 46, item 5e: at 200×50 the legend covered data; it is now a line under the chart."""
+    app = KernelSkillApp(config_for(None), open_run=STORED_RUN)
+    async with app.run_test(size=(200, 50)) as pilot:
+        plots, speedup = await stored_plots(pilot, app)
+        legend = plots.query_one("#speedup-legend", Label)
+        await until(pilot, lambda: legend.region.height > 0, what="the legend shown")
+        assert not legend.region.overlaps(speedup.region)
+        assert legend.region.y >= speedup.region.bottom                # under the chart, the axes and labels
+        shown = str(legend.render())
+        for entry in ("speedup", "95% CI", "failed", "best so far", "this node", "1×"):
+            assert entry in shown
+        text = plot_text(speedup)
+        assert "best so far" not in text and "this node" not in text     # nothing of it inside the chart
+        labels_at = y_axis(text)
+        assert text.splitlines()[labels_at["failed"]].count("x") == 2    # both failed attempts visible

@@ -7,6 +7,7 @@ The data functions are plain (tests read them); ``RunPlots.show`` draws them.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from rich.text import Text
@@ -20,9 +21,15 @@ from kernelskill.trajectory import Node
 
 from ..model import RunView, profile_of
 
+try:
+    from textual_plotext import PlotextPlot
+except ImportError:                     # the tui extra without textual-plotext: the tab says how to get it
+    PlotextPlot = None
+
 PLOTS = ("speedup", "timing", "roofline", "kernels")
 TITLES = {"speedup": "speedup", "timing": "timing", "roofline": "roofline", "kernels": "kernels"}
 LEGEND_ROWS = 14                  # a smaller chart has no room for a legend
+FRAME_ROWS = 4                    # a chart's rows around its data: the title, two axes, the x tick labels
 
 
 @dataclass
@@ -46,6 +53,81 @@ def attempts(view: RunView) -> list[Attempt]:
         out.append(Attempt(i + 1, node.id, node.speedup if ok else None, ci[0] if ok and len(ci) == 2 else None,
                            ci[1] if ok and len(ci) == 2 else None, node.quality))
     return out
+
+
+def _nice_at_least(x: float) -> float:
+    """The smallest of 1, 1.5, 2, 2.5, 3, 4, 5, 6, 8 times a power of ten that is at least ``x``."""
+    scale = 10.0 ** math.floor(math.log10(x)) if x > 0 else 1.0
+    for m in (1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10):
+        if m * scale >= x * (1 - 1e-9):
+            return m * scale
+    return 10 * scale
+
+
+def _times(v: float) -> str:
+    return "0" if v == 0 else f"{round(v, 6):g}×"
+
+
+@dataclass
+class SpeedupAxis:
+    """The speedup chart's y axis in rows, so that every label sits on the row it names, whatever the
+    chart's height: row 0 holds the failed attempts ("failed"), row 1 is 0×, and 1× is a row of its own.
+    Where the rows allow, the scale is linear with ``per_unit`` rows per 1× (1× on row 1 + per_unit);
+    where they do not (a speedup above rows - 2 on a short chart), 0× and 1× are rows 1 and 2 and each
+    row above adds ``step``. ``y(v)`` is a speedup's row (plotext rounds it); ``ticks`` are (row, label)."""
+    rows: int
+    per_unit: int = 0                 # linear: rows per 1×; 0: the short layout
+    step: float = 0.0                 # the short layout: the speedup one row adds above 1×
+    ticks: list[tuple[int, str]] = None
+
+    FAILED = 0
+
+    def y(self, v: float) -> float:
+        if self.per_unit:
+            row = 1 + v * self.per_unit
+        else:
+            row = 1 + v if v <= 1 else 2 + (v - 1) / self.step
+        return min(max(row, 1.0), self.rows - 1)
+
+    def value(self, row: int) -> float:
+        """The speedup a row stands for (row ≥ 1)."""
+        if self.per_unit:
+            return (row - 1) / self.per_unit
+        return float(row - 1) if row <= 2 else 1 + (row - 2) * self.step
+
+
+PER_UNIT = (1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 16, 20, 25, 30, 40, 50, 100)
+
+
+def speedup_axis(top: float, rows: int) -> SpeedupAxis:
+    """The axis for speedups up to ``top`` on a chart whose data area has ``rows`` rows. Below 4 rows
+    only "failed" is labelled (0, 1× and a speedup above it cannot all have rows of their own), and on
+    a single row nothing is."""
+    if rows < 4:
+        axis = SpeedupAxis(max(rows, 2), step=max(top - 1, 0.1))
+        axis.ticks = [(SpeedupAxis.FAILED, "failed")] if rows >= 2 else []
+        return axis
+    fit = int((rows - 2) // top) if top > 0 else 0
+    per_unit = max((n for n in PER_UNIT if n <= fit), default=0)     # rows per 1×: a count nice labels divide
+    axis = SpeedupAxis(rows, per_unit=per_unit, step=0.0 if per_unit else
+                       _nice_at_least((top - 1) / max(rows - 3, 1)))
+    room = rows - 1 if rows <= 9 else min(9, (rows - 1) // 2)        # labels the rows above "failed" can take
+    ticks = [(SpeedupAxis.FAILED, "failed")]
+    if per_unit:
+        top_value = axis.value(rows - 1)
+        every = next(m for m in (0.1, 0.2, 0.25, 0.5, 1, 2, 2.5, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000,
+                                 float("inf"))
+                     if m == float("inf") or (abs(m * per_unit - round(m * per_unit)) < 1e-9
+                                              and top_value / m + 1 <= room))
+        marks = [0.0, 1.0] + ([every * k for k in range(1, int(top_value / every + 1e-9) + 1)]
+                              if every != float("inf") else [])
+        ticks += sorted({(round(axis.y(v)), _times(v)) for v in marks})
+    else:
+        every = max(1, math.ceil((rows - 3) / max(room - 2, 1)))
+        ticks += [(r, _times(axis.value(r))) for r in range(1, rows)
+                  if r <= 2 or (r - 2) % every == 0 or r == rows - 1]
+    axis.ticks = ticks
+    return axis
 
 
 def timing_rows(node: Node, root: Node | None) -> list[tuple[str, TimingStats]]:
@@ -82,6 +164,76 @@ def _short(name: str, room: int) -> str:
     return name if len(name) <= room else "…" + name[-(room - 1):]
 
 
+def draw_speedup(plt, data_rows: int, rows: list[Attempt], best: list[tuple[int, float]], here: Attempt | None,
+                 top: float, xlabel: bool) -> SpeedupAxis:
+    """The speedup chart on a data area ``data_rows`` high: failed attempts as x on a row of their own
+    ("failed"), each timed attempt's speedup (● with its interval, ~ when not good), the best so far, the
+    1× line and the highlighted node's attempt; every y label on the row it names (``speedup_axis``)."""
+    axis = speedup_axis(top, data_rows)
+    plt.title("speedup vs eager, 95% CI")
+    if xlabel:
+        plt.xlabel("attempt")
+    if rows:
+        plt.xlim(0.5, len(rows) + 0.5)
+        plt.xticks([a.attempt for a in rows], [a.node_id for a in rows])
+    plt.ylim(0, axis.rows - 1)
+    plt.yticks([row for row, _ in axis.ticks], [label for _, label in axis.ticks])
+    plt.horizontal_line(axis.y(1.0), color="gray")
+    if here is not None:
+        plt.vertical_line(here.attempt, color="magenta")
+    if best:                                     # the lines first: the points are drawn over them
+        plt.plot([x for x, _ in best], [axis.y(b) for _, b in best], color="yellow")
+    timed = [a for a in rows if a.speedup is not None]
+    with_ci = [a for a in timed if a.low is not None]
+    if with_ci:
+        lows, highs = [axis.y(a.low) for a in with_ci], [axis.y(a.high) for a in with_ci]
+        plt.error([a.attempt for a in with_ci], [(lo + hi) / 2 for lo, hi in zip(lows, highs, strict=True)],
+                  yerr=[hi - lo for lo, hi in zip(lows, highs, strict=True)], color="cyan")
+    if timed:
+        plt.scatter([a.attempt for a in timed], [axis.y(a.speedup) for a in timed], marker="●", color="green")
+        for a in timed:
+            if a.quality not in ("good", None):
+                plt.text("~", a.attempt + 0.25, axis.y(a.speedup), color="yellow")
+    failed = [a for a in rows if a.speedup is None]
+    if failed:
+        plt.scatter([a.attempt for a in failed], [axis.FAILED] * len(failed), marker="x", color="red")
+    return axis
+
+
+LEGEND = ((("●", "green"), " speedup ", ("~", "bold yellow"), " not good"), (("│", "cyan"), " 95% CI"),
+          (("x", "red"), " failed"), (("─", "yellow"), " best so far"), (("│", "magenta"), " this node"),
+          (("─", "bright_black"), " 1×"))
+
+
+def speedup_legend(width: int) -> Text:
+    """The speedup chart's legend in lines of ``width``, no entry split across two."""
+    out, line = Text(), 0
+    for entry in LEGEND:
+        item = Text.assemble(*entry)
+        if line and line + 2 + item.cell_len > width:
+            out.append("\n")
+            line = 0
+        elif line:
+            out.append("  ")
+            line += 2
+        out.append_text(item)
+        line += item.cell_len
+    return out
+
+if PlotextPlot is not None:
+    class SpeedupPlot(PlotextPlot):
+        """The speedup chart, drawn by ``draw(plt, data_rows)`` each time it renders, so that its axis
+        always fits the height it has (the rows decide where each label goes)."""
+
+        draw = None
+
+        def render(self):
+            if self.draw is not None:
+                self.plt.clear_figure()
+                self.axis = self.draw(self.plt, self.size.height)
+            return super().render()
+
+
 class RunPlots(Vertical):
     """The four charts; ``show(view, node)`` draws them for the run and its highlighted node."""
 
@@ -101,10 +253,15 @@ class RunPlots(Vertical):
         if not self.available:
             yield Static("The plots need textual-plotext: pip install 'kernelskill[tui]'.", id="plots-missing")
             return
-        from textual_plotext import PlotextPlot
         with Container(id="plots-grid"):
             for name in PLOTS:
-                yield PlotextPlot(id=f"plot-{name}", classes="plot" + (" -shown" if name == self.current else ""))
+                shown = " -shown" if name == self.current else ""
+                if name == "speedup":            # its legend on a line of its own, under the chart: never over data
+                    with Vertical(id="speedup-cell", classes="plot" + shown):
+                        yield SpeedupPlot(id="plot-speedup")
+                        yield Label("", id="speedup-legend")
+                else:
+                    yield PlotextPlot(id=f"plot-{name}", classes="plot" + shown)
 
     def on_mount(self) -> None:
         self._head()
@@ -113,7 +270,7 @@ class RunPlots(Vertical):
         """The next chart (where one chart fills the tab)."""
         self.current = PLOTS[(PLOTS.index(self.current) + 1) % len(PLOTS)]
         for name in PLOTS:
-            self.query(f"#plot-{name}").set_class(name == self.current, "-shown")
+            self.query(f"#plot-{name}.plot, #{name}-cell").set_class(name == self.current, "-shown")
         self._head()
 
     def _head(self) -> None:
@@ -144,43 +301,24 @@ class RunPlots(Vertical):
 
     # ---- the charts -----------------------------------------------------------------------------
     def _speedup(self, view: RunView, node: Node) -> None:
-        widget, plt = self._plot("speedup")
-        legend = widget.size.height >= LEGEND_ROWS
+        widget = self.query_one("#plot-speedup", SpeedupPlot)
         rows = attempts(view)
         timed = [a for a in rows if a.speedup is not None]
-        failed = [a for a in rows if a.speedup is None]
-        plt.title("speedup vs eager, 95% CI")
-        plt.xlabel("attempt")
-        if rows:
-            plt.xlim(0.5, len(rows) + 0.5)
-            plt.xticks([a.attempt for a in rows], [a.node_id for a in rows])
-        top = max([a.high or a.speedup for a in timed] + [1.2])
-        plt.ylim(0, top * 1.1)
-        plt.horizontal_line(1.0, color="gray")
-        with_ci = [a for a in timed if a.low is not None]
-        if with_ci:
-            plt.error([a.attempt for a in with_ci], [(a.low + a.high) / 2 for a in with_ci],
-                      yerr=[a.high - a.low for a in with_ci], color="cyan")
-        if timed:
-            plt.scatter([a.attempt for a in timed], [a.speedup for a in timed], marker="●", color="green",
-                        label="speedup (~: not good quality)" if legend else None)
-            for a in timed:
-                if a.quality not in ("good", None):
-                    plt.text("~", a.attempt + 0.25, a.speedup, color="yellow")
-        if failed:
-            plt.scatter([a.attempt for a in failed], [0] * len(failed), marker="x", color="red",
-                        label="failed" if legend else None)
         best = [(i + 1, b) for i, b in enumerate(view.curve) if b]
-        if best:
-            plt.plot([x for x, _ in best], [b for _, b in best], color="yellow",
-                     label="best so far" if legend else None)
         here = next((a for a in rows if a.node_id == node.id), None)
-        if here is not None:
-            plt.vertical_line(here.attempt, color="magenta")
+        # The axis reaches a little above the fastest point; an interval far above it (a contended timing)
+        # runs off the top rather than squeezing every point into the bottom rows.
+        top = max([min(a.high or a.speedup, 1.5 * a.speedup) for a in timed] + [1.2]) * 1.05
+        cell = self.query_one("#speedup-cell")
+        roomy = cell.size.height >= LEGEND_ROWS
+        legend = self.query_one("#speedup-legend", Label)
+        legend.display = roomy
+        legend.update(speedup_legend(max(cell.size.width - 2, 20)))
+        widget.draw = lambda plt, height: draw_speedup(plt, height - FRAME_ROWS - roomy, rows, best, here, top, roomy)
         widget.refresh()
         best_text = f"best {max(b for _, b in best):.2f}×" if best else "no correct candidate yet"
-        self.drawn["speedup"] = (f"{len(rows)} attempts: {len(timed)} timed, {len(failed)} failed; {best_text}"
-                                 + (f"; {node.id} at attempt {here.attempt}" if here else ""))
+        self.drawn["speedup"] = (f"{len(rows)} attempts: {len(timed)} timed, {len(rows) - len(timed)} failed; "
+                                 f"{best_text}" + (f"; {node.id} at attempt {here.attempt}" if here else ""))
 
     def _timing(self, view: RunView, node: Node) -> None:
         widget, plt = self._plot("timing")
