@@ -64,7 +64,7 @@ async def test_q_quits_and_question_mark_lists_the_keys(config_for, tmp_path):
         await pilot.press("f1")
         await until(pilot, lambda: isinstance(app.screen, HelpScreen), what="the help overlay (F1)")
         text = str(app.screen.query_one("#help-keys", Static).content)
-        assert "Next tab" in text and "Pause" not in text                 # no run controls on a stored run
+        assert "Next tab" in text and "Pause (not now: a live run" in text  # a stored run's controls: dimmed
         await pilot.press("escape", "q")
         await until(pilot, lambda: app.return_code is not None, what="q to quit")
 

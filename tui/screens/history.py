@@ -90,8 +90,9 @@ class HistoryScreen(KeepsFocus, Screen):
     HORIZONTAL_BREAKPOINTS, VERTICAL_BREAKPOINTS = size_breakpoints()
     BINDINGS = [Binding("o", "open", "Open"), Binding("p", "replay", "Replay"), Binding("r", "resume", "Resume"),
                 Binding("x", "export", "Export"), Binding("e", "edit", "Open in $EDITOR", show=False),
-                Binding("c", "copy_path", "Copy path", show=False), Binding("d", "delete", "Delete"),
-                Binding("slash", "filter", "Filter", key_display="/"), Binding("s", "sort", "Sort"),
+                # The footer fits 80 columns: delete and sort (and the rest) are in ? and the palette.
+                Binding("c", "copy_path", "Copy path", show=False), Binding("d", "delete", "Delete", show=False),
+                Binding("slash", "filter", "Filter", key_display="/"), Binding("s", "sort", "Sort", show=False),
                 Binding("S", "sort_reverse", "Reverse", show=False),
                 Binding("g", "reload", "Reload", show=False), Binding("n", "new", "New run"),
                 Binding("escape", "back", "Back")]

@@ -6,24 +6,33 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Button, Footer, Header, Select
+from textual.widgets import Button, Footer, Header, Input, Select
 
 from kernelskill.errors import UserError
 
-from ..launch import RunRequest, default_preset, has_cuda, list_examples
+from ..launch import RunRequest, apply_request, default_preset, has_cuda, list_examples
 from ..widgets.notices import NoticeBar
 from .overlays import KeepsFocus, TooSmall, size_breakpoints
-from ..widgets.run_form import RunSettings, TaskPicker
+from ..widgets.run_form import RunSettings, TaskPicker, field_label
 
 
 class HomeScreen(KeepsFocus, Screen):
-    """The form; ctrl+r (or the button) starts a run on the Run screen."""
+    """The form; ctrl+r (or the button) starts a run on the Run screen.
+
+    A text field (path, base URL, …) takes the cursor only when the user moves to it (tab, a click): there
+    q types q, and esc leaves the field; anywhere else q quits, as on every screen."""
 
     FOCUS_HOME = "#examples"
 
     HORIZONTAL_BREAKPOINTS, VERTICAL_BREAKPOINTS = size_breakpoints()
     BINDINGS = [Binding("ctrl+r", "start", "Start run", priority=True),
-                Binding("ctrl+o", "history", "History", priority=True)]
+                Binding("ctrl+o", "history", "History", priority=True),
+                Binding("escape", "leave_field", "Leave the field")]
+    HELP_KEYS = (("tab, shift+tab", "the next / previous field (the examples, path, preset, base URL, …)"),
+                 ("↑↓", "browse the examples (the description shows under the list)"),
+                 ("enter", "pick the highlighted example: it fills path (and the preset)"),
+                 ("q in a text field", "types q; esc leaves the field, then q quits"))
+    HELP_WHEN = {"leave_field": "while the cursor is in a text field"}
 
     def __init__(self, task: str = "", preset: str | None = None) -> None:
         super().__init__()
@@ -69,6 +78,22 @@ class HomeScreen(KeepsFocus, Screen):
     def _task_changed(self) -> None:
         self._default_preset()
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """esc applies (and shows in the footer) only while a text field has the cursor."""
+        if action == "leave_field":
+            return isinstance(self.focused, Input)
+        return True
+
+    def on_descendant_focus(self) -> None:
+        self.refresh_bindings()                      # esc comes and goes with the text fields' cursor
+
+    def on_descendant_blur(self) -> None:
+        self.refresh_bindings()
+
+    def action_leave_field(self) -> None:
+        """esc in a text field: back to the example list, where q quits again."""
+        self.query_one("#examples").focus()
+
     def _default_preset(self) -> None:
         """The preset asked for on the command line, else ``small`` for a CPU run when the task has it."""
         picker = self.query_one(TaskPicker)
@@ -97,10 +122,22 @@ class HomeScreen(KeepsFocus, Screen):
             req = self.request()
             if not req.task:
                 raise UserError("choose a task: pick an example (enter) or type the path of a KernelBench file")
+            self._check_llm(req)
         except UserError as e:
             self.notify(str(e), title="Cannot start", severity="error", timeout=8)
             return
         self.app.open_run("live", req)
+
+    def _check_llm(self, req: RunRequest) -> None:
+        """The form's settings must name an endpoint and a model: say so in the form's own words (the
+        library's message advises kernelskill.toml and command-line flags, which the TUI does not have)."""
+        config = apply_request(self.app.config, req)
+        if not config.llm.base_url:
+            raise UserError(f"no LLM endpoint: type its address into the form's “{field_label(self, '#base-url')}” "
+                            "field (e.g. http://localhost:8000/v1), then ctrl+r")
+        if not config.llm.model and not all(config.role(r).model for r in ("planner", "coder", "debugger")):
+            raise UserError(f"no LLM model: type its name into the form's “{field_label(self, '#model')}” field, "
+                            "then ctrl+r")
 
     def action_history(self) -> None:
         self.app.open_history()

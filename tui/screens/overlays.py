@@ -2,6 +2,7 @@
 shown instead of the panes when the terminal is too small for them."""
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 from rich.text import Text
@@ -15,9 +16,11 @@ from textual.widgets.option_list import Option
 MIN_WIDTH, MIN_HEIGHT = 64, 18          # below this the panes cannot show a line of content each
 
 
-def screen_keys(screen: Screen) -> list[tuple[str, str, bool]]:
-    """(key, what it does, whether it applies now) for the screen's and the app's bindings, then the
-    screen's ``HELP_KEYS`` (keys its widgets handle, such as the tree's arrows)."""
+def screen_keys(screen: Screen) -> list[tuple[str, str, bool, str]]:
+    """(key, what it does, whether it applies now, when it would) for the screen's and the app's bindings,
+    then the screen's ``HELP_KEYS`` (keys its widgets handle, such as the tree's arrows). Every key is
+    listed: one that does not apply now (hidden from the footer, or dimmed there) too, with when it does
+    from the screen's ``HELP_WHEN``."""
     out, seen = [], set()
     for owner in (screen, screen.app):
         for b in getattr(owner, "BINDINGS", []):
@@ -25,11 +28,9 @@ def screen_keys(screen: Screen) -> list[tuple[str, str, bool]]:
                 continue
             seen.add(b.action)
             state = owner.check_action(b.action, ()) if hasattr(owner, "check_action") else True
-            if state is False:
-                continue                     # hidden on this screen now (e.g. run controls of a stored run)
             keys = ", ".join(screen.app.get_key_display(Binding(k, "")) for k in b.key.split(","))
-            out.append((keys, b.description, state is not None))
-    out += [(k, d, True) for k, d in getattr(screen, "HELP_KEYS", ())]
+            out.append((keys, b.description, state is True, getattr(owner, "HELP_WHEN", {}).get(b.action, "")))
+    out += [(k, d, True, "") for k, d in getattr(screen, "HELP_KEYS", ())]
     return out
 
 
@@ -45,11 +46,15 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         name = type(self.below).__name__.removesuffix("Screen")
         keys = screen_keys(self.below)
-        pad = max((len(k) for k, _, _ in keys), default=0) + 2
+        pad = max((len(k) for k, _, _, _ in keys), default=0) + 2
+        room = max(int(self.app.size.width * 0.9) - 5 - pad, 20)      # the box's border and padding, a scrollbar
         text = Text()
-        for key, what, now in keys:
-            text.append(key.ljust(pad), style="bold cyan")
-            text.append(what + ("  (not now)" if not now else "") + "\n", style="" if now else "dim")
+        for key, what, now, when in keys:
+            text.append(key.ljust(pad), style="bold cyan" if now else "dim cyan")
+            note = "" if now else f" (not now{': ' + when if when else ''})"
+            lines = textwrap.wrap(what + note, room) or [""]
+            text.append("\n".join([lines[0], *(" " * pad + line for line in lines[1:])]) + "\n",
+                        style="" if now else "dim")
         with Vertical(id="help-box") as box:
             box.border_title = f"Keys · {name}"
             box.border_subtitle = "esc closes · ctrl+p: every command"

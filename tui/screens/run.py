@@ -49,8 +49,15 @@ class RunScreen(KeepsFocus, Screen):
                 Binding("D", "diff_run", "Diff with a run's best", show=False),
                 Binding("h", "history", "History"), Binding("escape", "back", "Back")]
     HELP_KEYS = (("↑↓ ←→", "move in the tree (a focused pane scrolls)"),
+                 ("enter", "show the node under the cursor (so does a click)"),
+                 ("space", "fold / unfold the node's children in the tree (▶ marks a folded node)"),
                  ("tab, shift+tab", "the tree, the tabs, the activity log"),
                  ("esc in the filter", "clear it"))
+    # When a key that does not apply now would (the keys overlay shows it dimmed, with this).
+    HELP_WHEN = {"pause": "a live run, or a replay while it plays", "resume": "a paused live run or replay",
+                 "stop": "a live run", "faster": "a replay, while it plays", "slower": "a replay, while it plays",
+                 "to_end": "a replay, while it plays", "next_plot": "the Plots tab, narrower than 150 columns",
+                 "back": "once the run is over"}
     REPLAY_GAP_S = 2.0            # a replay waits at most this long (at 1×) between two events
 
     @dataclass
@@ -81,6 +88,7 @@ class RunScreen(KeepsFocus, Screen):
         self.optimizer = None
         self._latest: str | None = None
         self.diff_base: Node | None = None         # m (or D): the Diff tab compares against this node
+        self.shown_id: str | None = None           # the node in the tabs
 
     @classmethod
     def live(cls, request: RunRequest) -> "RunScreen":
@@ -334,6 +342,7 @@ class RunScreen(KeepsFocus, Screen):
     def _show(self, node_id: str) -> None:
         """The node in the tabs; its Diff against the marked node (m, D) when there is one, else its parent."""
         node = self.view.tree.get(node_id)
+        self.shown_id = node_id
         base = self.diff_base if self.diff_base is not None and self.diff_base.id != node.id else None
         parent = base or (self.view.tree.get(node.parent) if node.parent else None)
         self.query_one(NodeDetail).show(node, parent, against=base is not None)

@@ -41,9 +41,11 @@ def node_label(node: Node, best_id: str | None, room: int = 80) -> Text:
 
 
 class CandidateTree(Tree[str]):
-    """Tree of a run's nodes; the highlighted node is announced with ``NodeChosen``. ``filter_text`` keeps
-    the nodes whose line or skill contains it (with their ancestors); ``hide_duplicates`` drops the
-    ``=nX`` nodes (identical code, never evaluated again) that have no children."""
+    """Tree of a run's nodes; the highlighted node is announced with ``NodeChosen``, and so is a node chosen
+    with enter or a click (which never folds it: space folds and unfolds a node's children; the root, whose
+    children are the whole run, stays open). ``filter_text`` keeps the nodes whose line or skill contains
+    it (with their ancestors); ``hide_duplicates`` drops the ``=nX`` nodes (identical code, never evaluated
+    again) that have no children."""
 
     @dataclass
     class NodeChosen(Message):
@@ -53,6 +55,7 @@ class CandidateTree(Tree[str]):
         super().__init__("…", data=None, **kw)
         self.root.allow_expand = False
         self.show_root = True
+        self.auto_expand = False                 # enter (or a click) shows the node; it does not fold it
         self.guide_depth = 2
         self._items: dict[str, TreeNode[str]] = {}
         self._view: RunView | None = None
@@ -152,3 +155,15 @@ class CandidateTree(Tree[str]):
         event.stop()
         if event.node.data:
             self.post_message(self.NodeChosen(event.node.data))
+
+    def on_tree_node_selected(self, event: Tree.NodeSelected) -> None:
+        """enter (or a click) on a node: show it."""
+        event.stop()
+        if event.node.data:
+            self.post_message(self.NodeChosen(event.node.data))
+
+    def on_tree_node_collapsed(self, event: Tree.NodeCollapsed) -> None:
+        """Folding the root would hide the whole run behind one line: it stays open."""
+        event.stop()
+        if event.node is self.root:
+            self.root.expand()

@@ -25,6 +25,11 @@ def form_row(label: str, widget) -> Horizontal:
     return Horizontal(Label(label, classes="field-label"), widget, classes="field")
 
 
+def field_label(root, selector: str) -> str:
+    """What the form shows beside the field ``selector`` (messages name a field as the user sees it)."""
+    return str(root.query_one(selector).parent.query_one(".field-label", Label).content)
+
+
 class TaskPicker(Vertical):
     """The shipped examples, a path field that a pick fills, and the task's size presets."""
 
@@ -107,8 +112,11 @@ class TaskPicker(Vertical):
     @on(OptionList.OptionSelected, "#examples")
     def _pick(self, event: OptionList.OptionSelected) -> None:
         ex = self.examples[event.option.id or ""]
-        self.query_one("#task-path", Input).value = ex.name if self.use_names else shown_path(ex.path)
-        self.query_one("#task-path", Input).focus()
+        # The cursor stays on the list (q quits there); tab moves to the path field to edit it.
+        path = self.query_one("#task-path", Input)
+        path.value = ex.name if self.use_names else shown_path(ex.path)
+        # The end of a long path in view (the example's name), though the cursor is not in the field.
+        path.call_after_refresh(lambda: path.scroll_to(x=path.max_scroll_x, animate=False, immediate=True))
 
     @on(Input.Changed, "#task-path")
     def _task_changed(self, event: Input.Changed) -> None:
