@@ -37,7 +37,12 @@ def test_ceilings_measured_under_load_are_used_labelled_and_never_cached(tmp_pat
         assert first["quality"] == "contended" and first["cached"] is False, first
         assert first["bandwidth"] > 0 and first["peak_flops"]["float32"] > 0    # usable for this evaluation
         assert _files(tmp_path) == [], "a ceiling measured under load was cached"
-        second = ceilings("cpu", env, opts)                 # the next evaluation measures again
+        # This process's next evaluation reuses it, in memory and labelled; never from the disk.
+        again = ceilings("cpu", env, opts)
+        assert again["measured_unix"] == first["measured_unix"] and again["quality"] == "contended"
+        assert "reused_s" in again and _files(tmp_path) == []
+        monkeypatch.setattr(ceil_mod, "RECENT_S", 0.0)      # past the reuse window: measured again
+        second = ceilings("cpu", env, opts)
     assert second["measured_unix"] != first["measured_unix"] and _files(tmp_path) == []
     # The hardware limits and the cache size travel with every measurement.
     assert "limits" in first and first["cache"] == "LLC"
@@ -68,6 +73,7 @@ class _Measurer:
 
 def test_only_a_good_measurement_is_stored_and_reused(tmp_path, monkeypatch):
     monkeypatch.setenv("KERNELSKILL_CACHE", str(tmp_path))
+    monkeypatch.setattr(ceil_mod, "RECENT_S", 0.0)        # each call past the in-memory reuse of one under load
     m = _Measurer("contended", "contended", "good")
     monkeypatch.setattr(ceil_mod, "run_worker", m)
     env, opts = {"gpu": "G"}, Options(device="cuda")

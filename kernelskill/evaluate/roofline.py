@@ -26,7 +26,7 @@ code) never raises a ceiling.
 Ceilings are library rates (cuBLAS fp32 without TF32: ~51 TFLOP/s on an H100), not hardware limits;
 beside them the record holds the hardware's (``limits``, machine.gpu_limits / cpu_limits): the fp32
 FMA peak (H100: 66.9 TFLOP/s at 1980 MHz) and the tensor cores' per dtype. Only a measurement taken
-on a quiet machine is cached (ceilings.py): one taken under load serves its own evaluation, labelled.
+on a quiet machine is cached (ceilings.py): one taken under load serves, labelled, this process for 2 minutes.
 
 A fraction above 1 (faster than the floor) always names why (``over_roof_reason``): the working set
 resident in L2 or the CPU's caches, a path faster than the library within the hardware's limit, a

@@ -387,8 +387,8 @@ def _roofline(prof: ProfileResult, task, meta: dict, ceilings: dict, flags: list
             # The hardware's limits beside the library rates the floor uses (the planner sees both).
             prof.roofline["limits"] = ceilings["limits"]
     if ceilings.get("quality", "good") != "good":
-        prof.notes.append(f"roofline: the ceilings were measured under load ({ceilings.get('quality')}) for this "
-                          "evaluation only; they are not cached, and the next evaluation measures them again")
+        prof.notes.append(f"roofline: the ceilings were measured under load ({ceilings.get('quality')}); they are "
+                          "not cached: this process reuses them for 2 minutes at most, then measures them again")
     over = prof.roofline.get("over_roof_reason")
     if over:
         prof.notes.append(f"roofline: the candidate ran at {prof.roofline['fraction']:.3g}× the floor's pace, above "
