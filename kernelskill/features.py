@@ -122,27 +122,36 @@ def trace(task, meta: bool = True, fallback: bool = True) -> dict[str, Any]:
     from torch.utils.flop_counter import FlopCounterMode
     mod = task.module()
     device = torch.device("meta") if meta else torch.device("cpu")
+    # On meta tensors a reference can fail before its forward too: `.item()` in __init__ (a shape
+    # read from a tensor, level3/29_SwinMLP) or in get_inputs(). Those are retried on the CPU, and
+    # the facts say where they came from (``traced_on``, ``meta_failure``).
+    passing = (NotImplementedError, RuntimeError) if meta else ()
     torch.manual_seed(0)
-    with device:
-        init = task.init_inputs(mod)
-        model = task.build_model(mod, init=init)
-        inputs = task.inputs(mod)
+    try:
+        with device:
+            init = task.init_inputs(mod, passing)
+            model = task.build_model(mod, init=init, passing=passing)
+            inputs = task.inputs(mod, passing)
+    except passing as e:
+        if fallback:
+            return _on_cpu(task, e, "building the model or its inputs")
+        raise
     inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
     model = model.to(device)
     graph = Graph(input_dtypes=[str(x.dtype).replace("torch.", "") for x in inputs if isinstance(x, torch.Tensor)])
     recorder = _OpRecorder(graph, keep=meta)
     counter = FlopCounterMode(display=False)
-    # On meta tensors an op without a meta kernel raises NotImplementedError or RuntimeError: tried
-    # again on the CPU (or raised as it is, without the fallback). Any other failure of the reference's
-    # forward is the task's, a TaskError that names its file and line.
-    passing = (NotImplementedError, RuntimeError) if meta else ()
+    # On meta tensors an op without a meta kernel (or a shape that depends on the data) raises
+    # NotImplementedError or RuntimeError: tried again on the CPU (or raised as it is, without the
+    # fallback). Any other failure of the reference's forward is the task's, a TaskError that names
+    # its file and line.
     try:
         with task.error_context("Model.forward", passing=passing), torch.no_grad(), \
                 _module_recorder(graph), _FunctionRecorder(graph), counter, recorder:
             out = model(*inputs)
-    except passing:
+    except passing as e:
         if fallback:
-            return trace(task, meta=False)
+            return _on_cpu(task, e, "the forward")
         raise
     outs = out if isinstance(out, (list, tuple)) else [out]
     graph.output_numel = sum(t.numel() for t in outs if isinstance(t, torch.Tensor))
@@ -160,6 +169,14 @@ def trace(task, meta: bool = True, fallback: bool = True) -> dict[str, Any]:
             "modules": sorted({kind for kind, _ in graph.modules}), "flops": int(counter.get_total_flops()),
             "bytes": nbytes(inputs) + nbytes(outs) + nbytes(params), "inputs": inputs, "outputs": outs,
             "model": model, "constants": constants, "traced_on": "meta" if meta else "cpu"}
+
+
+def _on_cpu(task, error: BaseException, where: str) -> dict[str, Any]:
+    """The trace again on real CPU tensors, saying why the meta device could not serve it."""
+    t = trace(task, meta=False)
+    first = str(error).strip().splitlines()[0][:300] if str(error).strip() else type(error).__name__
+    t["meta_failure"] = f"{where} failed on the meta device ({type(error).__name__}: {first})"
+    return t
 
 
 # What torch's FlopCounterMode (torch.utils.flop_counter) counts: a summary's FLOPs are these ops' only.
@@ -193,4 +210,7 @@ def describe(task) -> dict[str, Any]:
         "modules": t["modules"], "aten_ops": names, "op_count": len(t["ops"]),
         "flops": t["flops"], "flops_counted": FLOPS_COUNTED, "bytes": t["bytes"],
         "tolerance": dict(zip(("atol", "rtol"), task.tolerance)),
+        # Where the facts come from: the meta device (nothing computed), or real CPU tensors at the
+        # task's sizes when the meta device could not run the reference (and why not).
+        "traced_on": t["traced_on"], **({"meta_failure": t["meta_failure"]} if t.get("meta_failure") else {}),
     }

@@ -147,18 +147,19 @@ class Task:
                 raise TaskError(f"{self.path}: no `{name}` defined (expected `{kind}` at the top level)")
         return mod
 
-    def init_inputs(self, mod: types.ModuleType) -> list:
-        with self.error_context("get_init_inputs()"):
+    def init_inputs(self, mod: types.ModuleType, passing: tuple[type[BaseException], ...] = ()) -> list:
+        with self.error_context("get_init_inputs()", passing=passing):
             args = mod.get_init_inputs()
         if not isinstance(args, (list, tuple)):
             raise TaskError(f"{self.path}:{_def_line(mod.get_init_inputs)}: get_init_inputs() must return a "
                             f"list of constructor arguments, got {type(args).__name__}")
         return list(args)
 
-    def inputs(self, mod: types.ModuleType) -> list:
-        """``get_inputs()``, checked: a list of tensors (or plain numbers)."""
+    def inputs(self, mod: types.ModuleType, passing: tuple[type[BaseException], ...] = ()) -> list:
+        """``get_inputs()``, checked: a list of tensors (or plain numbers); exceptions of the ``passing``
+        types go through as they are."""
         import torch
-        with self.error_context("get_inputs()"):
+        with self.error_context("get_inputs()", passing=passing):
             inputs = mod.get_inputs()
         line = _def_line(mod.get_inputs)
         if not isinstance(inputs, (list, tuple)):
@@ -170,11 +171,16 @@ class Task:
                                 f"each input must be a torch.Tensor (or a plain number)")
         return list(inputs)
 
-    def build_model(self, mod: types.ModuleType, cls_name: str = "Model", init: list | None = None):
-        init = self.init_inputs(mod) if init is None else init
+    def build_model(self, mod: types.ModuleType, cls_name: str = "Model", init: list | None = None,
+                    passing: tuple[type[BaseException], ...] = ()):
+        """``cls_name(*init)``; its failure a TaskError naming the task's line, except exceptions of the
+        ``passing`` types (the meta-device trace retries those on the CPU)."""
+        init = self.init_inputs(mod, passing) if init is None else init
         cls = getattr(mod, cls_name)
         try:
             return cls(*init)
+        except passing:
+            raise
         except TypeError as e:
             if _raised_in_call(e):
                 raise TaskError(f"{self.path}:{_def_line(cls)}: {cls_name}({_short(init)}) does not fit its "

@@ -127,6 +127,35 @@ def test_structure_names_reduction_axes_and_convolutions(tmp_path):
             "all": False} in info["structure"]["reductions"]
 
 
+@pytest.mark.parametrize("init, forward, inputs, where", [
+    # A size read from a tensor in __init__ (level3/29_SwinMLP: Tensor.item() on meta tensors).
+    ("n = int(torch.tensor([3.0]).sum().item())\nself.l = nn.Linear(8, 8 * n)", "return self.l(xs[0]).relu()",
+     "[torch.randn(4, 8)]", "building the model or its inputs"),
+    # A shape that depends on the data: boolean-mask indexing (nonzero has no meta kernel).
+    ("", "return xs[0][xs[0] > 0].sum(0, keepdim=True)", "[torch.randn(64, 32)]", "the forward"),
+    # get_inputs() itself reads a value out of a tensor.
+    ("", "return xs[0].softmax(-1)", "[torch.randn(4, int(torch.tensor(8.0).item()))]",
+     "building the model or its inputs"),
+])
+def test_a_reference_the_meta_device_cannot_run_is_traced_on_the_cpu_and_says_so(tmp_path, init, forward,
+                                                                                 inputs, where):
+    info = _task(tmp_path, _model(forward, init), inputs)
+    assert info["traced_on"] == "cpu", info
+    assert info["meta_failure"].startswith(where + " failed on the meta device"), info["meta_failure"]
+    assert info["op_classes"] and info["outputs"] and info["bytes"] > 0
+    plain = _task(tmp_path, _model("return xs[0].relu()"), "[torch.randn(4, 8)]")
+    assert plain["traced_on"] == "meta" and "meta_failure" not in plain
+
+
+def test_task_show_names_where_the_facts_came_from(tmp_path, capsys):
+    from kernelskill.cli import main
+    _task(tmp_path, _model("return self.l(xs[0])", "n = int(torch.tensor([2.0]).item())\nself.l = nn.Linear(8, n)"),
+          "[torch.randn(4, 8)]")
+    assert main(["task", "show", str(tmp_path / "t.py")]) == 0
+    out = capsys.readouterr().out
+    assert "traced on the CPU" in out and "meta device" in out, out
+
+
 def test_task_show_prints_features(tmp_path, capsys):
     from kernelskill.cli import main
     _task(tmp_path, _model("return self.m(xs[0])[0]", "self.m = nn.LSTM(16, 32)"), "[torch.randn(8, 2, 16)]")

@@ -118,6 +118,8 @@ def print_task(info: dict, out=print) -> None:
     out(f"  FLOPs {info['flops']:.3g} (counts {info['flops_counted']})")
     out(f"  compulsory bytes {info['bytes']:.3g} (inputs, outputs, parameters) · tolerance atol "
         f"{info['tolerance']['atol']:g} rtol {info['tolerance']['rtol']:g}")
+    if info.get("traced_on") == "cpu":
+        out(f"  traced on the CPU at the task's sizes: {info.get('meta_failure') or 'the meta device was not used'}")
 
 
 def _print_roofline(p, out=print) -> None:
