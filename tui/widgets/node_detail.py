@@ -36,6 +36,20 @@ def diff_text(parent: Node | None, node: Node) -> Text:
 
 WORST = re.compile(r"^\s*at (\[[^\]]*\]|\S+): got (\S+), expected (\S+) \(\|diff\| ([^)]+)\)")
 TRIAL = re.compile(r"^trial (\d+) \((.*)\) failed the (\S+) check:")
+INLINE_WORST = re.compile(r"^(.*); worst: (at .*)$")      # "…outside tolerance; worst: at [1, 2]: got …"
+
+
+def _report_lines(report: str) -> list[str]:
+    """The report's lines with each trial's worst element on a line of its own, as the rest are: the
+    evaluator writes the first one at the end of the trial's summary line, then "next worst:"."""
+    out = []
+    for line in report.splitlines():
+        inline = INLINE_WORST.match(line)
+        if inline and WORST.match(inline.group(2)):
+            out += [inline.group(1) + "; worst:", "  " + inline.group(2)]
+        elif line.strip() != "next worst:":
+            out.append(line)
+    return out
 
 
 def mismatch_text(verify: VerifyResult | None) -> Text:
@@ -45,7 +59,7 @@ def mismatch_text(verify: VerifyResult | None) -> Text:
     report = verify.mismatch if verify is not None else ""
     if not report:
         return out
-    lines = report.splitlines()
+    lines = _report_lines(report)
     worst = [m.groups() for m in map(WORST.match, lines) if m]
     heads = ("index", "got", "expected", "|diff|")
     widths = [max([len(h)] + [len(w[i]) for w in worst]) for i, h in enumerate(heads)]
@@ -85,27 +99,87 @@ def quality_note(prof: ProfileResult | None) -> str:
     return f" ({verdict})" if verdict and verdict != "good" else ""
 
 
-def profile_text(node: Node) -> Text:
+# Each evaluation times eager again, beside its candidate. When a node's eager reads further than this
+# factor from the reference's (the head's figure), the Profile tab sets the two side by side.
+EAGER_APART = 1.25
+
+
+def _stats(s) -> str:
+    return f" (IQR {fmt_ms(s.iqr_ms)}, n={s.n})" if s is not None else ""
+
+
+def eager_of(node: Node | None) -> float | None:
+    """The median of eager as timed in ``node``'s evaluation (the root's: the head's figure)."""
+    prof = profile_of(node)
+    return prof.baseline.median_ms if prof is not None and prof.baseline else None
+
+
+def _timing(out: Text, node: Node, prof: ProfileResult, root: Node | None) -> None:
+    """Time and speedup. The reference is eager itself: its time is eager's, its speedup "reference",
+    never a ratio against itself. Another node's eager is labelled as timed beside it, and set beside the
+    reference's when the two read apart (the machine was busier or quieter in one of the evaluations)."""
+    cand, base = prof.candidate, prof.baseline
+    if node.parent is None:
+        out.append("eager ", style="dim")
+        out.append(fmt_ms(base.median_ms if base else None), style="bold")
+        out.append(_stats(base) + " · the reference's time (the head's figure)\n")
+        out.append("speedup ", style="dim")
+        out.append("reference", style="bold")
+        out.append(" (1× by definition)\n", style="dim")
+        if cand is not None:
+            out.append("timed again ", style="dim")
+            out.append(f"{fmt_ms(cand.median_ms)}{_stats(cand)}: the same code as a candidate; the kernel times "
+                       f"below come from it\n", style="dim")
+        return
+    out.append("time ", style="dim")
+    out.append(fmt_ms(cand.median_ms if cand else None), style="bold")
+    out.append(f"{_stats(cand)} vs eager {fmt_ms(base.median_ms if base else None)} timed beside it\n")
+    here, ref = (base.median_ms if base else None), eager_of(root)
+    if here and ref and root is not None and max(here / ref, ref / here) > EAGER_APART:
+        how = f"{here / ref:.1f}× slower" if here > ref else f"{ref / here:.1f}× faster"
+        out.append(f"  eager read {fmt_ms(ref)} beside the reference ({root.id}, the head's figure): each evaluation "
+                   f"times eager again; here it ran {how}{quality_note(prof)}\n", style="yellow")
+    out.append("speedup ", style="dim")
+    out.append(fmt_speedup(prof.speedup, prof.speedup_ci), style="bold")
+    out.append(" (95% interval)")
+    out.append(quality_note(prof) + "\n", style="bold yellow")
+
+
+def _roofline(out: Text, node: Node, prof: ProfileResult) -> None:
+    """The roofline position; above the roof (a fraction over 100 %), with the reason the evaluator gives."""
+    roof = {k: v for k, v in (prof.roofline or {}).items() if isinstance(v, (int, float, str))}
+    out.append("roofline ", style="dim")
+    if {"floor_ms", "fraction", "achieved_gbs", "roof"} <= roof.keys():
+        # The reference is eager: its own position and eager's are one (no second figure for it).
+        eager = (f" (eager {fraction_text(prof.roofline, 'eager_fraction', what='')})"
+                 if "eager_fraction" in roof and node.parent is not None else "")
+        out.append(f"floor {fmt_ms(roof['floor_ms'])} · {fraction_text(prof.roofline, what='of its pace')}{eager} · "
+                   f"{fmt_rate(roof['achieved_gbs'])} GB/s · {roof['roof']} roof\n")
+        whose = [(node.id, "over_roof_detail")] + ([("eager", "eager_over_roof_detail")] if eager else [])
+        for who, key in whose:
+            if roof.get(key):
+                out.append(f"  {who} above the roof: {roof[key]}\n", style="dim")
+    else:
+        out.append((", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(roof.items()))
+                    if roof else "not measured") + "\n")
+
+
+def profile_text(node: Node, root: Node | None = None) -> Text:
     """Status, the mismatch report of an incorrect node, timing with the speedup interval and its
-    measurement quality, custom share, roofline and bottleneck."""
+    measurement quality, custom share, roofline and bottleneck. ``root``: the run's reference, whose
+    eager time (the head's) a node's own eager is compared with."""
     mark, style = STATUS_STYLE.get(node.status, ("?", ""))
     mismatch = mismatch_text(node.result.verify if node.result is not None else None)
-    # An incorrect node's message is the report's first trial again: the report alone says it.
-    out = Text.assemble((f"{mark} {node.status}", f"bold {style}"), "\n" if mismatch else f"  {node.message}\n")
+    # An incorrect node's message is the report's first trial again: the report alone says it. The
+    # reference's message ends in its speedup against eager, i.e. against itself: left out.
+    message = f"the reference (PyTorch eager): {node.message.split(';')[0]}" if node.parent is None else node.message
+    out = Text.assemble((f"{mark} {node.status}", f"bold {style}"), "\n" if mismatch else f"  {message}\n")
     out.append_text(mismatch)
     prof = profile_of(node)
     if prof is None:
         out.append("No profile: the candidate failed before timing.\n" if node.failed else "No profile.\n", style="dim")
         return out
-    cand, base = prof.candidate, prof.baseline
-    out.append("time ", style="dim")
-    out.append(fmt_ms(cand.median_ms if cand else None), style="bold")
-    out.append(f" (IQR {fmt_ms(cand.iqr_ms if cand else None)}, n={cand.n if cand else '?'}) vs eager "
-               f"{fmt_ms(base.median_ms if base else None)}\n")
-    out.append("speedup ", style="dim")
-    out.append(fmt_speedup(prof.speedup, prof.speedup_ci), style="bold")
-    out.append(" (95% interval)")
-    out.append(quality_note(prof) + "\n", style="bold yellow")
+    _timing(out, node, prof, root)
     q = prof.quality
     if q is not None and q.verdict:
         out.append("measurement ", style="dim")
@@ -118,15 +192,7 @@ def profile_text(node: Node) -> Text:
     out.append(f"{share:.0%}" if share is not None else "-")
     threads = f" · {prof.threads} threads" if prof.threads else ""
     out.append(f" · timer {prof.timer or '-'}{threads}\n", style="dim")
-    roof = {k: v for k, v in (prof.roofline or {}).items() if isinstance(v, (int, float, str))}
-    out.append("roofline ", style="dim")
-    if {"floor_ms", "fraction", "achieved_gbs", "roof"} <= roof.keys():
-        eager = f" (eager {fraction_text(prof.roofline, 'eager_fraction', what='')})" if "eager_fraction" in roof else ""
-        out.append(f"floor {fmt_ms(roof['floor_ms'])} · {fraction_text(prof.roofline, what='of its pace')}{eager} · "
-                   f"{fmt_rate(roof['achieved_gbs'])} GB/s · {roof['roof']} roof\n")
-    else:
-        out.append((", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(roof.items()))
-                    if roof else "not measured") + "\n")
+    _roofline(out, node, prof)
     out.append("bottleneck ", style="dim")
     out.append((prof.bottleneck or "not classified") + "\n")
     for note in prof.notes or []:
@@ -205,15 +271,19 @@ class NodeDetail(Vertical):
         table = self.query_one("#kernels", DataTable)
         table.add_columns("share", "time", "calls", "kernel")
 
-    def show(self, node: Node, parent: Node | None, against: bool = False) -> None:
+    def show(self, node: Node, parent: Node | None, against: bool = False, root: Node | None = None) -> None:
         """Fill the tabs with ``node``; Diff compares it with ``parent`` (``against``: a node the user chose,
-        named in the tab's title)."""
+        named in the tab's title). ``root``: the run's reference (else the screen's run view's), whose eager
+        time the Profile tab sets beside the node's."""
+        if root is None:
+            view = getattr(self.screen, "view", None) if self.is_attached else None
+            root = getattr(view, "root", None)
         self.query_one(TabbedContent).get_tab("tab-diff").label = (
             Text.assemble("Diff ", (f"vs {parent.id}", "bold yellow")) if against and parent else Text("Diff"))
         code = self.query_one("#code", TextArea)
         code.load_text(node.code or f"# no code: {node.message}")
         self.query_one("#diff", Static).update(diff_text(parent, node))
-        self.query_one("#profile", Static).update(profile_text(node))
+        self.query_one("#profile", Static).update(profile_text(node, root))
         table = self.query_one("#kernels", DataTable)
         table.clear()
         prof = profile_of(node)

@@ -1,4 +1,5 @@
-"""The Run screen's head: what runs where, baseline and best speedup, budget meters, the best-speedup plot."""
+"""The Run screen's head: what runs where, eager's time (timed beside the reference) and the best
+speedup, budget meters, the best-speedup plot."""
 from __future__ import annotations
 
 from rich.text import Text
@@ -59,9 +60,13 @@ class RunSummary(Vertical):
             state.append(f" · {view.current}", style="dim")
         self.query_one("#run-state", Label).update(state)
 
-        prof = profile_of(view.root)
+        # Eager as timed beside the reference (the root's evaluation). Every evaluation times eager again
+        # beside its candidate: the Profile tab labels a node's own figure and sets this one beside it.
+        root = view.root
+        prof = profile_of(root)
         base = prof.baseline.median_ms if prof is not None and prof.baseline else None
-        self.query_one("#baseline", Label).update(Text.assemble(("baseline ", "dim"), (fmt_ms(base), "bold")))
+        self.query_one("#baseline", Label).update(Text.assemble(
+            ("eager ", "dim"), (fmt_ms(base), "bold"), (f" ({root.id})" if root is not None and base else "", "dim")))
         best = view.best
         text = Text("best ", style="dim")
         if best is None:

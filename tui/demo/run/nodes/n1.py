@@ -19,7 +19,7 @@ torch::Tensor gelu(torch::Tensor x) {
     return y;
 }
 """
-ext = load_inline("demo_gelu_wrong", cpp_sources=SRC, functions=["gelu"], extra_cflags=["-O3", "-march=native", "-ffast-math", "-fopenmp"],
+ext = load_inline("demo_gelu_omp", cpp_sources=SRC, functions=["gelu"], extra_cflags=["-O3", "-march=native", "-ffast-math", "-fopenmp"],
                   extra_ldflags=["-fopenmp"])
 
 

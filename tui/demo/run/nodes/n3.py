@@ -10,7 +10,7 @@ torch::Tensor gelu(torch::Tensor x) {
     const float* a = x.data_ptr<float>();
     float* b = y.data_ptr<float>();
     const int64_t n = x.numel();
-    // one thread, no vectors
+    // one thread, no SIMD
     for (int64_t i = 0; i < n; ++i) {
         const float v = a[i];
         b[i] = 0.5f * v * (1.0f + std::tanh(0.7978845608f * (v + 0.044715f * v * v * v)));
