@@ -39,7 +39,9 @@ def test_what_the_charts_are_drawn_from():
     assert rows[4].speedup == n2.speedup                        # n5 repeats n2's code
     tree = view.tree
     timing = timing_rows(tree.get("n2"), view.root)
-    assert [label for label, _ in timing] == ["eager", "n2"] and all(s.n >= 10 for _, s in timing)
+    assert [label for label, _ in timing] == ["eager beside n2", "n2"] and all(s.n >= 10 for _, s in timing)
+    # The reference is eager itself: one row, never a ratio against itself.
+    assert [label for label, _ in timing_rows(tree.get("n0"), view.root)] == ["eager = n0, the reference"]
     assert timing_rows(tree.get("n1"), view.root) == []         # incorrect: never timed
     assert [nid for nid, _ in roofline_points(view)] == ["n0", "n2", "n3"]      # the reference first
     bars = kernel_bars(tree.get("n2"))
@@ -74,7 +76,7 @@ async def test_plots_fit_80x24_one_at_a_time(config_for):
             await pilot.press("v")
             await until(pilot, lambda: shown() == [f"plot-{name}"], what=f"the {name} chart")
         assert "n2 13" not in plots.drawn["timing"] and plots.drawn["timing"].startswith("eager ")
-        assert plots.drawn["roofline"].startswith("GB/s: n0 ") and "roof 26.6" in plots.drawn["roofline"]
+        assert plots.drawn["roofline"].startswith("GB/s: n0 ") and "; roof " in plots.drawn["roofline"]
         tree.select_id("n1")                                          # a failed node: no timing, no kernels
         await until(pilot, lambda: plots.drawn["timing"] == "n1: not timed", what="n1's charts")
         assert plots.drawn["kernels"] == "none" and "n1 at attempt 1" in plots.drawn["speedup"]

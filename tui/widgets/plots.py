@@ -137,12 +137,14 @@ def timing_rows(node: Node, root: Node | None) -> list[tuple[str, TimingStats]]:
     rows = []
     if prof is None:
         return rows
+    # The reference is eager: one row (its time as a candidate is the same code again, not a comparison).
+    # A node's own eager is the one timed beside it, which may read apart from the reference's.
+    if node.parent is None:
+        return [(f"eager = {node.id}, the reference", prof.baseline)] if prof.baseline else []
     if prof.baseline:
-        rows.append(("eager", prof.baseline))
-    if prof.candidate and node.parent is not None:
+        rows.append((f"eager beside {node.id}", prof.baseline))
+    if prof.candidate:
         rows.append((node.id, prof.candidate))
-    elif root is not None and node.parent is None and prof.candidate:
-        rows.append((f"{node.id} (reference)", prof.candidate))
     return rows
 
 
@@ -374,12 +376,18 @@ class RunPlots(Vertical):
             # No FLOPs counted (data movement only): where each node sits against the memory roof.
             names = [nid for nid, _ in points]
             gbs = [float(r.get("achieved_gbs") or 0) for _, r in points]
+            # A bar past the roof is never silent: the evaluator's reason in the title and in ``drawn``
+            # (a stored run from before the evaluator gave one says so).
+            over = [float(r.get("fraction") or 0) > 1.0 for _, r in points]
             plt.bar(names, gbs, orientation="horizontal", color="green", width=0.4)
             if bw:
                 plt.vertical_line(bw, color="red")
                 plt.xlim(0, max(gbs + [bw]) * 1.1)
-            plt.title(f"GB/s vs the {bw:g} GB/s roof │")
-            pairs = ", ".join(f"{n} {g:.3g}" for n, g in zip(names, gbs, strict=True))
+            past = [f"{nid} past it: {r.get('over_roof_reason') or 'no reason recorded, do not trust it'}"
+                    for (nid, r), o in zip(points, over, strict=True) if o]
+            plt.title(f"GB/s vs the {bw:g} GB/s roof │" + "".join(f"; {p}" for p in past))
+            pairs = ", ".join(f"{n} {g:.3g}" + (f" ({fraction_text(r, what='of its pace')})" if o else "")
+                              for n, g, (_, r), o in zip(names, gbs, points, over, strict=True))
             self.drawn["roofline"] = f"GB/s: {pairs}; roof {bw:g}"
         widget.refresh()
 
