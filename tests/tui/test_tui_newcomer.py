@@ -181,16 +181,17 @@ async def test_home_help_lists_tab_arrows_and_enter(config_for):
 
 
 # ---- f. History's footer at 80 columns ----------------------------------------------------------
-def footer_fits(app) -> list[str]:
-    """What is wrong with the footer: a shown binding whose key or label is cut by the screen's edge."""
+def footer_fits(app) -> tuple[list[str], list[str]] | None:
+    """(the footer's labels, those whose key or label the screen's edge cuts), once every key shown is laid
+    out (None before: the footer is built again whenever the bindings change)."""
     width = app.size.width
+    keys = list(app.screen.query_one(Footer).query(FooterKey))
+    if not keys or not all(k.region.width for k in keys):
+        return None
     bottom = app.screen._compositor.render_strips()[-1].text
-    wrong = []
-    for key in app.screen.query_one(Footer).query(FooterKey):
-        shown = f"{key.key_display} {key.description}"
-        if key.region.right > width or shown not in bottom:
-            wrong.append(shown)
-    return wrong
+    wrong = [f"{k.key_display} {k.description}" for k in keys
+             if k.region.right > width or f"{k.key_display} {k.description}" not in bottom]
+    return [k.description for k in keys], wrong
 
 
 @run_async
@@ -199,9 +200,12 @@ async def test_history_footer_fits_80_columns(config_for):
     async with app.run_test(size=(80, 24)) as pilot:
         screen = app.screen
         await until(pilot, lambda: screen.query_one("#runs").row_count == 1, what="the runs")
-        await until(pilot, lambda: len(screen.query_one(Footer).query(FooterKey)) > 0, what="the footer")
-        await pilot.pause()
-        shown = [k.description for k in screen.query_one(Footer).query(FooterKey)]
-        assert footer_fits(app) == [], shown
-        for what in ("Open", "Replay", "Resume", "Filter", "New run", "Back", "Quit", "Keys"):
-            assert what in shown
+        expected = {"Open", "Replay", "Resume", "Filter", "New run", "Back", "Quit", "Keys"}
+        seen = {}
+
+        def laid_out() -> bool:
+            seen["footer"] = footer_fits(app)
+            return seen["footer"] is not None and expected <= set(seen["footer"][0])
+        await until(pilot, laid_out, what="the footer laid out with History's main keys")
+        shown, wrong = seen["footer"]
+        assert wrong == [], shown

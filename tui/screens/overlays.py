@@ -6,6 +6,7 @@ import textwrap
 from pathlib import Path
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -110,7 +111,14 @@ class KeepsFocus:
     FOCUS_HOME = ""
     _kept_focus = None
 
-    def on_resize(self) -> None:
+    def on_resize(self, event: events.Resize) -> None:
+        if event.size != self.app.size:
+            # A stale resize: the terminal has been resized again since. Textual's own handler would lay
+            # the screen out at the old size, which posts the screen a resize of that size again: with
+            # two sizes pending (two quick resizes on a busy machine) the two re-posted each other for
+            # ever. The resize of the terminal's current size is on its way.
+            event.prevent_default()
+            return
         if self.app.size.width < MIN_WIDTH or self.app.size.height < MIN_HEIGHT:
             if self.focused is not None:
                 self._kept_focus = self.focused
