@@ -494,10 +494,6 @@ class RoundJudge:
         best = min(RANK[r["verdict"]] for r in self.rounds)
         return [r["round"] for r in self.rounds if RANK[r["verdict"]] == best]
 
-    def best(self) -> int:
-        """The first of the reported rounds (``chosen``)."""
-        return self.chosen()[0]
-
     def combined(self, chosen: list[int] | None = None) -> dict:
         """The reported rounds as one measurement: {"verdict", "reasons", "metrics", "speedup",
         "speedup_ci"}. Its interval is ``speedup_ci`` over their samples merged, spanning every round's

@@ -29,6 +29,19 @@ STORED_RUN = STORED_RUNS / "20250101-120000-relu_task-0001"
 EXAMPLES = DATA / "examples"
 
 
+def demo_view():
+    """The shipped demo run, every event applied, as the Run screen holds it."""
+    from kernelskill.runs import load_run
+    from kernelskill.tui.demo import DEMO_RUN
+    from kernelskill.tui.model import RunView
+    state = load_run(DEMO_RUN)
+    view = RunView.stored(state)
+    for ev in state.events:
+        view.apply(ev)
+    view.settle()
+    return view
+
+
 def tui_config(tmp_path: Path, base_url: str | None, **flags):
     """Settings as a project would write them: per-role models (the test server answers by model),
     fast evaluation, a fixed seed; nothing read from the working directory or the environment."""

@@ -15,14 +15,14 @@ from kernelskill.runs import load_run
 from kernelskill.trajectory import Node
 from kernelskill.tui.app import KernelSkillApp
 from kernelskill.tui.demo import DEMO_RUN
-from kernelskill.tui.model import RunView, fmt_ms, fmt_speedup
+from kernelskill.tui.model import fmt_ms, fmt_speedup
 from kernelskill.tui.screens.run import RunScreen
 from kernelskill.tui.widgets.candidate_tree import CandidateTree, node_label
 from kernelskill.tui.widgets.node_detail import EAGER_APART, NodeDetail, eager_of, profile_text
 from kernelskill.tui.widgets.plots import attempts
 
 from helpers import eval_result
-from conftest import run_async, until
+from conftest import demo_view, run_async, until
 
 NODE_ID = re.compile(r"\bn\d+\b")
 
@@ -91,15 +91,6 @@ def test_the_incorrect_nodes_first_worst_element_is_a_row_of_its_table():
 
 
 # ---- c. the reference against itself ----------------------------------------------------------------
-def demo_view() -> RunView:
-    state = load_run(DEMO_RUN)
-    view = RunView.stored(state)
-    for ev in state.events:
-        view.apply(ev)
-    view.settle()
-    return view
-
-
 def test_the_reference_shows_no_speedup_against_itself():
     view = demo_view()
     root = view.root

@@ -8,7 +8,6 @@ import re
 from textual.widgets import Label
 from textual_plotext import PlotextPlot
 
-from kernelskill.runs import load_run
 from kernelskill.tui.app import KernelSkillApp
 from kernelskill.tui.demo import DEMO_RUN
 from kernelskill.tui.model import RunView
@@ -17,16 +16,7 @@ from kernelskill.tui.widgets.node_detail import NodeDetail
 from kernelskill.tui.widgets.plots import PLOTS, RunPlots, attempts, kernel_bars, roofline_points, timing_rows
 
 from helpers import eval_result
-from conftest import STORED_RUN, run_async, until
-
-
-def demo_view() -> RunView:
-    state = load_run(DEMO_RUN)
-    view = RunView.stored(state)
-    for ev in state.events:
-        view.apply(ev)
-    view.settle()
-    return view
+from conftest import STORED_RUN, demo_view, run_async, until
 
 
 def test_what_the_charts_are_drawn_from():
