@@ -82,7 +82,7 @@ def eval_options(config: Config, device: str):
                    flags=e.flags,
                    timing=TimingConfig(warmup=e.warmup, min_reps=e.min_reps, max_reps=e.max_reps,
                                        time_cap_s=e.time_cap_s, retimes=e.retimes, backoff_s=e.backoff_s,
-                                       rounds=e.rounds or None))
+                                       rounds=e.rounds or None, processes=e.processes or None))
 
 
 def resolve_target(config: Config) -> tuple[str, str]:

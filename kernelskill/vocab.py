@@ -84,6 +84,7 @@ PHASE_TEXT = {
     "time": "timing the candidate against eager",
     "timed": "judging the timing round",
     "profile": "profiling the candidate's kernels",
+    "process": "timing it again in a second worker process",
     RECHECK_PHASE: "re-checking the timed calls' outputs",
     "ncu": "reading Nsight Compute's metrics",
     "serve": "serving reference outputs",

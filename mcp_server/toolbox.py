@@ -58,8 +58,8 @@ from .roots import ResolvedTask, Roots
 Progress = Callable[[float, float, str], None]
 # Each phase's step of the progress bar; its words are kernelskill.vocab.PHASE_TEXT, as the CLI's.
 PHASES = {phase: (step, PHASE_TEXT[phase]) for step, phase in
-          enumerate(("setup", "build", "run", "await", "time", "profile", "done"), start=2)}
-STEPS = 8
+          enumerate(("setup", "build", "run", "await", "time", "profile", "process", "done"), start=2)}
+STEPS = 9
 MAX_TRIALS = 50
 RESULTS = 200         # past evaluation results kept as resources
 

@@ -176,7 +176,10 @@ def setup(args):
     env = {}
     settings = BenchSettings(device=device, mode=mode, preset=args.preset, include_wrong=args.include_wrong,
                              baseline=args.baseline, flags=args.flags, trials=args.trials or 5,
-                             timing={**DEFAULT_TIMING, **({"time_cap_s": args.time_cap} if args.time_cap else {})})
+                             timing={**DEFAULT_TIMING, **({"time_cap_s": args.time_cap} if args.time_cap else {}),
+                                     # A reference timed against itself: its speedup is a check on the
+                                     # harness, not a decision; one worker process times it.
+                                     **({"processes": 1} if mode == "reference" else {})})
     if args.optimize:
         config = _optimize_config(args)
         settings.optimize_config = config.data      # plain tables: they travel to the bench's workers (Ray too)

@@ -243,6 +243,10 @@ def measure_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--retimes", type=int, default=2, metavar="N",
                    help="when a timing is noisy or contended (spread, drift, other processes, GPU throttling), "
                    "time it again up to N more times with backoff (default 2; 0: report the first round)")
+    p.add_argument("--processes", type=int, default=None, metavar="N",
+                   help="worker processes a good measurement is timed in: after the evaluation's own worker, "
+                   "fresh ones time the candidate against eager again, and the speedup's interval spans them "
+                   "(default: 2 on a GPU, where eager can read 1.5 %% apart between processes; 1 on a CPU)")
     p.add_argument("--rounds", type=int, default=None, metavar="N",
                    help="timing rounds, each on fresh allocations of the inputs, a good measurement needs; the "
                    "speedup's interval spans every round's (default: 2 on a GPU, where one allocation's placement "

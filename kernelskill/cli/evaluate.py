@@ -22,7 +22,8 @@ def cmd_eval(args) -> int:
     from .report import print_eval
     task = load_task(args)
     cand = Candidate.from_file(args.candidate)
-    timing = None if args.no_timing else TimingConfig(time_cap_s=args.time_cap, retimes=args.retimes, rounds=args.rounds)
+    timing = None if args.no_timing else TimingConfig(time_cap_s=args.time_cap, retimes=args.retimes,
+                                                      rounds=args.rounds, processes=args.processes)
     opts = Options(device=args.device, trials=args.trials, timing=timing, profile=not args.no_timing,
                    baseline=args.baseline, flags=args.flags, ncu=args.ncu, **timeouts(args))
     with progress(args, opts) as on_phase:
@@ -43,7 +44,8 @@ def cmd_profile(args) -> int:
     task = load_task(args)
     cand = Candidate.from_file(args.candidate) if args.candidate else None
     opts = Options(device=args.device, trials=args.trials,
-                   timing=TimingConfig(time_cap_s=args.time_cap, retimes=args.retimes, rounds=args.rounds),
+                   timing=TimingConfig(time_cap_s=args.time_cap, retimes=args.retimes, rounds=args.rounds,
+                                       processes=args.processes),
                    baseline=args.baseline, flags=args.flags, ncu=args.ncu, remeasure_ceilings=args.remeasure_ceilings,
                    **timeouts(args))
     with progress(args, opts) as on_phase:

@@ -379,6 +379,29 @@ def _num(s: str) -> float | None:
 
 
 # ---- the rounds of one evaluation ----------------------------------------------------------------
+# Rounds whose speedups differ by more than this (CPU, GPU), relative, with disjoint intervals,
+# contradict each other (below it, two tight rounds may exclude each other by chance and it does not
+# matter: the goal for a rerun is medians within 1 %).
+ROUNDS_APART = (0.04, 0.01)
+
+
+def disjoint(rounds: list[dict], device: str = "cuda") -> list[tuple[int, int]]:
+    """The pairs of rounds that contradict each other: their own speedup intervals do not overlap
+    and their speedups differ by more than ROUNDS_APART. One of them saw something the other did not
+    (a disturbance, a placement). While re-times are left such rounds are timed once more, so that
+    the median of the rounds' speedups stands on a majority (an H100 conv epilogue: one round
+    1.567× [1.554–1.579] beside 1.619× [1.617–1.621], the rounds after it 1.62×)."""
+    apart = ROUNDS_APART[1 if device.startswith("cuda") else 0]
+    out = []
+    for i, a in enumerate(rounds):
+        for b in rounds[i + 1:]:
+            (alo, ahi), (blo, bhi) = a["speedup_ci"], b["speedup_ci"]
+            far = max(a["speedup"], b["speedup"]) / min(a["speedup"], b["speedup"]) - 1 > apart
+            if far and (ahi < blo or bhi < alo):
+                out.append((a["round"], b["round"]))
+    return out
+
+
 class RoundJudge:
     """Judges each timing round as the worker finishes it, and answers it: time again (on fresh
     allocations) until ``min_rounds`` rounds are good and agree, after a backoff where a round was
@@ -473,12 +496,14 @@ class RoundJudge:
         self._times[k] = times
         good = [r for r in self.rounds if r["verdict"] == GOOD]
         more = k + 1 < self.min_rounds + self.retimes          # the worker times at most this many
-        if not more or (len(good) >= self.min_rounds and self.combined()["verdict"] == GOOD):
+        # Good rounds that contradict each other, an even number of them: one more round decides.
+        split = len(good) >= max(2, self.min_rounds) and len(good) % 2 == 0 and bool(disjoint(good, self.device))
+        if not more or (len(good) >= self.min_rounds and self.combined()["verdict"] == GOOD and not split):
             return self._done()
         if own:
             # Paused before the next round (one that started during this one): not timed beside it.
             self.pause_own_builds()
-        if q["verdict"] == GOOD and len(good) < self.min_rounds:
+        if q["verdict"] == GOOD and (len(good) < self.min_rounds or split):
             return "again 0"            # the next allocation at once: nothing to wait out
         bad = len(self.rounds) - len(good)
         return f"again {self.backoff_s * 2 ** max(bad - 1, 0):g}"

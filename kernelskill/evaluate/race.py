@@ -6,12 +6,12 @@ at the end of a run for the finalists; ``race`` returns which one is faster *wit
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import shutil
 import time
 
-import numpy as np
 
 from ..candidate import Candidate
 from ..results import MeasurementQuality, RaceEntry, RaceResult
@@ -27,12 +27,14 @@ MIN_GAIN = (0.02, 0.01)      # (CPU, GPU): a confident win must also be at least
 NOISY_GAIN = 0.5             # ... and in a round that was not good, at least this much by the interval's low end
 
 
-def race(task, candidates: list, *, opts: Options | None = None) -> RaceResult:
+def race(task, candidates: list, *, opts: Options | None = None, server=None) -> RaceResult:
     """Time ``candidates`` (sources or Candidates, all of one backend) head to head.
 
     ``winner`` is the index of the fastest when it beats every other with confidence: the 95 %
     interval of the ratio of medians above 1 + MIN_GAIN in a round of good quality. With exactly
-    two candidates, ``ratio`` > 1 means the second is faster."""
+    two candidates, ``ratio`` > 1 means the second is faster. ``server``: a reference server the
+    caller holds open already (an evaluation timing its candidate in a second process), used
+    instead of starting another."""
     started = time.perf_counter()
     opts = opts or Options()
     task, _ = resolve(task, None)
@@ -55,7 +57,8 @@ def race(task, candidates: list, *, opts: Options | None = None) -> RaceResult:
     pair = (names[0], names[1]) if len(names) > 1 else ("eager", names[0])
     judge = RoundJudge(device, req["threads"], timing.retimes, timing.backoff_s, pair=pair,
                        min_rounds=timing.min_rounds(device))
-    with reference_server(task, device, opts, ref_dir, meta) as server:
+    with contextlib.nullcontext(server) if server is not None else \
+            reference_server(task, device, opts, ref_dir, meta) as server:
         try:
             return _run(task, cands, names, device, opts, req, judge, ref_dir, meta, base, server, started)
         finally:
@@ -77,8 +80,8 @@ def _run(task, cands, names, device, opts, req, judge, ref_dir, meta, base, serv
         for c, name in zip(cands, names):
             sp, ci = speedup_ci(times["eager"]["ms"], times[name]["ms"], rounds=times[name].get("rounds"))
             flags = replay_flags(out.out_dir, task, ref_outs, dists, live=False, file=f"timed_outputs_{name}.pt")
-            entries.append(RaceEntry(candidate_hash=c.hash, stats=stats(times[name]["ms"]), speedup=sp,
-                                     speedup_ci=ci, flags=flags))
+            entries.append(RaceEntry(candidate_hash=c.hash, stats=stats(times[name]["ms"], times[name].get("rounds")),
+                                     speedup=sp, speedup_ci=ci, flags=flags))
     finally:
         if opts.keep_dir is None:
             shutil.rmtree(base, ignore_errors=True)
@@ -104,7 +107,7 @@ def _winner(times: dict, names: list[str], entries: list[RaceEntry], device: str
     # In a round that was not good only a difference far beyond any noise seen counts: the low end
     # of the interval 50 % above the other (a 10× kernel against a slow one is still a decision).
     gain = MIN_GAIN[1 if device.startswith("cuda") else 0] if q is None or q.verdict == GOOD else NOISY_GAIN
-    best = min(ok, key=lambda i: float(np.median(times[names[i]]["ms"])))
+    best = min(ok, key=lambda i: stats(times[names[i]]["ms"], times[names[i]].get("rounds")).median_ms)
     for j in ok:
         if j != best:
             _, (lo, _hi) = speedup_ci(times[names[j]]["ms"], times[names[best]]["ms"],

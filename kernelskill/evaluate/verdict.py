@@ -295,7 +295,8 @@ def timed_profile(reply: WorkerReply, device: str, backend: str, meta: dict, fla
     timing = reply.timing
     times = timing["times"]
     cand_ms, base_ms = times["candidate"]["ms"], times["eager"]["ms"]
-    prof = ProfileResult(device=device, candidate=stats(cand_ms), baseline=stats(base_ms),
+    prof = ProfileResult(device=device, candidate=stats(cand_ms, times["candidate"].get("rounds")),
+                         baseline=stats(base_ms, times["eager"].get("rounds")),
                          threads=timing.get("threads"), first_call_ms=timing.get("first_call_ms"),
                          cost_s=timing.get("cost_s") or {},
                          timer="cuda-events+host" if device.startswith("cuda") else "perf_counter")
@@ -307,11 +308,10 @@ def timed_profile(reply: WorkerReply, device: str, backend: str, meta: dict, fla
     prof.quality = MeasurementQuality.from_dict(q)
     prof.decision_ms = quality.low_quantile(cand_ms)
     if not prof.quality.good:
-        prof.notes.append(f"measurement {prof.quality.label()}: the speedup is reported with its interval, "
-                          "and it counts for no decision (best node, bottleneck, skill statistics, fast_p)")
+        prof.notes.append(_no_decision_note(prof.quality))
     info = timing.get("compile")
     if "compile" in times:
-        prof.compile_baseline = stats(times["compile"]["ms"])
+        prof.compile_baseline = stats(times["compile"]["ms"], times["compile"].get("rounds"))
         prof.speedup_vs_compile, prof.speedup_vs_compile_ci = speedup_ci(times["compile"]["ms"], cand_ms,
                                                                           rounds=split)
         prof.notes.append(f"torch.compile baseline: compiled in {info['seconds']:.1f} s (cached per environment)"
@@ -348,6 +348,64 @@ def timed_profile(reply: WorkerReply, device: str, backend: str, meta: dict, fla
     elif sp > SPEEDUP_REVIEW:
         flags.append(f"review: speedup {sp:.1f}× is above {SPEEDUP_REVIEW:g}×; check it before trusting it")
     return prof
+
+
+def _no_decision_note(q: MeasurementQuality) -> str:
+    return (f"measurement {q.label()}: the speedup is reported with its interval, "
+            "and it counts for no decision (best node, bottleneck, skill statistics, fast_p)")
+
+
+def fold_processes(prof: ProfileResult, others: list, device: str) -> list[str]:
+    """The speedup of a candidate timed in several worker processes: ``prof`` (the evaluation's own
+    worker) and ``others`` (RaceResults of the candidate alone against eager, each in a fresh
+    worker). The speedup becomes the median of the processes' speedups, its interval spans every
+    process's interval, and the quality is the worst process's, noisy where the processes disagree
+    beyond the limit. Returns the flags the other workers raised (a timed output that did not
+    match the reference: a replay)."""
+    q = prof.quality
+    if q is None or prof.speedup is None:
+        return []
+    k = 1 if device.startswith("cuda") else 0
+    rows = [(prof.speedup, list(prof.speedup_ci))]
+    verdict, reasons, flags = q.verdict, list(q.reasons), []
+    for i, r in enumerate(others, start=1):
+        e = r.entries[0] if r.status == "ok" and r.entries else None
+        if e is None or e.speedup is None or len(e.speedup_ci) != 2:
+            if verdict == quality.GOOD:
+                verdict = quality.NOISY
+            reasons.append(f"worker process {i + 1} did not time it ({r.message or r.status}): the variation "
+                           "between processes is unmeasured")
+            continue
+        flags += e.flags
+        rq = r.quality
+        rows.append((e.speedup, list(e.speedup_ci)))
+        if rq is not None:
+            q.history += [{**h, "process": i} for h in rq.history]
+            if quality.RANK[rq.verdict] > quality.RANK[verdict]:
+                verdict = rq.verdict
+            reasons += [f"worker process {i + 1}: {why}" for why in rq.reasons if not rq.good]
+    if len(rows) > 1:
+        speeds = [sp for sp, _ in rows]
+        point = float(np.median(speeds))
+        lo, hi = min(ci[0] for _, ci in rows), max(ci[1] for _, ci in rows)
+        rel = (hi - lo) / 2 / point
+        spread = max(speeds) / min(speeds) - 1
+        q.metrics.update(processes=len(rows), processes_spread=round(spread, 4), speedup_ci_rel=round(rel, 4))
+        if rel > quality.SPEEDUP_CI_REL[k]:
+            if verdict == quality.GOOD:
+                verdict = quality.NOISY
+            reasons.append(f"the speedups of {len(rows)} worker processes differ by {spread:.1%}: the interval "
+                           f"over them is ±{rel:.1%} (limit ±{quality.SPEEDUP_CI_REL[k]:.0%})")
+        prof.speedup, prof.speedup_ci = point, [lo, hi]
+        each = " and ".join(f"{sp:.3f}× [{ci[0]:.3f}–{ci[1]:.3f}]" for sp, ci in rows)
+        prof.notes.append(f"timed in {len(rows)} worker processes: {each}; the speedup is their median and "
+                          "its interval spans them" + (" (torch.compile was timed in the first only)"
+                                                       if prof.compile_baseline is not None else ""))
+    was_good = q.good
+    q.verdict, q.reasons = verdict, reasons
+    if was_good and not q.good:
+        prof.notes.append(_no_decision_note(q))
+    return flags
 
 
 def _roofline(prof: ProfileResult, task, meta: dict, ceilings: dict, flags: list[str], times: dict | None = None,
