@@ -1,6 +1,8 @@
 """The ``optimize_kernel`` prompt: the optimization loop and the candidate contract, for an external agent."""
 from __future__ import annotations
 
+from kernelskill.agents.templates import load_shared
+
 from .roots import ResolvedTask
 
 INSTRUCTIONS = """KernelSkill turns PyTorch modules into faster custom kernels that are proven equivalent.
@@ -16,18 +18,19 @@ CONTRACT = """\
   returns and returns outputs of the same shapes and dtypes.
 - Keep the parameter and buffer names of `Model` (e.g. `self.linear = nn.Linear(...)` or the same
   `nn.Parameter` names): the evaluator copies the reference's weights into yours by name and shape.
-- Custom kernels, one of:
-  - CUDA: `torch.utils.cpp_extension.load_inline(name=..., cpp_sources=<declarations>,
-    cuda_sources=<kernels + launchers>, functions=[...])`, called from `forward`;
-  - Triton: `@triton.jit` kernels launched from `forward`;
-  - CPU C++ (servers without a GPU): `load_inline(cpp_sources=..., functions=[...],
-    extra_cflags=["-O3", "-fopenmp"], extra_ldflags=["-fopenmp"])` on CPU tensors.
+- Custom kernels, one of (the build the optimizer's own agents are told, from the same place):
+{builds}
 - The hot computation must run in your kernels. Calling the reference's PyTorch ops for it is labelled
   (library-call); caching outputs between calls, threads, a second stream not joined back into the
   current one, L2 persistence windows, timers, reading the environment or sys.modules, file or network
   access, and patching torch are flagged and never count.
 - Inputs must stay unchanged, outputs must be fresh tensors, and results must match within the task's
   tolerance on every trial (several seeds and a second input distribution)."""
+
+_BUILDS = {"cuda": "CUDA", "triton": "Triton", "cpp": "CPU C++ (servers without a GPU; CPU tensors)"}
+_SHARED = load_shared()
+CONTRACT = CONTRACT.replace("{builds}", "\n".join(f"  - {name}: " + " ".join(_SHARED[b]["build"].split())
+                                                  for b, name in _BUILDS.items()))
 
 LOOP = """\
 ## The loop

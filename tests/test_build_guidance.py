@@ -40,14 +40,14 @@ int64_t parallel_for_threads() {
 
 def _flags(note: str, key: str) -> list[str]:
     m = re.search(key + r"=\[([^\]]*)\]", note)
-    assert m, f"the cpp backend note names no {key}"
+    assert m, f"the cpp build guidance names no {key}"
     return re.findall(r'"([^"]+)"', m.group(1))
 
 
 @pytest.mark.skipif(torch.get_num_threads() < 2, reason="one thread: nothing to show")
 def test_the_cpp_build_guidance_runs_on_more_than_one_thread(tmp_path):
     from torch.utils.cpp_extension import load_inline
-    note = load_prompts(None)["coder"]["cpp"].templates["backend_notes"]
+    note = load_prompts(None)["coder"]["cpp"].render("system")        # the flags as the coder reads them
     cflags, ldflags = _flags(note, "extra_cflags"), _flags(note, "extra_ldflags")
     assert "-fopenmp" in cflags and "-fopenmp" in ldflags
     ext = load_inline("ks_guidance_threads", SRC, functions=["pragma_threads", "parallel_for_threads"],

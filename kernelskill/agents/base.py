@@ -1,8 +1,10 @@
 """What every agent shares: one conversation with the LLM, with one corrective round-trip.
 
 An agent builds a system and a user message from its prompt templates, calls the LLM, and parses
-the reply. A reply that cannot be used (no code block, no anchors, no ModelNew, a blocked
-repeat) gets one corrective message; a second unusable reply makes the attempt fail, as data.
+the reply. A reply that cannot be used (no code block, no anchors, no ModelNew, a plan that does
+not match its schema, a blocked repeat) gets one corrective message; a second unusable reply makes
+the attempt fail, as data. ``root``: the node is the root (the reference, no kernel), and the
+templates' root_ fragments replace the IMPROVE-span instructions.
 """
 from __future__ import annotations
 
@@ -50,8 +52,10 @@ class Agent:
     trims: tuple[tuple[str, int], ...] = ()       # (value, the fewest lines it keeps), first cut first
 
     def __init__(self, llm: LLM, prompt: Prompt, on_delta: Callable[[str, str], None] | None = None,
-                 on_call: Callable[[LLMCall], None] | None = None, budget_tokens: int | None = None):
+                 on_call: Callable[[LLMCall], None] | None = None, budget_tokens: int | None = None,
+                 root: bool = False):
         self.llm, self.prompt = llm, prompt
+        self.root = root
         self.on_delta = on_delta
         self.on_call = on_call
         self.budget_tokens = budget_tokens
@@ -61,8 +65,8 @@ class Agent:
         raise NotImplementedError
 
     def messages(self, values: dict[str, str]) -> list[dict[str, str]]:
-        system = self.prompt.render("system").strip()
-        user = self.prompt.render("user", **values).strip()
+        system = self.prompt.render("system", root=self.root).strip()
+        user = self.prompt.render("user", root=self.root, **values).strip()
         self.trimmed = ""
         budget = self.budget_tokens
         size = lambda: estimate_tokens(system) + estimate_tokens(user)  # noqa: E731
@@ -76,7 +80,7 @@ class Agent:
                     keep = max(keep // 2, least)
                     values[key] = "\n".join(lines[:keep] + [f"(… {len(lines) - keep} more lines {note})"]) \
                         if keep else f"({note})"
-                    user = self.prompt.render("user", **values).strip()
+                    user = self.prompt.render("user", root=self.root, **values).strip()
                 if keep < len(lines):
                     cuts.append(f"{key} {len(lines)}→{keep} lines")
                 if size() <= budget:
@@ -108,5 +112,5 @@ class Agent:
                 if round_trip == 0:
                     messages = messages + [{"role": "assistant", "content": resp.text},
                                            {"role": "user", "content": self.prompt.render(
-                                               "corrective", problem=str(e)).strip()}]
+                                               "corrective", root=self.root, problem=str(e)).strip()}]
         return result

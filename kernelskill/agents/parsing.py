@@ -59,6 +59,70 @@ def _first_object(text: str) -> dict | None:
     return None
 
 
+# The planner's JSON object: given in its prompt (``plan_schema_text``) and checked on every reply
+# (``schema_problems``); a reply that does not match gets a corrective message naming each mismatch.
+PLAN_SCHEMA: dict = {
+    "type": "object",
+    "required": ["skill", "mechanism", "plan"],
+    "properties": {
+        "skill": {"type": "string", "minLength": 1, "description": "an allowed skill's id, or \"none\""},
+        "why_no_skill": {"type": "string", "description": "when skill is \"none\": why no allowed skill fits"},
+        "mechanism": {"type": "string", "minLength": 1, "description": "one line: what changes and why it is faster"},
+        "differs": {"type": "string", "description": "when this skill and mechanism were tried before: the concrete "
+                    "change (a block size, a loop order, another span), named in your plan too; else empty"},
+        "plan": {"type": "array", "minItems": 1, "maxItems": 8, "items": {"type": "string", "minLength": 1},
+                 "description": "the steps for the coder, one short line each"},
+    },
+}
+_JSON_TYPES = {"object": dict, "array": list, "string": str, "boolean": bool, "null": type(None)}
+
+
+def plan_schema_text(schema: dict = PLAN_SCHEMA) -> str:
+    """The schema as the planner reads it: the object's frame, then one property per line."""
+    props = ",\n".join(f"  {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}"
+                       for k, v in schema["properties"].items())
+    return (f'{{"type": "object", "required": {json.dumps(schema["required"])}, "properties": {{\n'
+            f"{props}\n}}}}")
+
+
+def _json_type(value) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    return next((name for name, t in _JSON_TYPES.items() if isinstance(value, t)), type(value).__name__)
+
+
+def schema_problems(value, schema: dict, where: str = "") -> list[str]:
+    """What in ``value`` does not match ``schema`` (the subset PLAN_SCHEMA uses: type, required,
+    properties, items, minItems, maxItems, minLength — a blank string counts as empty), one plain
+    sentence each; [] when it matches. Properties the schema does not name are allowed."""
+    name = where or "the JSON object"
+    want = schema.get("type")
+    if want and _json_type(value) != want:
+        of = f" of {schema['items']['type']}s" if want == "array" and "items" in schema else ""
+        return [f"{name} must be {'an' if want[0] in 'aeiou' else 'a'} {want}{of}, not {_json_type(value)} "
+                f"{json.dumps(value, ensure_ascii=False)[:60]}"]
+    out = []
+    if want == "object":
+        out += [f"{name} lacks {json.dumps(k)}" for k in schema.get("required", []) if k not in value]
+        for key, sub in schema.get("properties", {}).items():
+            if key in value:
+                out += schema_problems(value[key], sub, json.dumps(key))
+    elif want == "array":
+        lo, hi = schema.get("minItems"), schema.get("maxItems")
+        if lo is not None and len(value) < lo:
+            out.append(f"{name} has {len(value)} items, at least {lo} needed")
+        if hi is not None and len(value) > hi:
+            out.append(f"{name} has {len(value)} items, at most {hi} allowed")
+        if "items" in schema:
+            for i, item in enumerate(value):
+                out += schema_problems(item, schema["items"], f"{name}[{i}]")
+    elif want == "string" and len(value.strip()) < schema.get("minLength", 0):
+        out.append(f"{name} is empty")
+    return out
+
+
 def extract_code(text: str, prefer: str = "class ModelNew") -> str | None:
     """The Python source in a reply: the fenced block that has ``prefer`` (else the longest Python
     block), or bare code when there are no fences."""

@@ -1,10 +1,15 @@
-"""The Planner: picks one allowed skill (or says why none fits) and anchors the spans to change."""
+"""The Planner: picks one allowed skill (or says why none fits) and anchors the spans to change.
+
+Its JSON object must match ``parsing.PLAN_SCHEMA`` (given in its prompt); ``plan`` is a list of
+steps, stored on the node one per line. At the root (the reference, no kernel yet) it marks nothing:
+the reply is the JSON object alone, its plan describes the new module, and the coder writes it whole.
+"""
 from __future__ import annotations
 
 from typing import Any, Callable
 
 from .base import Agent, AgentResult, OutputError
-from .parsing import AnchorError, check_echo, extract_code, extract_json, parse_anchors
+from .parsing import PLAN_SCHEMA, AnchorError, check_echo, extract_code, extract_json, parse_anchors, schema_problems
 
 NO_SKILL = ("", "none", "null", "no", "n/a")
 
@@ -25,28 +30,32 @@ class Planner(Agent):
         head = extract_json(text)
         if head is None:
             raise OutputError("no JSON object with skill, mechanism and plan")
-        skill = str(head.get("skill") or "").strip()
+        problems = schema_problems(head, PLAN_SCHEMA)
+        if problems:
+            raise OutputError("the JSON object does not match the schema: " + "; ".join(problems))
+        skill = head["skill"].strip()
         skill_id = None if skill.lower() in NO_SKILL else skill
         if skill_id is not None and skill_id not in self.allowed:
             raise OutputError(f"skill {skill_id!r} is not among the allowed skills ({', '.join(self.allowed) or 'none'});"
                               f" choose one of them or say \"none\" and why")
-        if skill_id is None and self.allowed and not str(head.get("why_no_skill") or "").strip():
+        why_no_skill = str(head.get("why_no_skill") or "").strip()
+        if skill_id is None and self.allowed and not why_no_skill:
             raise OutputError("skill is \"none\" but why_no_skill does not say why no allowed skill fits")
-        mechanism = str(head.get("mechanism") or "").strip()
-        plan = str(head.get("plan") or "").strip()
-        if not mechanism or not plan:
-            raise OutputError("the JSON object needs a one-line \"mechanism\" and a \"plan\"")
+        mechanism = head["mechanism"].strip()
+        plan = "\n".join(step.strip() for step in head["plan"])
         differs = str(head.get("differs") or "").strip()
-        code = extract_code(text, prefer="IMPROVE")
-        if code is None:
-            raise OutputError("no ```python block with the current code")
-        try:
-            anchors = parse_anchors(code)
-            changed = check_echo(self.base, code) if self.base is not None else []
-        except AnchorError as e:
-            raise OutputError(str(e)) from None
+        code, anchors, changed = "", [], []
+        if not self.root:                   # at the root nothing is marked: a code block is not read
+            code = extract_code(text, prefer="IMPROVE")
+            if code is None:
+                raise OutputError("no ```python block with the current code")
+            try:
+                anchors = parse_anchors(code)
+                changed = check_echo(self.base, code) if self.base is not None else []
+            except AnchorError as e:
+                raise OutputError(str(e)) from None
         data = {"skill_id": skill_id, "mechanism": mechanism, "differs": differs, "plan": plan,
-                "why_no_skill": str(head.get("why_no_skill") or ""), "anchored_code": code,
+                "why_no_skill": why_no_skill, "anchored_code": code,
                 "anchors": [a.to_dict() for a in anchors], "changed": changed}
         if self.blocked is not None:
             why = self.blocked(data)

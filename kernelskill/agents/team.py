@@ -84,9 +84,12 @@ class Team:
         return render_context(tree, context(tree, node_id, role, self.context_nodes), skip=node_id)
 
     def expand(self, tree: Trajectory, parent: Node, node: Node, attempt: int) -> bool:
-        """Planner then Coder from ``parent``; fills ``node`` (code, plan, skill, anchors)."""
+        """Planner then Coder from ``parent``; fills ``node`` (code, plan, skill, anchors). From the
+        root (the reference: no kernel to mark) the planner describes the new module and the coder
+        writes it whole: no IMPROVE spans."""
         skills = self.allowed_skills(parent)
-        planner = self._agent(Planner, node, allowed=[s.id for s in skills],
+        root = parent.parent is None
+        planner = self._agent(Planner, node, allowed=[s.id for s in skills], root=root,
                               blocked=lambda data: self.repeat(tree, parent, data), base=parent.code)
         plan = self._run(planner, parent.id, attempt, {
             "task": self.task_text, "machine": self.machine, "node": render_node(tree, parent), "code": parent.code,
@@ -101,7 +104,7 @@ class Team:
         node.plan = d["plan"] + (f"\n(no skill: {d['why_no_skill']})" if d["why_no_skill"] else "")
         node.anchored_code, node.anchors, node.changed = d["anchored_code"], d["anchors"], d["changed"]
         skill = next((s for s in skills if s.id == node.skill_id), None)
-        coder = self._agent(Coder, node)
+        coder = self._agent(Coder, node, root=root)
         code = self._run(coder, parent.id, attempt, {
             "task": self.task_text, "machine": self.machine, "reference": self.task.source, "plan": node.plan,
             "skill": skill.as_prompt(full=True) if skill else "(none)", "anchored_code": node.anchored_code,
@@ -125,7 +128,8 @@ class Team:
         said = f"skill {data['skill_id'] or 'none'} with mechanism {data['mechanism']!r} repeats {p.id} ({where}: " \
                f"skill {p.skill_id or 'none'} / {p.mechanism!r} → {ending(tree, p, 160)})"
         if not data["differs"]:
-            return (f"{said}; choose another skill or mechanism, mark other code, or say in \"differs\" the concrete "
+            other = "" if parent.parent is None else "mark other code, "      # the root marks no spans
+            return (f"{said}; choose another skill or mechanism, {other}or say in \"differs\" the concrete "
                     f"change (a block size, a loop order, an instruction) and put it in your plan")
         own = "\n".join([data["plan"], data["mechanism"], data["anchored_code"]])
         earlier = "\n".join(t for n in prior for t in (n.plan, n.mechanism, n.anchored_code))

@@ -48,12 +48,22 @@ def anchor(code: str) -> str:
     return "".join(lines[:at] + span + [lines[at], "        # <<<IMPROVE END>>>\n"] + lines[at + 1:])
 
 
-def planner_reply(skill: str, mechanism: str, differs: str = "", plan: str = "write relu2 in C++",
-                  code: str | None = None) -> str:
-    """A planner's reply; ``code``: the current code it echoes with anchors (default: the reference)."""
-    head = json.dumps({"skill": skill, "mechanism": mechanism, "differs": differs, "plan": plan})
-    echo = ANCHORED if code is None else anchor(code)
-    return f"<think>which skill fits?</think>Here is my plan.\n{head}\nThe marked span:\n" + fenced(echo)
+def planner_reply(skill: str, mechanism: str, differs: str = "", plan: str | list[str] = "write relu2 in C++",
+                  code: str | None = None, echo: bool = True) -> str:
+    """A planner's reply (its plan a list of steps, as the schema says: a string is one step);
+    ``code``: the current code it echoes with anchors (default: the reference); ``echo=False``: the
+    JSON object alone, as at the root, where nothing is marked."""
+    steps = [plan] if isinstance(plan, str) else list(plan)
+    head = json.dumps({"skill": skill, "mechanism": mechanism, "differs": differs, "plan": steps})
+    if not echo:
+        return f"<think>which skill fits?</think>Here is my plan for the new module.\n{head}\n"
+    marked = ANCHORED if code is None else anchor(code)
+    return f"<think>which skill fits?</think>Here is my plan.\n{head}\nThe marked span:\n" + fenced(marked)
+
+
+def at_root(messages: list[dict]) -> bool:
+    """Whether the planner was asked from the root: its instructions mark no IMPROVE spans there."""
+    return "<<<IMPROVE BEGIN>>>" not in messages[0]["content"]
 
 
 def coder_reply(code: str) -> str:
@@ -89,7 +99,7 @@ class Scenario:
             return planner_reply(skills[0] if skills else "none", f"fused single pass, try {n}",
                                  differs=f"unroll by {n}" if n > 1 else "",
                                  plan="write relu2 in C++" + (f", unroll by {n}" if n > 1 else ""),
-                                 code=current_code(messages))
+                                 code=current_code(messages), echo=not at_root(messages))
         if role == "coder":
             return coder_reply(self.coder_codes.pop(0) if self.coder_codes else GOOD)
         return debugger_reply(GOOD)

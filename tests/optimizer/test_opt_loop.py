@@ -28,7 +28,8 @@ def test_scripted_run_plans_fails_repairs_and_dedups(tmp_path):
 
     n0, n1, n2, n3 = list(opt.tree)
     assert (n1.kind, n1.status, n1.parent) == ("plan", "incorrect", "n0")
-    assert n1.skill_id and n1.anchors and n1.mechanism == "fused single pass, try 1"
+    assert n1.skill_id and n1.mechanism == "fused single pass, try 1"
+    assert n1.anchors == [] and n1.anchored_code == ""          # from the root: no spans, the module written whole
     assert (n2.kind, n2.status, n2.parent, n2.skill_id) == ("repair", "ok", "n1", n1.skill_id)
     assert n2.speedup is not None and n2.diagnosis.startswith("relu2_tail_bug")
     assert (n3.code, n3.duplicate_of, n3.status) == (GOOD, "n2", "ok")       # identical code: not re-evaluated
@@ -124,7 +125,7 @@ def test_a_run_you_can_audit(tmp_path, capsys):
     n1 = load_run(out.path).tree.get("n1")                        # as stored, not as held in memory
     first, second = n1.calls[0], n1.calls[1]
     assert (first.role, first.reply) == ("planner", "I think we should fuse the loops.")
-    assert "no JSON object" in first.error and second.error == "" and "IMPROVE" in second.reply
+    assert "no JSON object" in first.error and second.error == "" and '"plan": ["write relu2 in C++"]' in second.reply
     report = (out.path / "report.md").read_text()
     assert "| node | parent | kind | skill | status | speedup | LLM s | eval s |" in report
     row = next(line for line in report.splitlines() if line.startswith("| n1 |"))
@@ -225,6 +226,7 @@ def test_a_repeat_by_meaning_needs_a_differs_the_loop_can_check():
     # the same idea in other words, on the same line: refused, naming n1 and how it ended
     why = Team.repeat(tree, root, _data("AVX2 SIMD over the inner loops"))
     assert why and "repeats n1 (from n0: skill simd-vectorization" in why and "→ ok 1.40×" in why
+    assert "mark other code" not in why                  # the root marks no spans: no span to move
     # a differs that names nothing new: refused
     why = Team.repeat(tree, root, _data("AVX2 SIMD over the inner loops", differs="this time it will be faster"))
     assert why and "names nothing that your plan or advice has" in why
@@ -243,8 +245,9 @@ def test_a_repeat_by_meaning_needs_a_differs_the_loop_can_check():
 
 
 def test_a_refused_repeat_costs_one_corrective_turn_and_the_node_records_its_spans():
+    from kernelskill.agents.parsing import check_echo
     from kernelskill.trajectory import Node, Trajectory
-    from scenario import REF, coder_reply, current_code, planner_reply
+    from scenario import REF, anchor, coder_reply, current_code, planner_reply
     team, _ = _team()
     replies = []
 
@@ -259,13 +262,17 @@ def test_a_refused_repeat_costs_one_corrective_turn_and_the_node_records_its_spa
     team.llm = ScriptedLLM(planner)
     team.allowed_skills = lambda node: [team.book.get("simd-vectorization")]
     tree = Trajectory()
-    root = tree.add(Node(id="n0", parent=None, kind="root", code=REF, status="ok", speedup=1.0))
-    tree.add(Node(id="n1", parent="n0", kind="plan", code=GOOD, status="ok", speedup=1.4, skill_id="simd-vectorization",
-                  mechanism="Vectorize the inner loop with AVX2", plan="AVX2 loads of 8 floats", changed=[22]))
-    node = Node(id="n2", parent="n0", kind="plan", code="")
-    assert team.expand(tree, root, node, 1)
-    assert len(replies) == 2 and "repeats n1" in replies[1] and node.differs == "unroll by 4"
-    assert node.changed == [22] and REF.splitlines()[21].strip() == "return []"   # the line the scripted span marks
+    tree.add(Node(id="n0", parent=None, kind="root", code=REF, status="ok", speedup=1.0))
+    parent = tree.add(Node(id="n1", parent="n0", kind="plan", code=GOOD, status="ok", speedup=1.4))
+    spans = check_echo(GOOD, anchor(GOOD))                       # the forward's return, as the script marks it
+    tree.add(Node(id="n2", parent="n1", kind="plan", code=GOOD + "\n", status="ok", speedup=1.5,
+                  skill_id="simd-vectorization", mechanism="Vectorize the inner loop with AVX2",
+                  plan="AVX2 loads of 8 floats", changed=spans))
+    node = Node(id="n3", parent="n1", kind="plan", code="")
+    assert team.expand(tree, parent, node, 1)
+    assert len(replies) == 2 and "repeats n2" in replies[1] and node.differs == "unroll by 4"
+    assert "mark other code" in replies[1]                    # from a candidate another span is a way out
+    assert node.changed == spans and GOOD.splitlines()[spans[0] - 1].strip() == "return ext.relu2(x)"
 
 
 def test_the_coder_sees_the_nearest_successful_relatives():

@@ -37,7 +37,7 @@ ROOT = HERE.parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "optimizer"))
 os.environ.setdefault("KERNELSKILL_CACHE", str(ROOT / ".kernelskill-cache"))     # the tests' build cache
 
-from scenario import EVAL_FLAGS, allowed_skills, current_code, fenced  # noqa: E402
+from scenario import EVAL_FLAGS, allowed_skills, at_root, current_code, fenced  # noqa: E402
 
 TASK = ROOT / "examples" / "relu_gelu"
 OUT = ROOT / "tui" / "demo" / "run"
@@ -145,13 +145,15 @@ def anchored(code: str, plan: dict) -> str:
     return "".join(_span(lines, top, end, plan["advice"], "//"))
 
 
-def planner_reply(plan: dict, code: str) -> str:
+def planner_reply(plan: dict, code: str, root: bool = False) -> str:
+    """The planner's JSON object (its plan a list of steps, as the schema says) and, except at the root
+    (the reference: nothing to mark, the plan describes the new module), the code with its spans."""
     head = {"skill": plan["skill"], "mechanism": plan["mechanism"], "differs": plan.get("differs", ""),
-            "plan": plan["plan"]}
+            "plan": [plan["plan"]]}
     if plan.get("why_no_skill"):
         head["why_no_skill"] = plan["why_no_skill"]
-    return (f"<think>{plan['think']}</think>Here is my plan.\n{json.dumps(head, ensure_ascii=False)}\n"
-            "The marked spans:\n" + fenced(anchored(code, plan)))
+    text = f"<think>{plan['think']}</think>Here is my plan.\n{json.dumps(head, ensure_ascii=False)}\n"
+    return text if root else text + "The marked spans:\n" + fenced(anchored(code, plan))
 
 
 def coder_reply(code: str, what: str) -> str:
@@ -206,7 +208,7 @@ class DemoScript:
             skills = allowed_skills(messages)
             if plan["skill"] != "none" and plan["skill"] not in skills:
                 raise SystemExit(f"the demo's plan needs skill {plan['skill']}, not offered ({skills})")
-            return planner_reply(plan, current_code(messages))
+            return planner_reply(plan, current_code(messages), root=at_root(messages))
         self.made += 1
         node_id = f"n{self.made}"
         if role == "coder":
