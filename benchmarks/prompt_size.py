@@ -9,6 +9,9 @@ receive are then recorded (a ScriptedLLM answers): the planner and the coder exp
 deepest correct node, the debugger repairing the deepest failure. Characters are summed over the
 messages (system + user); tokens are the 4-characters-per-token estimate the client uses when a
 server reports no usage. The first request of each role is measured (no corrective round-trip).
+Depth 0 is the first step of a run: the planner and the coder expanding the root (the reference,
+no IMPROVE spans: the planner describes the new module, the coder writes it whole), the debugger
+repairing a child of the root.
 
 Why bounded: each role sees at most ``search.context_nodes`` other nodes, each as one line (plus
 mechanism and a capped diagnosis); only the focal node's code is shown; build logs and mismatch
@@ -84,13 +87,14 @@ def prompt_sizes(depth: int, root_result, task=None, budget: int | None = None,
     from kernelskill.skills import SkillBook
     from kernelskill.task import Task
     from kernelskill.trajectory import Node
-    from scenario import GOOD, RELU_TASK, allowed_skills, coder_reply, current_code, debugger_reply, planner_reply
+    from scenario import (GOOD, RELU_TASK, allowed_skills, at_root, coder_reply, current_code, debugger_reply,
+                          planner_reply)
     task = task or Task.load(RELU_TASK)
 
     def reply(role, messages):
         if role == "planner":
             return planner_reply(allowed_skills(messages)[0], "fused single pass", plan="write relu2 in C++ " * 10,
-                                 code=current_code(messages))
+                                 code=current_code(messages), echo=not at_root(messages))
         return coder_reply(GOOD) if role == "coder" else debugger_reply(GOOD)
     llm = ScriptedLLM(reply)
     team = Team(llm, load_prompts(None), "cpp", task, task.summary(), SkillBook.load(), emit=lambda ev: None,
@@ -113,7 +117,7 @@ def prompt_sizes(depth: int, root_result, task=None, budget: int | None = None,
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--depths", type=int, nargs="*", default=[1, 10, 30])
+    ap.add_argument("--depths", type=int, nargs="*", default=[0, 1, 10, 30])
     ap.add_argument("--budget", type=int, help="cap every role's prompt at this many tokens")
     ap.add_argument("--json")
     ap.add_argument("--transcript", help="write the planner's and coder's prompts at the deepest depth here")
