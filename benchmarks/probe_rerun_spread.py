@@ -370,14 +370,21 @@ def eval_row(res, keep: Path) -> dict:
     # The reported rounds' raw samples, merged as the evaluator merged them.
     rounds = []
     for k in ((q.chosen_rounds or [q.chosen_round]) if q else [0]):
-        files = sorted(keep.rglob(f"timing_{k}.json"))
-        if files:
-            rounds.append(json.loads(files[0].read_text())["times"])
+        # The evaluation's own worker's (a race in another worker process keeps its files beside
+        # them, its candidate named c0).
+        got = [t for t in (json.loads(f.read_text())["times"] for f in sorted(keep.rglob(f"timing_{k}.json")))
+               if "candidate" in t]
+        if got:
+            rounds.append(got[0])
     times = merge_rounds(rounds) if rounds else {}
-    for name in ("candidate", "eager"):
+    for name, reported in (("candidate", prof.candidate), ("eager", prof.baseline)):
         ms = (times.get(name) or {}).get("ms")
         row[name] = sample_stats(ms) if ms else None
         row[f"{name}_ms"] = ms
+        if row[name] is not None and reported is not None:
+            # The median the evaluator reports (of several rounds: the median of the rounds' own),
+            # not the pooled samples' (a round sampled longer would outweigh the others).
+            row[name]["median"] = reported.median_ms
     if row["candidate"] is None:      # no raw samples kept: the reported statistics, without an interval
         row["candidate"] = {"median": prof.candidate.median_ms, "iqr": prof.candidate.iqr_ms, "min": prof.candidate.min_ms,
                             "n": prof.candidate.n, "ci": None}

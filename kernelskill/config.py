@@ -85,7 +85,7 @@ class EvalSettings:
     retimes: int = 2
     backoff_s: float = 1.0
     rounds: int = 0             # timing rounds on fresh allocations a good measurement needs; 0: 2 on a GPU, 1 on a CPU
-    processes: int = 0          # worker processes a good measurement is timed in; 0: 2 on a GPU, 1 on a CPU
+    processes: int = 0          # worker processes a good measurement is timed in; 0: 1
     flags: str = "default"      # PyTorch backend flags timed under: default (the user's) | strict (TF32 off)
 
 

@@ -501,3 +501,93 @@ def test_a_good_measurement_is_timed_again_in_a_second_worker_process(monkeypatc
                   opts=Options(device="cpu", timing=TimingConfig(warmup=2, min_reps=30, max_reps=60, time_cap_s=0.5,
                                                                  retimes=0)))
     assert "process" not in r1.phases and "processes" not in r1.profile.quality.metrics
+
+
+# ---- eager's spread between evaluations (issue 43, item 4) -----------------------------------------
+def test_the_interval_spans_eagers_medians_of_earlier_evaluations(tmp_path):
+    from kernelskill.evaluate.verdict import (EAGER_RUNS, EAGER_RUNS_KEPT, eager_runs, record_eager_run,
+                                              span_eager_runs)
+    from kernelskill.results import TimingStats
+    here = {"gpu": "NVIDIA H100 80GB HBM3", "fingerprint": "f", "flags": "default"}
+    # KernelBench's LayerNorm on an H100: eager 8.22 ms in four evaluations, 8.09 ms in one.
+    for ms in (8.22, 8.09, 8.21):
+        record_eager_run(tmp_path, here, ms)
+    record_eager_run(tmp_path, {**here, "gpu": "NVIDIA H200"}, 7.0)        # another GPU: not this one's
+    (tmp_path / EAGER_RUNS).open("a").write('{"gpu": "NVIDIA H100 80GB HB')  # a line cut by a crash
+    assert eager_runs(tmp_path, here) == [8.22, 8.09, 8.21]
+    prof = _timed(27.40, [27.37, 27.43])
+    prof.baseline = TimingStats(median_ms=8.22, iqr_ms=0.01, n=60, min_ms=8.2, mean_ms=8.22)
+    prof.candidate = TimingStats(median_ms=0.3, iqr_ms=0.001, n=60, min_ms=0.29, mean_ms=0.3)
+    span_eager_runs(prof, eager_runs(tmp_path, here))
+    lo, hi = prof.speedup_ci
+    # A rerun reading 8.09 ms of eager (26.97×) falls inside; the point and the verdict stay.
+    assert lo == pytest.approx(8.09 / 0.3) and hi == 27.43 and prof.speedup == 27.40 and prof.quality.good
+    assert prof.quality.metrics["eager_runs"] == 4
+    assert prof.quality.metrics["eager_runs_spread"] == pytest.approx(8.22 / 8.09 - 1, abs=1e-4)
+    assert any("spans eager's medians in this task's last 4 evaluations here (8.09–8.22 ms" in n for n in prof.notes)
+    # No earlier evaluation: nothing changes.
+    prof2 = _timed(27.40, [27.37, 27.43])
+    span_eager_runs(prof2, [])
+    assert prof2.speedup_ci == [27.37, 27.43] and "eager_runs" not in prof2.quality.metrics
+    # Only the last EAGER_RUNS_KEPT count.
+    for i in range(EAGER_RUNS_KEPT + 5):
+        record_eager_run(tmp_path, here, 9.0 + i)
+    assert eager_runs(tmp_path, here) == [9.0 + i for i in range(5, EAGER_RUNS_KEPT + 5)]
+
+
+def test_good_evaluations_record_eager_and_the_next_spans_it(monkeypatch, tmp_path):
+    """For real, on the CPU where it is asked for: the first good evaluation records its eager
+    median beside the cached reference; the second's interval spans both evaluations' eager."""
+    from kernelskill.evaluate import quality as quality_mod
+    from kernelskill.evaluate.reference import reference_dir
+    from kernelskill.evaluate.verdict import EAGER_RUNS
+    from kernelskill.task import Task
+    monkeypatch.setenv("KERNELSKILL_CACHE", str(tmp_path / "cache"))
+    real = quality_mod.assess
+
+    def always_good(*a, **kw):
+        q = real(*a, **kw)
+        q["verdict"], q["reasons"] = GOOD, []
+        return q
+    monkeypatch.setattr(quality_mod, "assess", always_good)
+    t = TimingConfig(warmup=2, min_reps=30, max_reps=60, time_cap_s=0.5, retimes=0, eager_runs=True)
+    opts = Options(device="cpu", timing=t)
+    cand = Candidate.from_source(GOOD_SRC)
+    r1 = evaluate(RELU_TASK, cand, opts=opts)
+    assert r1.ok and r1.profile.quality.good, r1.message
+    assert "eager_runs" not in r1.profile.quality.metrics
+    runs = reference_dir(Task.load(RELU_TASK), "cpu", opts) / EAGER_RUNS
+    assert len(runs.read_text().splitlines()) == 1
+    r2 = evaluate(RELU_TASK, cand, opts=opts)
+    assert r2.ok, r2.message
+    p = r2.profile
+    assert p.quality.metrics["eager_runs"] == 2 and len(runs.read_text().splitlines()) == 2
+    e1, e2 = r1.profile.baseline.median_ms, p.baseline.median_ms
+    lo, hi = p.speedup_ci
+    c = p.candidate.median_ms
+    assert lo <= min(e1, e2) / c * (1 + 1e-9) and max(e1, e2) / c <= hi * (1 + 1e-9)
+    # Off (the CPU's default): nothing recorded, nothing spanned.
+    r3 = evaluate(RELU_TASK, cand, opts=Options(device="cpu", timing=TimingConfig(warmup=2, min_reps=30, max_reps=60,
+                                                                                   time_cap_s=0.5, retimes=0)))
+    assert "eager_runs" not in r3.profile.quality.metrics and len(runs.read_text().splitlines()) == 2
+
+
+def test_a_gpu_interval_is_never_narrower_than_what_a_rerun_moves():
+    from kernelskill.evaluate.verdict import RERUN_FLOOR, rerun_floor
+    # Two evaluations of one kernel on a quiet H100: 27.504× [27.46–27.538] and 27.564× [27.543–27.603],
+    # each sure of a speedup the other excludes, 0.2 % apart.
+    a, b = _timed(27.504, [27.46, 27.538]), _timed(27.564, [27.543, 27.603])
+    assert a.speedup_ci[1] < b.speedup_ci[0]
+    for p in (a, b):
+        p.speedup_vs_compile, p.speedup_vs_compile_ci = 1.1, [1.099, 1.101]
+        rerun_floor(p, "cuda")
+        assert p.speedup_ci[0] == pytest.approx(p.speedup * (1 - RERUN_FLOOR[1]))
+        assert p.speedup_vs_compile_ci == pytest.approx([1.1 * (1 - RERUN_FLOOR[1]), 1.1 * (1 + RERUN_FLOOR[1])])
+    assert a.speedup_ci[1] >= b.speedup_ci[0]
+    # A wider interval stays as it is; a CPU's is not touched (its floor is not measured).
+    wide = _timed(2.0, [1.8, 2.3])
+    rerun_floor(wide, "cuda")
+    assert wide.speedup_ci == [1.8, 2.3]
+    cpu = _timed(2.0, [1.999, 2.001])
+    rerun_floor(cpu, "cpu")
+    assert cpu.speedup_ci == [1.999, 2.001]

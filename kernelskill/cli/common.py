@@ -246,7 +246,7 @@ def measure_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--processes", type=int, default=None, metavar="N",
                    help="worker processes a good measurement is timed in: after the evaluation's own worker, "
                    "fresh ones time the candidate against eager again, and the speedup's interval spans them "
-                   "(default: 2 on a GPU, where eager can read 1.5 %% apart between processes; 1 on a CPU)")
+                   "(default 1: on an H100 a second process cost 3.6-7 s and read what the first did)")
     p.add_argument("--rounds", type=int, default=None, metavar="N",
                    help="timing rounds, each on fresh allocations of the inputs, a good measurement needs; the "
                    "speedup's interval spans every round's (default: 2 on a GPU, where one allocation's placement "

@@ -312,6 +312,8 @@ class Evaluation:
                               flush_l2=timing.get("flush_l2", True))
             if not self.cheats(flags):
                 flags += self.time_in_other_processes(result.profile)
+                self.span_eager_runs(result.profile)
+            verdict.rerun_floor(result.profile, self.device)
         cheat_flags = self.cheats(flags)
         if cheat_flags:
             return self.finish(Status.flagged, cheat_flags[0])
@@ -330,9 +332,22 @@ class Evaluation:
     def cheats(flags: list[str]) -> list[str]:
         return [f for f in flags if static.is_cheat(f) or f.split(":")[0] in CHEAT_KINDS]
 
+    def span_eager_runs(self, prof) -> None:
+        """The interval spans eager's medians in this task's last good evaluations here (on a GPU;
+        ``TimingConfig.eager_runs``); a good one records its own for the next."""
+        t = self.opts.timing
+        if t is None or prof is None or prof.baseline is None or not t.span_eager_runs(self.device):
+            return
+        env = self.result.env
+        where = {"gpu": env.gpu, "fingerprint": env.fingerprint, "flags": env.flags_mode, "threads": prof.threads,
+                 "flush_l2": t.flush_l2, "hide_launch": t.hide_launch}
+        verdict.span_eager_runs(prof, verdict.eager_runs(self.ref_dir, where))
+        if prof.quality is not None and prof.quality.good:
+            verdict.record_eager_run(self.ref_dir, where, prof.baseline.median_ms)
+
     def time_in_other_processes(self, prof) -> list[str]:
-        """A good measurement timed again in fresh worker processes (``TimingConfig.processes``:
-        2 on a GPU), the candidate alone against eager, its timed outputs re-checked; the speedup
+        """A good measurement timed again in fresh worker processes (``TimingConfig.processes``,
+        default 1: none), the candidate alone against eager, its timed outputs re-checked; the speedup
         and its interval then span the processes (``verdict.fold_processes``). Returns the flags
         the other workers raised."""
         t = self.opts.timing

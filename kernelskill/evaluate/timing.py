@@ -42,13 +42,16 @@ class TimingConfig:
     # allocation's placement moved a median by more than its own interval: docs/evaluator.md,
     # "Intervals that hold on a rerun"), 1 on a CPU. 0 means None (a TOML file has no None).
     rounds: int | None = None
-    # Timed in this many worker processes: after the evaluation's own worker, a second one (a race
-    # of the candidate alone against eager, its timed outputs re-checked) times it again, and the
-    # speedup and its interval span both. Rounds in one process share its placement: on an H100,
-    # KernelBench's LayerNorm eager read 8.10 ms in both rounds of one evaluation and 8.22 ms in both
-    # rounds of each of four others (docs/evaluator.md, "Intervals that hold on a rerun"). None: 2
-    # on a GPU, 1 on a CPU; 0 means None. Only a good measurement is timed again.
+    # Timed in this many worker processes: after the evaluation's own worker, others (a race of the
+    # candidate alone against eager, its timed outputs re-checked) time it again, and the speedup
+    # and its interval span them. Only a good measurement is timed again. Not the default: on an
+    # H100 it cost 3.6-7 s an evaluation, and the two processes of one evaluation agreed where
+    # evaluations did not (KernelBench's LayerNorm eager 8.09 ms in both processes of one, 8.19-8.23
+    # in both of each other: docs/evaluator.md, "Intervals that hold on a rerun"). None or 0: 1.
     processes: int | None = None
+    # The speedup's interval spans the eager medians of this task's last evaluations here (good
+    # ones, same GPU and environment), which is what a rerun's eager reads. None: on a GPU.
+    eager_runs: bool | None = None
 
     def min_rounds(self, device: str) -> int:
         if self.rounds:
@@ -56,9 +59,10 @@ class TimingConfig:
         return 2 if device.startswith("cuda") else 1
 
     def worker_processes(self, device: str) -> int:
-        if self.processes:
-            return max(1, self.processes)
-        return 2 if device.startswith("cuda") else 1
+        return max(1, self.processes or 1)
+
+    def span_eager_runs(self, device: str) -> bool:
+        return device.startswith("cuda") if self.eager_runs is None else self.eager_runs
 
     def target(self, device: str) -> float:
         if self.target_rel_ci is not None:

@@ -73,7 +73,8 @@ def test_a_gpu_measurement_is_two_rounds_on_fresh_allocations_merged(opts):
     assert r.ok, r.message
     q, p = r.profile.quality, r.profile
     assert q.rounds >= 2, q
-    chosen = [h for h in q.history if h["round"] in q.chosen_rounds]
+    # (the first worker's rounds; another worker process's, where one timed it, say "process")
+    chosen = [h for h in q.history if h["round"] in q.chosen_rounds and not h.get("process")]
     if q.good:
         assert len(chosen) >= 2 and q.metrics["rounds_merged"] == len(chosen)
     if len(chosen) > 1:
