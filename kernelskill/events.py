@@ -136,6 +136,7 @@ class RunFinished(Event):
 class RunError(Event):
     message: str
     kind: str = "UserError"
+    traceback: str = ""     # an unexpected exception's (kind "crash"); the store keeps it in traceback.txt
 
 
 EVENTS: dict[str, type[Event]] = {cls.__name__: cls for cls in (

@@ -225,6 +225,12 @@ class Optimizer:
         except (UserError, KeyboardInterrupt) as e:
             self.emit(RunError(message=str(e) or type(e).__name__, kind=type(e).__name__))
             raise
+        except Exception as e:
+            # A bug, or a failure nobody foresaw: the run's record ends with it (events.jsonl,
+            # traceback.txt, report.md) before it propagates, and the run can be resumed.
+            import traceback
+            self.emit(RunError(message=f"{type(e).__name__}: {e}", kind="crash", traceback=traceback.format_exc()))
+            raise
         finally:
             self.timers["wall"] += time.perf_counter() - started
             unsubscribe()

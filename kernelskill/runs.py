@@ -70,6 +70,8 @@ class RunStore:
             _atomic_write(self.path / "best.py", self.tree.get(event.node_id).code)
         self._fh.write(json.dumps(event.to_dict(), default=str) + "\n")
         self._fh.flush()
+        if isinstance(event, RunError) and event.traceback:
+            _atomic_write(self.path / "traceback.txt", event.traceback)
         if isinstance(event, (RunFinished, RunError)) and self.tree is not None:
             _atomic_write(self.path / "report.md", render_report(self.path, self.tree, event))
 
@@ -97,6 +99,8 @@ def render_report(path: Path, tree: Trajectory, last: Event) -> str:
     else:
         lines.append(f"- stopped by an error: {getattr(last, 'message', '')} (resume with `kernelskill resume "
                      f"{path.name}`)")
+        if getattr(last, "traceback", ""):
+            lines.append("- an unexpected error: its traceback is in `traceback.txt`; please report it with that file")
     if best is not None:
         verdict = "faster than the reference" if (best.speedup or 0) > 1.0 else "not faster than the reference"
         lines.append(f"- best: **{best.id}** at **{best.speedup:.2f}×** vs PyTorch eager ({verdict}); "

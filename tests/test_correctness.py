@@ -56,7 +56,7 @@ def test_relative_error_check_catches_uniform_bias_within_atol():
 
 def test_scalar_output():
     res, _ = compare_trial(0, 1, "task", [torch.tensor(2.0)], [torch.tensor(1.0)], 1e-4, 1e-4)
-    assert not res.ok and "got 2" in res.message or res.check == "allclose"
+    assert not res.ok and res.check == "allclose" and "got 2, expected 1" in res.message
 
 
 def test_verify_outputs_summary_lists_every_trial():

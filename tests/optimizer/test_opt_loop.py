@@ -315,3 +315,29 @@ def test_the_optimizer_and_the_mcp_tool_record_a_skill_outcome_in_the_same_row(r
     stats = SkillBook.load().stats.get(n1.skill_id)
     assert list(stats.contexts) == [(recorded.op_class, "cpp", "*")]
     assert stats.failed == stats.tried == 2
+
+
+def test_an_unexpected_exception_ends_the_record_with_its_traceback_and_a_report(run_copy):
+    """A failure nobody foresaw (a provider SDK raising its own exception type, a bug): the run's
+    record ends with a RunError of kind "crash" and the traceback, report.md says where it is, the
+    exception still propagates, and the run resumes."""
+    class ProviderBug(RuntimeError):
+        pass
+    opt = Optimizer.from_run(run_copy, llm=ScriptedLLM([ProviderBug("SDK: unexpected field 'refusal'")]),
+                             flags={"budget.attempts": 1, "search.epsilon": 0.0})
+    with pytest.raises(ProviderBug):
+        opt.run()
+    last = read_events(run_copy)[-1]
+    assert last.name == "RunError" and last.kind == "crash"
+    assert last.message == "ProviderBug: SDK: unexpected field 'refusal'"
+    tb = (run_copy / "traceback.txt").read_text()
+    assert "Traceback (most recent call last)" in tb and "ProviderBug" in tb and "llm.py" in tb
+    report = (run_copy / "report.md").read_text()
+    assert "stopped by an error: ProviderBug" in report and "traceback.txt" in report
+    assert load_run(run_copy).errors == ["ProviderBug: SDK: unexpected field 'refusal'"]
+    # A user's mistake is no crash: no traceback file for it.
+    (run_copy / "traceback.txt").unlink()
+    opt = Optimizer.from_run(run_copy, llm=ScriptedLLM([]), flags={"budget.attempts": 2, "search.epsilon": 0.0})
+    with pytest.raises(Exception):
+        opt.run()
+    assert read_events(run_copy)[-1].kind == "UserError" and not (run_copy / "traceback.txt").exists()
