@@ -179,6 +179,18 @@ class KernelStat(JsonMixin):
 
 
 @dataclass
+class ModuleStat(JsonMixin):
+    """The time of one submodule of the model per call (its kernels on a GPU, its ops on a CPU);
+    ``module`` is its name in ``named_modules()`` ("(forward)": the model's own forward)."""
+    module: str
+    type: str
+    time_ms: float
+    share: float
+    launches: int
+    top: str = ""               # its most expensive kernel (op)
+
+
+@dataclass
 class ProfileResult(JsonMixin):
     device: str
     candidate: TimingStats | None = None
@@ -189,6 +201,8 @@ class ProfileResult(JsonMixin):
     speedup_vs_compile: float | None = None
     speedup_vs_compile_ci: list[float] = field(default_factory=list)
     kernels: list[KernelStat] = field(default_factory=list)
+    modules: list[ModuleStat] = field(default_factory=list)     # the same time by the module that ran it
+    launches: int | None = None                  # kernel launches (GPU) or top-level ops (CPU) a call makes
     custom_share: float | None = None
     threads: int | None = None
     first_call_ms: float | None = None           # the candidate's first call (Triton compiles here)

@@ -95,7 +95,9 @@ def reference_profile(r: EvalResult) -> tuple[str, str]:
     if r.status != Status.ok or not (p and p.baseline):
         return evaluation(r)
     top = ", ".join(f"{k.name} {k.share:.0%}" for k in p.kernels[:3]) or "no kernel breakdown"
+    mods = "; by module: " + ", ".join(f"{m.module} ({m.type}) {m.share:.0%}" if m.type else f"{m.module} {m.share:.0%}"
+                                       for m in p.modules[:3]) if len(p.modules) > 1 else ""
     where = r.env.gpu or r.env.device
-    return (f"reference: eager median {p.baseline.median_ms:.4g} ms on {where}; time goes to {top}" + _roof(p),
+    return (f"reference: eager median {p.baseline.median_ms:.4g} ms on {where}; time goes to {top}{mods}" + _roof(p),
             f"This is the time to beat. Call {_lookup(p)} for strategies that fit the dominant ops and the "
             "bottleneck, write ModelNew, then evaluate it.")

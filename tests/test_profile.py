@@ -396,3 +396,49 @@ def test_reference_cache_is_shared_by_every_spelling_of_a_gpu():
     assert reference_key(task, "cuda:0", Options()) == key == reference_key(task, "cuda:3", Options())
     assert reference_key(task, "cpu", Options()) != key
     assert reference_key(task, "cuda", Options(trials=3)) != key
+
+
+# ---- the profile by module (issue 44, item 4) ------------------------------------------------------
+TWO_STAGE = RELU_TASK.parent / "two_stage_task.py"
+
+
+def test_the_profile_says_which_module_ran_the_time(capsys):
+    """A model of named stages: the kernel breakdown is also given by the module that ran each op
+    (innermost: stem.conv, not stem), the model's own forward apart; in `profile`, its JSON, the
+    planner's summary and the MCP reference summary."""
+    from kernelskill.agents.analyzer import analyze
+    from kernelskill.results import EvalResult
+    from mcp_server.advice import reference_profile
+    assert main(["profile", str(TWO_STAGE), "--device", "cpu", "--time-cap", "0.3", "--trials", "1", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    p = data["profile"]
+    mods = {m["module"]: m for m in p["modules"]}
+    assert mods["stem.conv"]["type"] == "Conv2d" and mods["stem.conv"]["top"] == "aten::conv2d"
+    assert mods["stem.bn"]["type"] == "BatchNorm2d" and mods["head"]["type"] == "Linear"
+    assert mods["stem"]["type"] == "Block" and mods["stem"]["top"] == "aten::relu"      # its own forward's op
+    assert mods["(forward)"]["type"] == "" and mods["(forward)"]["launches"] == 2        # mean and the scaling
+    assert sum(m["share"] for m in p["modules"]) == pytest.approx(1.0)
+    # The same work as the kernel table, only grouped: the times add up to the same.
+    assert sum(m["time_ms"] for m in p["modules"]) == pytest.approx(sum(k["time_ms"] for k in p["kernels"]), rel=1e-6)
+    # conv2d, batch_norm (and its training-mode counter's add_, in stem.bn too), relu, mean, linear, mul
+    assert p["launches"] == sum(k["calls"] for k in p["kernels"]) == 7 and mods["stem.bn"]["launches"] == 2
+    r = EvalResult.from_dict(data)
+    summary = analyze(r)
+    assert "by module (which layer of the model):" in summary and "stem.conv (Conv2d)" in summary
+    text, _ = reference_profile(r)
+    assert "by module: " in text and "stem.conv (Conv2d)" in text
+    assert main(["profile", str(TWO_STAGE), "--device", "cpu", "--time-cap", "0.3", "--trials", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "by module (7 ops a call):" in out and "stem.conv (Conv2d)" in out and "aten::conv2d" in out
+
+
+def test_gpu_kernels_that_do_not_add_up_to_the_median_say_why():
+    from kernelskill.evaluate.verdict import reconcile_note
+    # Host gaps: kernels 0.6 ms of a 1.0 ms call.
+    gap = reconcile_note(0.6, 1.0, 40)
+    assert "the kernels add to 0.600 ms of the 1.000 ms median" in gap and "(40 kernel launches a call)" in gap
+    assert "0.400 ms the GPU waits between kernels" in gap
+    # Above the median (KernelBench level2/19 on an H100: ~19 ms of kernels against a 13.9 ms median).
+    over = reconcile_note(19.0, 13.9, 12)
+    assert "37% above the 13.900 ms median" in over and "several streams" in over and "shares, not their times" in over
+    assert reconcile_note(0.95, 1.0, 3) == "" and reconcile_note(0.0, 1.0, None) == ""

@@ -61,6 +61,12 @@ def analyze(result: EvalResult | None) -> str:
         for k in kernels[:5]:
             mark = "*" if k.custom else " "
             lines.append(f"  {k.share or 0:6.1%}  {_ms(k.time_ms):>10}  {mark} {k.name[:80]}")
+    modules = prof.modules or []
+    if len(modules) > 1:
+        lines.append("by module (which layer of the model):")
+        for m in modules[:5]:
+            lines.append(f"  {m.share:6.1%}  {_ms(m.time_ms):>10}  {m.module}" + (f" ({m.type})" if m.type else "")
+                         + (f": {m.top[:60]}" if m.top else ""))
     roof = {k: v for k, v in (prof.roofline or {}).items() if isinstance(v, (int, float, str))}
     if roof:
         lines.append("roofline: " + ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(roof.items())))

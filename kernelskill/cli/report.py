@@ -146,6 +146,21 @@ def _print_roofline(p, out=print) -> None:
         out(f"  note: {note}")
 
 
+def _print_modules(p, out, limit: int = 12) -> None:
+    """The same time by the module that ran it: which of the model's layers is the slow one."""
+    if len(p.modules) < 2:
+        return
+    out(f"  by module ({p.launches} {'kernel launches' if p.device.startswith('cuda') else 'ops'} a call):"
+        if p.launches else "  by module:")
+    for m in p.modules[:limit]:
+        what = f"{m.module} ({m.type})" if m.type else m.module
+        out(f"    {m.share:6.1%}  {_ms(m.time_ms):>10}  ×{m.launches:<3}  {what[:48]:<48}  {m.top[:40]}")
+    if len(p.modules) > limit:
+        rest = p.modules[limit:]
+        out(f"    {sum(m.share for m in rest):6.1%}  {_ms(sum(m.time_ms for m in rest)):>10}        "
+            f"{len(rest)} more modules")
+
+
 def print_profile(r: EvalResult, reference: bool = False, out=print) -> None:
     """``kernelskill profile``: where the time goes and what bounds it."""
     p = r.profile
@@ -164,6 +179,7 @@ def print_profile(r: EvalResult, reference: bool = False, out=print) -> None:
     out(f"  kernels per call ({'all library' if reference else f'custom share {p.custom_share:.0%}' if p.custom_share is not None else '?'}):")
     for k in p.kernels[:12]:
         out(f"    {k.share:6.1%}  {_ms(k.time_ms):>10}  ×{k.calls:<3} {'*' if k.custom else ' '} {k.name[:90]}")
+    _print_modules(p, out)
     _print_roofline(p, out)
     for f in r.flags:
         if not (reference and f.startswith("no-custom-kernel")):

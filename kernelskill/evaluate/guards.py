@@ -210,21 +210,62 @@ def own_kernel_names(source: str) -> set[str]:
     return names
 
 
+MODULE_SCOPE = "kernelskill::module::"
+FORWARD_SCOPE = "(forward)"       # work of the model's own forward, outside every submodule
+
+
+class _ModuleScopes:
+    """While active, every submodule's forward runs inside a profiler range named after it
+    (``kernelskill::module::stages.0.conv1``), so each kernel or op can be attributed to the
+    innermost module that ran it."""
+
+    def __init__(self, model):
+        self.model, self.handles, self.stack = model, [], []
+        self.types = {name: type(m).__name__ for name, m in model.named_modules() if name}
+
+    def __enter__(self):
+        for name, m in self.model.named_modules():
+            if not name:
+                continue
+            self.handles.append(m.register_forward_pre_hook(self._enter(name)))
+            self.handles.append(m.register_forward_hook(self._exit, always_call=True))
+        return self
+
+    def _enter(self, name: str):
+        def pre(_module, _args):
+            rf = torch.profiler.record_function(MODULE_SCOPE + name)
+            rf.__enter__()
+            self.stack.append(rf)
+        return pre
+
+    def _exit(self, _module, _args, _out):
+        if self.stack:
+            self.stack.pop().__exit__(None, None, None)
+
+    def __exit__(self, *exc):
+        for h in self.handles:
+            h.remove()
+        while self.stack:
+            self.stack.pop().__exit__(None, None, None)
+
+
 def kernel_breakdown(model, inputs: list, device: str, source: str, calls: int = 3) -> dict:
-    """Profile a few calls: per-kernel device time (GPU) or per-function CPU time, and the custom share."""
+    """Profile a few calls: per-kernel device time (GPU) or per-function CPU time, the custom share,
+    and the same time by the module that ran it (``modules``) with the launches a call makes."""
     from torch.profiler import ProfilerActivity, profile
 
     from .build import PROFILING
     cuda = device.startswith("cuda")
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     own = own_kernel_names(source)
+    scopes = _ModuleScopes(model)
     with torch.no_grad():
         model(*inputs)
         if cuda:
             torch.cuda.synchronize()
         PROFILING["on"] = True
         try:
-            with profile(activities=acts) as prof:
+            with scopes, profile(activities=acts) as prof:
                 for _ in range(calls):
                     with torch.profiler.record_function("kernelskill::forward"):
                         model(*inputs)
@@ -233,9 +274,67 @@ def kernel_breakdown(model, inputs: list, device: str, source: str, calls: int =
         finally:
             PROFILING["on"] = False
     events = prof.events()
-    if cuda:
-        return _gpu_breakdown(events, own, calls)
-    return _cpu_breakdown(events, calls)
+    out = _gpu_breakdown(events, own, calls) if cuda else _cpu_breakdown(events, calls)
+    out["modules"], out["launches"] = _by_module(events, cuda, calls, scopes.types)
+    return out
+
+
+def _module_of(ev) -> str:
+    """The innermost module whose range holds ``ev`` (FORWARD_SCOPE outside every submodule)."""
+    p = ev.cpu_parent
+    while p is not None:
+        if p.name.startswith(MODULE_SCOPE):
+            return p.name[len(MODULE_SCOPE):]
+        p = p.cpu_parent
+    return FORWARD_SCOPE
+
+
+def _top_level(ev) -> bool:
+    """A CPU op called by the forward or an extension function itself (module ranges between them
+    do not count), not one nested in another op."""
+    p = ev.cpu_parent
+    while p is not None and p.name.startswith(MODULE_SCOPE):
+        p = p.cpu_parent
+    return p is not None and (p.name == "kernelskill::forward" or p.name.startswith("kernelskill::ext::"))
+
+
+def _by_module(events, cuda: bool, calls: int, types: dict) -> tuple[list[dict], int]:
+    """Time per module per call: on a GPU the device time of the kernels each module's ops launched
+    (a kernel belongs to the op that launched it); on a CPU the top-level ops' and extension
+    functions' CPU time as in ``_cpu_breakdown``. Also the kernel launches (GPU) or top-level ops
+    (CPU) a call makes."""
+    rows: dict[str, list] = {}
+    launches = 0
+    for ev in events:
+        if ev.device_type != torch.autograd.DeviceType.CPU:
+            continue
+        if cuda:
+            ks = [k for k in (getattr(ev, "kernels", None) or []) if not k.name.startswith("kernelskill::")]
+            if not ks:
+                continue
+            own = ev.name[len(MODULE_SCOPE):] if ev.name.startswith(MODULE_SCOPE) else None
+            r = rows.setdefault(own or _module_of(ev), [0, 0.0, {}])
+            for k in ks:
+                r[0] += 1
+                r[1] += k.duration / 1e3
+                r[2][k.name] = r[2].get(k.name, 0.0) + k.duration
+        elif ev.name.startswith("kernelskill::ext::") or (ev.name.startswith("aten::") and _top_level(ev)):
+            nested = sum(c.cpu_time_total for c in ev.cpu_children if c.name.startswith("aten::")) \
+                if ev.name.startswith("kernelskill::ext::") else 0.0
+            r = rows.setdefault(_module_of(ev), [0, 0.0, {}])
+            r[0] += 1
+            r[1] += (ev.cpu_time_total - nested) / 1e3
+            name = ev.name.removeprefix("kernelskill::ext::")
+            r[2][name] = r[2].get(name, 0.0) + ev.cpu_time_total - nested
+        else:
+            continue
+        launches += len(ks) if cuda else 1
+    total = sum(r[1] for r in rows.values()) or 0.0
+    mods = [{"module": name, "type": types.get(name, ""), "time_ms": ms / calls,
+             "share": ms / total if total else 0.0, "launches": n // calls or 1,
+             "top": max(top, key=top.get) if top else ""}
+            for name, (n, ms, top) in sorted(rows.items(), key=lambda kv: -kv[1][1])]
+    return mods, launches // calls
 
 
 def _gpu_breakdown(events, own: set[str], calls: int) -> dict:
@@ -270,8 +369,7 @@ def _cpu_breakdown(events, calls: int) -> dict:
             r = rows.setdefault(ev.name.removeprefix("kernelskill::ext::"), [0, 0.0, True])
             r[0] += 1
             r[1] += (ev.cpu_time_total - nested) / 1e3
-        elif parent is not None and ev.name.startswith("aten::") and (
-                parent.name == "kernelskill::forward" or parent.name.startswith("kernelskill::ext::")):
+        elif parent is not None and ev.name.startswith("aten::") and _top_level(ev):
             r = rows.setdefault(ev.name, [0, 0.0, False])
             r[0] += 1
             r[1] += ev.cpu_time_total / 1e3

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..results import KernelStat, MeasurementQuality, ProfileResult
+from ..results import KernelStat, MeasurementQuality, ModuleStat, ProfileResult
 from ..vocab import Bottleneck
 from . import quality
 from .correctness import compare_trial, summarize, verify_outputs
@@ -333,12 +333,18 @@ def timed_profile(reply: WorkerReply, device: str, backend: str, meta: dict, fla
     if reply.kernels_note:
         prof.notes.append(reply.kernels_note)
     prof.kernels = [KernelStat(**k) for k in kern.get("kernels", [])]
+    prof.modules = [ModuleStat(**m) for m in kern.get("modules", [])]
+    prof.launches = kern.get("launches")
     if not device.startswith("cuda") and prof.kernels:
         # Profiled CPU calls run slower than timed ones (profiler scopes, cold threads): keep
         # their shares, and apportion the timed median by them.
-        for k in prof.kernels:
+        for k in [*prof.kernels, *prof.modules]:
             k.time_ms = k.share * prof.candidate.median_ms
         prof.notes.append("CPU kernel times: the timed median apportioned by profiled shares")
+    elif prof.kernels:
+        note = reconcile_note(sum(k.time_ms for k in prof.kernels), prof.candidate.median_ms, prof.launches)
+        if note:
+            prof.notes.append(note)
     prof.custom_share = kern.get("custom_share")
     if backend == "none":
         prof.custom_share = 0.0
@@ -351,6 +357,23 @@ def timed_profile(reply: WorkerReply, device: str, backend: str, meta: dict, fla
     elif sp > SPEEDUP_REVIEW:
         flags.append(f"review: speedup {sp:.1f}× is above {SPEEDUP_REVIEW:g}×; check it before trusting it")
     return prof
+
+
+def reconcile_note(kernel_ms: float, median_ms: float, launches: int | None) -> str:
+    """Where a GPU call's kernels, profiled, do not add up to its timed median: what the
+    difference is ("" within 10 %)."""
+    if median_ms <= 0 or kernel_ms <= 0:
+        return ""
+    calls = f" ({launches} kernel launches a call)" if launches else ""
+    if kernel_ms < 0.9 * median_ms:
+        return (f"the kernels add to {kernel_ms:.3f} ms of the {median_ms:.3f} ms median: the other "
+                f"{median_ms - kernel_ms:.3f} ms the GPU waits between kernels{calls}, for the host to launch "
+                "them or for a synchronization; fewer, larger kernels close that gap")
+    if kernel_ms > 1.1 * median_ms:
+        return (f"the profiled kernels add to {kernel_ms:.3f} ms, {kernel_ms / median_ms - 1:.0%} above the "
+                f"{median_ms:.3f} ms median{calls}: kernels that run side by side on several streams each "
+                "count whole, and the profiler slows kernels it traces; read their shares, not their times")
+    return ""
 
 
 def _no_decision_note(q: MeasurementQuality) -> str:

@@ -95,3 +95,38 @@ def test_measured_gemm_ceilings_are_not_below_what_cublas_reaches(gpu):
         rate = _mm_rate(4096, tf32)
         print(f"{key}: ceiling {peaks[key] / 1e12:.1f} TFLOP/s, torch.mm 4096² {rate / 1e12:.1f} TFLOP/s")
         assert peaks[key] >= 0.97 * rate, (key, peaks[key], rate)
+
+
+def test_gpu_kernels_are_attributed_to_the_module_that_launched_them():
+    """On a GPU a kernel belongs to the op that launched it, and the op to the innermost module
+    whose forward ran it: the per-module table names the conv's cuDNN kernel under stem.conv."""
+    import torch
+    import torch.nn as nn
+
+    from kernelskill.evaluate.guards import FORWARD_SCOPE, kernel_breakdown
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv, self.bn = nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32)
+
+        def forward(self, x):
+            return torch.relu(self.bn(self.conv(x)))
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem, self.head = Block(), nn.Linear(32, 10)
+
+        def forward(self, x):
+            return self.head(self.stem(x).mean((2, 3))) * 2.0
+
+    out = kernel_breakdown(Net().cuda().eval(), [torch.randn(8, 16, 64, 64, device="cuda")], "cuda", "")
+    mods = {m["module"]: m for m in out["modules"]}
+    assert {"stem.conv", "stem.bn", "stem", "head", FORWARD_SCOPE} <= set(mods), list(mods)
+    assert mods["stem.conv"]["type"] == "Conv2d" and mods["stem.conv"]["time_ms"] > 0
+    assert sum(m["share"] for m in out["modules"]) == pytest.approx(1.0)
+    # Every kernel the device ran is in some module's row: the groups add up to the kernel table.
+    assert sum(m["time_ms"] for m in out["modules"]) == pytest.approx(sum(k["time_ms"] for k in out["kernels"]),
+                                                                       rel=0.02)
+    assert out["launches"] >= len(out["modules"])
