@@ -1,5 +1,6 @@
 """Builds of candidate extensions: ``load_inline`` through ninja, cached by content hash and
-environment; a compile-only nvcc check where torch has no CUDA; structured diagnostics.
+environment; a compile-only nvcc check where torch has no CUDA, with a link check of its objects
+(linkcheck.py); structured diagnostics.
 
 Runs inside the worker: ``install()`` wraps ``torch.utils.cpp_extension.load_inline`` before the
 candidate is imported, so the candidate's own call goes through the cache and the diagnostics
@@ -94,7 +95,8 @@ class BuildLog:
 
 
 def build_root(cache: Path | None = None) -> Path:
-    """This environment's builds: one directory per extension, ``_pch`` and ``_objects``."""
+    """This environment's builds: one directory per extension, ``_pch``, ``_objects`` and ``_exports``
+    (the libraries' symbols, for the compile-only build's link check: linkcheck.py)."""
     return (cache or cache_root()) / "build" / env_key()
 
 
@@ -138,7 +140,7 @@ def install(candidate_source: str, log: BuildLog, build_root_dir: Path | None = 
                 on_step(text)
         try:
             if cuda and not _cuda_runtime():
-                _compile_only(build_dir, cuda, kwargs, candidate_source, log, root, step)
+                _compile_only(build_dir, cuda, kwargs, candidate_source, log, root, step, cpp=cpp)
                 raise CompileOnly()
             direct = _direct(unique, build_dir, cpp, cuda, args, kwargs, candidate_source, log, root, step)
             if direct is not None:
@@ -217,9 +219,28 @@ def _direct(unique, build_dir, cpp, cuda, args, kwargs, candidate_source, log: B
             log.diagnostics.append(undefined)
             log.log_tail = tail(str(e))
             raise BuildFailed([undefined], str(e)) from None
+        unresolved = [] if cuda else _unresolved_at_load(str(e), p, candidate_source, root, step)
+        if unresolved:                     # a library symbol no library exports: torch's build fails the same
+            log.diagnostics.extend(unresolved)
+            log.log_tail = tail(str(e))
+            raise BuildFailed(unresolved, str(e)) from None
         # Anything else: if this build's module is at fault, torch's build is the one that works.
         log.fallback = f"the direct build's module did not load: {str(e)[:200]}"
         return None
+
+
+def _unresolved_at_load(error: str, p, candidate_source: str, root: Path, step) -> list[Diagnostic]:
+    """A C++ candidate's module that did not load for a symbol its own object needs and no library
+    the module is linked with exports (``x.data_ptr<long long>()``: libtorch exports ``long``'s):
+    the link check's errors (linkcheck.py), at the lines that use it, rather than torch's build
+    failing the same way 30 s later. Empty for anything else."""
+    from . import linkcheck
+    m = re.search(r"undefined symbol: (\S+)", error)
+    kernel = p.build_dir / "kernel.o"
+    if not m or not kernel.exists():
+        return []
+    own = not any(f.startswith("-l") or f.endswith((".so", ".a", ".o")) or ".so." in f for f in p.ldflags)
+    return linkcheck.check([kernel], p.cpp, candidate_source, root, own_known=own, only_if=m.group(1), step=step)
 
 
 def _declared_never_defined(error: str, sources: list[str], candidate_source: str) -> Diagnostic | None:
@@ -377,10 +398,13 @@ def _make_pch(d: Path, gch: Path, inc: list[str], cmd_flags: list[str], cxx: str
 
 
 def _compile_only(build_dir: Path, cuda: list[str], kwargs: dict, candidate_source: str, log: BuildLog,
-                  root: Path, step=lambda _: None) -> None:
+                  root: Path, step=lambda _: None, cpp: list[str] = ()) -> None:
     """nvcc -c of the CUDA source with torch's headers (stubs for missing CUDA library headers);
-    ``<torch/extension.h>`` is the light header where the sources need no more (toolchain.py)."""
-    from . import toolchain
+    ``<torch/extension.h>`` is the light header where the sources need no more (toolchain.py).
+    Then the C++ sources where they define something, and the link check of the objects
+    (linkcheck.py): a symbol no library would resolve fails the check at the line that uses it."""
+    from . import linkcheck, toolchain
+    cpp = list(cpp)
     log.compile_only = True
     nvcc = shutil.which("nvcc") or (Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" / "nvcc")
     if not Path(nvcc).exists():
@@ -393,7 +417,9 @@ def _compile_only(build_dir: Path, cuda: list[str], kwargs: dict, candidate_sour
     text = "\n".join(header + cuda)
     src = build_dir / "cuda.cu"
     ok_marker = build_dir / "compile_only.ok"
-    digest = hashlib.sha256(text.encode()).hexdigest()
+    # the link check judges the C++ sources and the bound functions too (linkcheck.py)
+    digest = hashlib.sha256(repr((text, cpp, kwargs.get("functions"), kwargs.get("extra_cflags"),
+                                  kwargs.get("extra_ldflags"), linkcheck.VERSION)).encode()).hexdigest()
     if ok_marker.exists() and ok_marker.read_text() == digest:
         return
     log.cache_hit = False
@@ -420,10 +446,21 @@ def _compile_only(build_dir: Path, cuda: list[str], kwargs: dict, candidate_sour
     # the same cost, as the build it stands in for.
     heavy = toolchain.HEAVY.search(toolchain._strip_comments(text))
     sources = {"cuda.cu": (cuda, len(header))}
+    # The C++ sources, where they define something: compiled beside the CUDA units, as the GPU's
+    # build compiles them (their symbols then count in the link check).
+    kernel = _compile_only_cpp_unit(build_dir, cpp, kwargs, includes, cuda_inc, root, step)
+    own_known = kernel is not None or "{" not in toolchain._strip_comments("\n".join(cpp))
     if header and not heavy and not os.environ.get("KERNELSKILL_CUDA_WHOLE"):
         # The GPU's build splits the source (toolchain.split_cuda): so does its check.
-        sp, out = _compile_only_split(build_dir, cuda, kwargs, includes, cuda_inc, nvcc_cmd, arch, log, root, step)
+        sp, out = _compile_only_split(build_dir, cuda, kwargs, includes, cuda_inc, nvcc_cmd, arch, log, root, step,
+                                      others=[kernel] if kernel else [])
+        if out is not None and out[1] == "kernel.cpp":
+            _cpp_failed(out[0], cpp, kwargs, candidate_source, log, step)     # raises, unless the light header missed
+            kernel, own_known = None, False
+            sp, out = _compile_only_split(build_dir, cuda, kwargs, includes, cuda_inc, nvcc_cmd, arch, log, root, step)
         if sp is not None and out is None:
+            _link_check([build_dir / "cuda.o", build_dir / "cuda_host.o", *([kernel.obj] if kernel else [])], cpp,
+                        cuda, kwargs, own_known, candidate_source, log, root, step)
             ok_marker.write_text(digest)
             return
         if sp is not None and out is not None and cuda_split.candidates_error(*out, sp, toolchain._in_torch_headers):
@@ -446,7 +483,73 @@ def _compile_only(build_dir: Path, cuda: list[str], kwargs: dict, candidate_sour
         log.diagnostics.extend(diags)
         log.log_tail = tail(out)
         raise BuildFailed(diags, out)
+    if kernel is not None:
+        try:
+            toolchain._compile_all([kernel], step, log)
+        except toolchain.UnitFailed as e:
+            _cpp_failed(e.output, cpp, kwargs, candidate_source, log, step)
+            kernel, own_known = None, False
+    _link_check([build_dir / "cuda.o", *([kernel.obj] if kernel else [])], cpp, cuda, kwargs, own_known,
+                candidate_source, log, root, step)
     ok_marker.write_text(digest)
+
+
+def _link_check(objects: list[Path], cpp: list[str], cuda: list[str], kwargs: dict, own_known: bool,
+                candidate_source: str, log: BuildLog, root: Path, step) -> None:
+    """The compile-only build's link check (linkcheck.py): every object's undefined symbols resolved
+    against the libraries the module would be loaded with; BuildFailed with one error per symbol
+    that nothing resolves, at the candidate's line that uses it. ``own_known``: every unit of the
+    candidate's is among ``objects`` (else only library symbols are judged)."""
+    from . import linkcheck
+    # libraries or objects of the candidate's own on the link line: its own symbols may be there
+    if any(f.startswith("-l") or f.endswith((".so", ".a", ".o")) or ".so." in f
+           for f in (kwargs.get("extra_ldflags") or [])):
+        own_known = False
+    started = time.perf_counter()
+    diags = linkcheck.check(objects, cpp + cuda, candidate_source, root, functions=kwargs.get("functions"), cpp=cpp,
+                            own_known=own_known, step=step)
+    step(f"link check: {len(diags)} unresolved symbol(s), {time.perf_counter() - started:.2f} s")
+    if diags:
+        log.diagnostics.extend(diags)
+        text = "\n".join(str(d) for d in diags)
+        log.log_tail = tail(text)
+        raise BuildFailed(diags, text)
+
+
+def _compile_only_cpp_unit(build_dir: Path, cpp: list[str], kwargs: dict, includes: list[str], cuda_inc: Path,
+                           root: Path, step):
+    """The C++ sources' unit of a compile-only build, where they define something (``kernel.cpp``
+    against the precompiled light header, as the direct build compiles it), else None."""
+    from . import toolchain
+    stripped = toolchain._strip_comments("\n".join(cpp))
+    if "{" not in stripped:
+        return None                       # declarations only: no symbol of theirs to resolve
+    if toolchain.HEAVY.search(stripped):
+        step("kernel.cpp: uses torch's full header; not compiled by the check")
+        return None
+    implicit = not kwargs.get("no_implicit_headers")
+    extra = [os.path.abspath(p) for p in kwargs.get("extra_include_paths") or []]
+    kflags = [*toolchain._torch_flags(False)[0], "-isystem", str(cuda_inc),
+              *[f"-I{p}" for p in includes if p == str(STUB_DIR)], *[f.strip() for f in kwargs.get("extra_cflags") or []]]
+    light, _ = toolchain.header_dir(root / "_pch", "light", kflags)
+    text = ("#include <torch/extension.h>\n" if implicit else "") + "\n".join(cpp) + "\n"
+    return toolchain._unit("kernel.cpp", build_dir, text, [toolchain._cxx(), "-c", f"-I{light}",
+                           *[f"-I{p}" for p in extra], "-DTORCH_EXTENSION_NAME=" + build_dir.name, *kflags],
+                           root / "_objects")
+
+
+def _cpp_failed(output: str, cpp: list[str], kwargs: dict, candidate_source: str, log: BuildLog, step) -> None:
+    """``kernel.cpp`` of a compile-only build failed: BuildFailed with its errors at the candidate's
+    lines; returns where the light header lacked what the sources use (the GPU's build would give
+    them to torch's build: not judged here)."""
+    diags = parse_diagnostics(output, {"kernel.cpp": (cpp, 0 if kwargs.get("no_implicit_headers") else 1)},
+                              candidate_source)
+    if any(_LIGHT_MISS.search(d.message) for d in diags):
+        step("kernel.cpp: the light header lacks what it uses; its symbols are not judged here")
+        return
+    log.diagnostics.extend(diags)
+    log.log_tail = tail(output)
+    raise BuildFailed(diags, output)
 
 
 @functools.cache
@@ -463,7 +566,7 @@ def cuda_include_dir(nvcc: str) -> Path:
 
 
 def _compile_only_split(build_dir: Path, cuda: list[str], kwargs: dict, includes: list[str], cuda_inc: Path,
-                        nvcc_cmd: list[str], arch: str, log: BuildLog, root: Path, step=lambda _: None):
+                        nvcc_cmd: list[str], arch: str, log: BuildLog, root: Path, step=lambda _: None, others=()):
     """The split check: the device unit through nvcc, the host unit through the C++ compiler
     against the precompiled light header, side by side (toolchain.compile_split, as the GPU's
     build). (None, None) when the source is built whole; (split, None) when both compiled;
@@ -483,7 +586,8 @@ def _compile_only_split(build_dir: Path, cuda: list[str], kwargs: dict, includes
                   *(kwargs.get("extra_cuda_cflags") or [])]
     host_cmd = [toolchain._cxx(), "-c", f"-I{light}", *cxx, "-DTORCH_EXTENSION_NAME=" + build_dir.name]
     try:
-        toolchain.compile_split(build_dir, sp, device_cmd, host_cmd, build_dir / "_objects", step, log)
+        toolchain.compile_split(build_dir, sp, device_cmd, host_cmd, build_dir / "_objects", step, log,
+                                others=list(others))
     except toolchain.UnitFailed as e:
         return sp, (e.output, e.unit)
     return sp, None
