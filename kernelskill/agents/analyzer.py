@@ -23,7 +23,43 @@ _BOTTLENECK_HINTS = covering(Bottleneck, {
 }, "analyzer._BOTTLENECK_HINTS")
 
 
-AT_ROOF = 0.9      # fraction of the roofline floor's pace at which the planner is told it is at the roof
+# On a CPU: no shared memory, no tensor cores, no CUDA graphs; the units are SIMD lanes, caches and cores.
+_CPU_HINTS = covering(Bottleneck, {
+    Bottleneck.memory_bound: "memory-bound: cut the bytes moved (fuse passes into one loop nest, avoid "
+                             "temporaries, block for the L1/L2 caches, stream each byte once)",
+    Bottleneck.compute_bound: "compute-bound: raise arithmetic throughput on the CPU's cores (SIMD FMA with "
+                              "-march=native: AVX2/AVX-512, register blocking, cache tiling, every core with "
+                              "OpenMP); there are no tensor cores on a CPU",
+    Bottleneck.launch_bound: "launch-bound: too many small ops per call (fuse them into one loop nest, one "
+                             "parallel region instead of many)",
+    Bottleneck.latency_bound: "latency-bound: too little independent work (parallelise the outer loop across "
+                              "cores, unroll so several accumulators are in flight)",
+}, "analyzer._CPU_HINTS")
+
+
+def bottleneck_hint(b: Bottleneck | str, gpu: bool, roof: dict) -> str:
+    """The advice for a bottleneck class on this device, for this dtype at the task's accuracy."""
+    if not gpu:
+        return _CPU_HINTS.get(b, str(b))
+    text = _BOTTLENECK_HINTS.get(b, str(b))
+    if b == Bottleneck.compute_bound:
+        dtype = roof.get("dtype")
+        if dtype == "float32" and not roof.get("tf32_allowed"):
+            text = ("compute-bound: raise arithmetic throughput (better tiling, fewer instructions per element). "
+                    "fp32 here: plain TF32 tensor cores (~1e-3 relative error) miss this task's accuracy; "
+                    "3xTF32 split precision keeps fp32's accuracy on tensor cores at a third of TF32's rate"
+                    + (f" ({roof['hw_peak_tflops']:.4g} TFLOP/s here, against the fp32 FMA peak's "
+                       f"{roof['fma_peak_tflops']:.4g})" if isinstance(roof.get("hw_peak_tflops"), (int, float))
+                       and isinstance(roof.get("fma_peak_tflops"), (int, float)) else ""))
+        elif dtype == "float32":
+            text = ("compute-bound: raise arithmetic throughput: TF32 tensor cores are allowed by this task's "
+                    "flags; better tiling, fewer instructions per element")
+        elif dtype:
+            text = f"compute-bound: raise arithmetic throughput ({dtype} tensor cores, better tiling)"
+    return text
+
+
+AT_ROOF = 0.9      # fraction of the hardware floor's pace at which the planner is told it is at the roof
 
 
 def _ms(x: float | None) -> str:
@@ -70,18 +106,30 @@ def analyze(result: EvalResult | None) -> str:
     roof = {k: v for k, v in (prof.roofline or {}).items() if isinstance(v, (int, float, str))}
     if roof:
         lines.append("roofline: " + ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(roof.items())))
-    frac = roof.get("fraction")
+    frac, hw = roof.get("fraction"), roof.get("hw_fraction")
+    hw = hw if isinstance(hw, (int, float)) else None
+    good = (verdict or "good") == "good"
+    # The roof is the hardware's (its FMA or tensor-core peak for this dtype, the measured bandwidth),
+    # never the library's measured rate alone: a CPU's conv ran above its measured matmul rate with
+    # ~28 % left to the FMA peak, and "at the roof" sent the planner away from the same algorithm.
+    hw_text = (f"{hw:.0%} of the hardware's limits ({roof.get('hw_peak_tflops', '?')} TFLOP/s, "
+               f"{roof.get('bandwidth_gbs', '?')} GB/s)") if hw is not None else ""
     if isinstance(frac, (int, float)) and frac > 1.0 and roof.get("over_roof_reason") != OVER_MARGIN:
-        # Above the floor: the floor is the library's measured rate (and DRAM bandwidth), not the hardware's limit.
-        lines.append(f"ABOVE THE ROOFLINE FLOOR: this code runs at {fraction_text(roof, what='of its pace')}; the "
-                     f"floor counts the measured library rate and DRAM bandwidth{limits_text(roof)}")
-    elif isinstance(frac, (int, float)) and frac >= AT_ROOF and (verdict or "good") == "good":
-        lines.append(f"AT THE ROOF: this code runs at {fraction_text(roof, what='of the roofline floor' + chr(39) + 's pace')} (the compulsory "
-                     "bytes and FLOPs at the device's measured ceilings). Tuning this kernel further gains "
-                     "at most a few percent; only an algorithm that moves fewer bytes or does fewer FLOPs "
-                     "(fusion with neighbours, a cheaper formulation) can go further. Say so if none fits.")
+        lines.append(f"faster than the measured library rate: this code runs at {fraction_text(roof, what='of its pace')}; "
+                     f"the floor counts the library's rate and DRAM bandwidth{limits_text(roof)}"
+                     + (f"; against the hardware it runs at {hw_text}" if hw is not None and hw <= 1.0 else ""))
+    if hw is not None and AT_ROOF <= hw <= 1.0 and good:
+        lines.append(f"AT THE ROOF: this code runs at {hw_text} (the compulsory bytes and FLOPs at the hardware's "
+                     "limits). Tuning this kernel further gains at most a few percent; only an algorithm that "
+                     "moves fewer bytes or does fewer FLOPs (fusion with neighbours, a cheaper formulation) can "
+                     "go further. Say so if none fits.")
+    elif isinstance(frac, (int, float)) and AT_ROOF <= frac <= 1.0 and good:
+        lines.append(f"near the library's measured rate ({fraction_text(roof)}), "
+                     + (f"at {hw_text}: the same algorithm can still go faster than the library (tiling, "
+                        "vectorization, the units below)" if hw is not None else
+                        "and the hardware's limit is not known here: no roof to stop at"))
     if prof.bottleneck:
-        lines.append("bottleneck: " + _BOTTLENECK_HINTS.get(prof.bottleneck, prof.bottleneck))
+        lines.append("bottleneck: " + bottleneck_hint(prof.bottleneck, (prof.device or "").startswith("cuda"), roof))
     if share is not None and share < 0.5 and kernels:
         outside = [k.name for k in kernels if not k.custom][:3]
         if outside:

@@ -27,7 +27,7 @@ from .parsing import plan_schema_text
 PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 SHARED_FILE = "shared.toml"
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
-SHARED_KEYS = ("model_new", "caching", "build")
+SHARED_KEYS = ("model_new", "caching", "build", "timing")
 _COMMON_FIELDS = {"backend", "backend_notes", *SHARED_KEYS}
 
 # Per role: the keys each table must end up with, and the placeholders each key may use.

@@ -302,6 +302,11 @@ def analyse(flops: int | None, nbytes: int | None, ceilings: dict, dtype: str, a
         roof["busy"] = round(min(busy_ms / measured_ms, 1.0), 3)
     lim = limits_for(ceilings, dtype, allow_tf32)
     roof.update({k: v for k, v in lim.items() if v is not None})
+    roof["dtype"], roof["tf32_allowed"] = dtype, bool(allow_tf32)
+    hw = hardware_floor_ms(flops, nbytes, ceilings, dtype, allow_tf32)
+    if hw is not None:
+        roof["hw_floor_ms"], roof["hw_fraction"] = hw, _sig(hw / measured_ms)
+        roof["hw_peak_tflops"] = round(hardware_peak(ceilings, dtype, allow_tf32) / 1e12, 3)
     if roof["fraction"] > 1.0:
         roof["over_roof_reason"], roof["over_roof_detail"] = over_roof_reason(
             flops, nbytes, ceilings, dtype, allow_tf32, measured_ms, roof["fraction"], roof["roof"], gpu, flushed)
@@ -318,6 +323,31 @@ OVER_MISCOUNT = "FLOPs or bytes not counted as the kernel does them"
 # Reasons that explain a time below the floor: such a candidate gets a note, not a review flag.
 EXPLAINED = (OVER_L2, OVER_CPU_CACHE, OVER_WITHIN_LIMIT, OVER_TENSOR, OVER_MARGIN)
 MARGIN = 1.05
+
+
+def hardware_peak(ceilings: dict, dtype: str, allow_tf32: bool = False) -> float:
+    """FLOP/s of the fastest path the hardware gives this dtype at the task's accuracy: fp32 the
+    FMA peak, or TF32 tensor cores where TF32 is allowed, or else 3xTF32 split precision (fp32's
+    accuracy at a third of TF32's rate); other dtypes their tensor-core peak. Never below the
+    library's measured rate; 0 when no hardware limit is known."""
+    lim = ceilings.get("limits") or {}
+    tensor = lim.get("tensor") or {}
+    if dtype == "float32":
+        paths = [lim.get("fp32_fma_tflops"), tensor.get("tf32") if allow_tf32 else tensor.get("tf32x3")]
+    else:
+        paths = [tensor.get(dtype)]
+    best = max((p for p in paths if isinstance(p, (int, float)) and p > 0), default=0.0) * 1e12
+    return max(best, peak_for(ceilings, dtype, allow_tf32)) if best else 0.0
+
+
+def hardware_floor_ms(flops: int | None, nbytes: int | None, ceilings: dict, dtype: str,
+                      allow_tf32: bool = False) -> float | None:
+    """The floor at the hardware's limits (``hardware_peak``; the measured bandwidth, a copy's, is
+    the memory side): what "at the roof" is judged against, never the library's rate alone."""
+    peak, bw = hardware_peak(ceilings, dtype, allow_tf32), ceilings.get("bandwidth") or 0.0
+    if not peak or bw <= 0 or flops is None or nbytes is None:
+        return None
+    return max(flops / peak, nbytes / bw) * 1e3
 
 
 def limits_for(ceilings: dict, dtype: str, allow_tf32: bool = False) -> dict:

@@ -238,3 +238,17 @@ def test_the_plan_schema_is_in_the_planners_prompt_and_every_reply_is_checked_ag
         res = Planner(ScriptedLLM([reply(**head)] * 2), load_prompts()["planner"]["cpp"], allowed=["s"]).run(
             task="t", reference="r", node="n", code="c", skills="s", context="-", tried="-", machine="-")
         assert not res.ok and words in res.error, (head, res.error)
+
+
+def test_every_role_is_told_how_the_evaluator_times():
+    """Issue 48, item 1: whether the caches are flushed decides what is worth doing (a model
+    prefetched data that only a cold run needed); every role hears how calls are timed, per device."""
+    prompts = load_prompts()
+    for backend in BACKENDS:
+        timing = prompts["coder"][backend].shared["timing"]
+        gpu = backend != "cpp"
+        assert ("the L2 cache is flushed" in timing) == gpu and ("caches are not flushed" in timing) == (not gpu)
+        assert "3 sets of fresh tensors" in timing and "95 % interval" in timing and "no decision" in timing
+        for role in ("planner", "coder", "debugger"):
+            for root in (False, True):
+                assert timing in prompts[role][backend].render("system", root=root), (role, backend, root)

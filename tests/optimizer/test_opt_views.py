@@ -1,6 +1,8 @@
 """The deterministic Analyzer and the failure report the debugger reads."""
 from __future__ import annotations
 
+import pytest
+
 from kernelskill.agents.analyzer import analyze
 from kernelskill.agents.views import render_chain, render_failure
 from kernelskill.results import (CompileResult, Diagnostic, EvalResult, KernelStat, ProfileResult, TimingStats,
@@ -39,3 +41,55 @@ def test_failure_report_has_diagnostics_mismatch_and_log():
     t = tree_of(("n1", "n0", "incorrect", None), ("n2", "n1", "compile_error", None, "repair"))
     t.get("n2").diagnosis = "wrong index"
     assert "n1 (plan)" in render_chain(t.repair_chain("n2")) and "first repair" in render_chain(t.repair_chain("n1"))
+
+
+# ---- feedback that is true (issue 48, item 1) -------------------------------------------------------
+def _roofed(device: str, roof: dict, bottleneck: str = "compute-bound") -> str:
+    prof = ProfileResult(device=device, candidate=TimingStats(4.4, 0.01, 30), baseline=TimingStats(26.9, 0.1, 30),
+                         speedup=6.1, speedup_ci=[6.0, 6.2], bottleneck=bottleneck, roofline=roof)
+    return analyze(EvalResult(status="ok", compile=CompileResult(ok=True, backend="cpp"), profile=prof,
+                              message="correct"))
+
+
+def test_the_roof_is_the_hardwares_never_the_librarys_measured_rate():
+    from kernelskill.evaluate import roofline
+    cpu = {"bandwidth": 20e9, "peak_flops": {"float32": 0.21e12}, "limits": {"fp32_fma_tflops": 0.52}}
+    # level2/82 on a 2-core CPU: 1.19 GFLOP in 4.4 ms = 0.27 TFLOP/s, above the measured matmul rate
+    # (0.21), half the FMA peak (0.52).
+    roof, _ = roofline.analyse(int(1.19e9), 4_000_000, cpu, "float32", False, measured_ms=4.4, gpu=False)
+    assert roof["fraction"] > 1 and roof["hw_fraction"] == pytest.approx(1.19e9 / 0.52e12 * 1e3 / 4.4, rel=1e-3)
+    text = _roofed("cpu", roof)
+    assert "AT THE ROOF" not in text and "against the hardware it runs at 52%" in text
+    assert "SIMD FMA" in text and "no tensor cores on a CPU" in text and "(tensor cores" not in text
+    # The library's rate reached, the hardware's not: keep going with the same algorithm.
+    near, _ = roofline.analyse(int(0.9e9), 4_000_000, cpu, "float32", False, measured_ms=4.4, gpu=False)
+    assert 0.9 <= near["fraction"] <= 1.0 and near["hw_fraction"] < 0.9
+    text = _roofed("cpu", near)
+    assert "AT THE ROOF" not in text and "near the library's measured rate" in text and "can still go faster" in text
+    # At 90 % of the hardware's limits: the roof, said as such.
+    at, _ = roofline.analyse(int(2.1e9), 4_000_000, cpu, "float32", False, measured_ms=4.4, gpu=False)
+    assert 0.9 <= at["hw_fraction"] <= 1.0
+    assert "AT THE ROOF: this code runs at 92% of the hardware's limits (0.52 TFLOP/s" in _roofed("cpu", at)
+    # No hardware limit known: never a roof.
+    bare = {"bandwidth": 20e9, "peak_flops": {"float32": 0.21e12}}
+    none, _ = roofline.analyse(int(0.9e9), 4_000_000, bare, "float32", False, measured_ms=4.4, gpu=False)
+    assert "hw_fraction" not in none
+    text = _roofed("cpu", none)
+    assert "AT THE ROOF" not in text and "the hardware's limit is not known here" in text
+
+
+def test_hardware_peaks_per_dtype_at_the_tasks_accuracy():
+    from kernelskill.evaluate import roofline
+    h100 = {"bandwidth": 3.0e12, "peak_flops": {"float32": 51e12, "tf32": 400e12, "bfloat16": 700e12},
+            "limits": {"fp32_fma_tflops": 66.9, "tensor": {"tf32": 494.7, "tf32x3": 164.9, "bfloat16": 989.4}}}
+    assert roofline.hardware_peak(h100, "float32") == pytest.approx(164.9e12)              # 3xTF32 at fp32 accuracy
+    assert roofline.hardware_peak(h100, "float32", allow_tf32=True) == pytest.approx(494.7e12)
+    assert roofline.hardware_peak(h100, "bfloat16") == pytest.approx(989.4e12)
+    assert roofline.hardware_peak({"peak_flops": {"float32": 1e12}}, "float32") == 0.0
+    roof, _ = roofline.analyse(int(2e12), int(1e8), h100, "float32", False, measured_ms=40.0)
+    text = _roofed("cuda", roof)
+    assert "3xTF32 split precision keeps fp32's accuracy" in text and "164.9 TFLOP/s here" in text
+    roof, _ = roofline.analyse(int(2e12), int(1e8), h100, "float32", True, measured_ms=40.0)
+    assert "TF32 tensor cores are allowed by this task's flags" in _roofed("cuda", roof)
+    roof, _ = roofline.analyse(int(2e12), int(1e8), h100, "bfloat16", False, measured_ms=40.0)
+    assert "(bfloat16 tensor cores" in _roofed("cuda", roof)
