@@ -104,6 +104,8 @@ def test_the_verdict_on_a_cpu_machine_is_compile_error_at_that_line(fast):
     assert r.status == "compile_error" and not r.compile.ok and r.compile.compile_only, r.status
     d = next(d for d in r.compile.diagnostics if d.severity == "error")
     assert d.line == _line_of(src, "data_ptr<long long>") and "data_ptr<int64_t>" in d.message, d
+    # The verdict's message is that diagnostic's first line, its line number in it: what to fix, where.
+    assert r.message == str(d).splitlines()[0] and f":{d.line}" in r.message and "data_ptr<int64_t>" in r.message
 
 
 OWN = '''import torch

@@ -104,7 +104,10 @@ class Evaluation:
             if self.result.compile.ok:
                 raise UserError(f"{cand.name}: CUDA candidate compiled (compile-only check with nvcc passed) but "
                                 f"this machine has no CUDA device to run it; evaluate it on a GPU machine")
-            self.finish(Status.compile_error, "the CUDA source does not compile")
+            first = next((d for d in self.result.compile.diagnostics if d.severity == "error"), None)
+            # The compile-only check's first error, with its line: a link check's missing symbol
+            # ("does not link") reads differently from a compiler's error.
+            self.finish(Status.compile_error, str(first).splitlines()[0] if first else "the CUDA source does not compile")
             return True
         self.mark("reference")
         self.ref_dir = reference(task, device, opts)
