@@ -301,7 +301,8 @@ class Optimizer:
         parent = self.tree.get(sel.node_id)
         node = Node(id=self.tree.new_id(), parent=parent.id, kind="plan" if sel.action == "expand" else "repair",
                     code="")
-        made = (self.team.expand if sel.action == "expand" else self.team.repair)(self.tree, parent, node, attempt)
+        made = self.team.expand(self.tree, parent, node, attempt, why=sel.reason) if sel.action == "expand" else \
+            self.team.repair(self.tree, parent, node, attempt)
         self.timers["llm"] += sum(c.seconds for c in node.calls)
         evaluated = made and self._evaluate(node)
         best_before = self.tree.best()

@@ -41,6 +41,27 @@ def _base_code(tree: Trajectory, failed: Node, reference: str) -> str:
     return f"{base.id}, correct at {base.speedup or 0:.2f}×:\n```python\n" + base.code.rstrip("\n") + "\n```"
 
 
+def restart_note(tree: Trajectory, parent: Node, why: str) -> str:
+    """Why the search starts again from the reference late in a run ("" when it is not the root,
+    or when no candidate has worked yet): so that the planner reads it as a new line of work, not
+    as a step back from the best."""
+    if parent.parent is not None:
+        return ""
+    done = [n for n in tree if n.parent is not None and n.ok and n.duplicate_of is None]
+    if not done:
+        return ""
+    best = tree.best()
+    if best is not None and best.speedup:
+        lead = f"; the best so far is {best.id} at {best.speedup:.2f}×"
+    else:                # none measured well enough to be the best: the fastest, with its label
+        fast = max((n for n in done if n.speedup), key=lambda n: n.speedup, default=None)
+        lead = f"; the fastest so far is {fast.id} at {fast.speedup:.2f}× ({fast.quality or 'unmeasured'})" \
+            if fast is not None else ""
+    return (f"\nWhy from the reference again: the search chose it ({why or 'its policy'}){lead}, with "
+            f"{len(done)} working candidate{'s' * (len(done) != 1)} in other lines. Start a different line "
+            "of work: a plan unlike those in 'What the search knows', not a step back from the best.")
+
+
 class Team:
     def __init__(self, llm, prompts: dict[str, dict[str, Prompt]], backend: str, task, summary: dict[str, Any],
                  book, *, emit: Callable[[Event], Any], arch: str | None = None, skills_limit: int = 6,
@@ -83,16 +104,18 @@ class Team:
     def _window(self, tree: Trajectory, node_id: str, role: str) -> str:
         return render_context(tree, context(tree, node_id, role, self.context_nodes), skip=node_id)
 
-    def expand(self, tree: Trajectory, parent: Node, node: Node, attempt: int) -> bool:
+    def expand(self, tree: Trajectory, parent: Node, node: Node, attempt: int, why: str = "") -> bool:
         """Planner then Coder from ``parent``; fills ``node`` (code, plan, skill, anchors). From the
         root (the reference: no kernel to mark) the planner describes the new module and the coder
-        writes it whole: no IMPROVE spans."""
+        writes it whole: no IMPROVE spans. ``why``: the search policy's reason for this node, told
+        to the planner when it starts again from the reference while candidates exist."""
         skills = self.allowed_skills(parent)
         root = parent.parent is None
         planner = self._agent(Planner, node, allowed=[s.id for s in skills], root=root,
                               blocked=lambda data: self.repeat(tree, parent, data), base=parent.code)
         plan = self._run(planner, parent.id, attempt, {
-            "task": self.task_text, "machine": self.machine, "node": render_node(tree, parent), "code": parent.code,
+            "task": self.task_text, "machine": self.machine, "code": parent.code,
+            "node": render_node(tree, parent) + restart_note(tree, parent, why),
             "reference": reference_for(self.task.source, parent.code),
             "skills": render_catalogue(skills, self.book.stats, self.op_classes, self.backend, arch_key(self.arch)),
             "context": self._window(tree, parent.id, "planner"), "tried": render_tried(tree, parent.id)})

@@ -341,3 +341,18 @@ def test_an_unexpected_exception_ends_the_record_with_its_traceback_and_a_report
     with pytest.raises(Exception):
         opt.run()
     assert read_events(run_copy)[-1].kind == "UserError" and not (run_copy / "traceback.txt").exists()
+
+
+def test_a_restart_from_the_reference_is_explained_to_the_planner(run_copy):
+    """With ε = 1 and seed 0 the second attempt starts from the reference again though n1 works:
+    the planner's prompt says why (the policy's reason) and names the best so far."""
+    script = Scenario(coder_codes=[GOOD, GOOD])
+    opt = Optimizer.from_run(run_copy, llm=ScriptedLLM(script),
+                             flags={"budget.attempts": 2, "search.epsilon": 1.0, "search.seed": 0})
+    opt.run()
+    assert [(n.id, n.parent, n.status) for n in opt.tree][1:] == [("n1", "n0", "ok"), ("n2", "n0", "ok")]
+    first, second = script.prompts("planner")
+    assert "Why from the reference again" not in first                  # nothing worked yet
+    assert "Why from the reference again: the search chose it (explore (ε=1) among 2)" in second
+    # (the best, or on a busy machine where n1's timing was not good, the fastest with its label)
+    assert "the best so far is n1 at" in second or "the fastest so far is n1 at" in second

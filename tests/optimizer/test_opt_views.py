@@ -93,3 +93,19 @@ def test_hardware_peaks_per_dtype_at_the_tasks_accuracy():
     assert "TF32 tensor cores are allowed by this task's flags" in _roofed("cuda", roof)
     roof, _ = roofline.analyse(int(2e12), int(1e8), h100, "bfloat16", False, measured_ms=40.0)
     assert "(bfloat16 tensor cores" in _roofed("cuda", roof)
+
+
+def test_the_planner_is_told_why_the_search_starts_again_from_the_reference():
+    """Issue 48, item 1: late in a run the last attempt restarted from the reference instead of
+    improving the best, with no word why; now the planner reads the policy's reason and the best."""
+    from kernelskill.agents.team import restart_note
+    from kernelskill.search import StarkPolicy
+    t = tree_of(("n1", "n0", "ok", 3.2), ("n2", "n1", "incorrect", None), ("n3", "n0", "ok", 1.4))
+    sel = next(s for s in StarkPolicy(epsilon=1.0, seed=3).expandable(t) if s.node_id == "n0")
+    note = restart_note(t, t.get("n0"), "explore (ε=1) among 3")
+    assert "Why from the reference again: the search chose it (explore (ε=1) among 3)" in note
+    assert "the best so far is n1 at 3.20×" in note and "2 working candidates" in note
+    assert "a plan unlike those in 'What the search knows'" in note and sel.action == "expand"
+    # Early (nothing works yet) or from a candidate: nothing to explain.
+    assert restart_note(tree_of(("n1", "n0", "incorrect", None)), tree_of().get("n0"), "exploit") == ""
+    assert restart_note(t, t.get("n1"), "exploit: best node") == ""
