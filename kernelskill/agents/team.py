@@ -41,6 +41,18 @@ def _base_code(tree: Trajectory, failed: Node, reference: str) -> str:
     return f"{base.id}, correct at {base.speedup or 0:.2f}×:\n```python\n" + base.code.rstrip("\n") + "\n```"
 
 
+def machine_now(tree: Trajectory) -> str:
+    """The machine's state as the last timing saw it, when that matters: its measurement was
+    contended or noisy (another process on the cores, a throttled GPU). "" when it was good."""
+    last = next((n for n in reversed(list(tree)) if n.quality is not None), None)
+    if last is None or last.measured_well:
+        return ""
+    q = last.profile.quality if last.profile is not None else None
+    why = q.reasons[0] if q is not None and q.reasons else "its samples were spread"
+    return (f"\nNow: the last timing ({last.id}) was {last.quality}: {why}. The machine is shared or "
+            "unsteady at the moment; a small difference in speed read now means little.")
+
+
 def restart_note(tree: Trajectory, parent: Node, why: str) -> str:
     """Why the search starts again from the reference late in a run ("" when it is not the root,
     or when no candidate has worked yet): so that the planner reads it as a new line of work, not
@@ -114,7 +126,7 @@ class Team:
         planner = self._agent(Planner, node, allowed=[s.id for s in skills], root=root,
                               blocked=lambda data: self.repeat(tree, parent, data), base=parent.code)
         plan = self._run(planner, parent.id, attempt, {
-            "task": self.task_text, "machine": self.machine, "code": parent.code,
+            "task": self.task_text, "machine": self.machine + machine_now(tree), "code": parent.code,
             "node": render_node(tree, parent) + restart_note(tree, parent, why),
             "reference": reference_for(self.task.source, parent.code),
             "skills": render_catalogue(skills, self.book.stats, self.op_classes, self.backend, arch_key(self.arch)),
@@ -129,7 +141,8 @@ class Team:
         skill = next((s for s in skills if s.id == node.skill_id), None)
         coder = self._agent(Coder, node, root=root)
         code = self._run(coder, parent.id, attempt, {
-            "task": self.task_text, "machine": self.machine, "reference": self.task.source, "plan": node.plan,
+            "task": self.task_text, "machine": self.machine + machine_now(tree), "reference": self.task.source,
+            "plan": node.plan,
             "skill": skill.as_prompt(full=True) if skill else "(none)", "anchored_code": node.anchored_code,
             "relatives": render_relatives(tree, parent.id), "context": self._window(tree, parent.id, "coder")})
         if not code.ok:
@@ -168,7 +181,7 @@ class Team:
         node.skill_id, node.mechanism, node.plan = failed.skill_id, failed.mechanism, failed.plan
         debugger = self._agent(Debugger, node)
         fix = self._run(debugger, failed.id, attempt, {
-            "task": self.task_text, "machine": self.machine, "reference": self.task.source,
+            "task": self.task_text, "machine": self.machine + machine_now(tree), "reference": self.task.source,
             "plan": failed.plan or failed.mechanism or "-",
             "base": _base_code(tree, failed, self.task.source),
             "code": failed.code, "failure": render_failure(failed.result, failed.message),

@@ -109,3 +109,18 @@ def test_the_planner_is_told_why_the_search_starts_again_from_the_reference():
     # Early (nothing works yet) or from a candidate: nothing to explain.
     assert restart_note(tree_of(("n1", "n0", "incorrect", None)), tree_of().get("n0"), "exploit") == ""
     assert restart_note(t, t.get("n1"), "exploit: best node") == ""
+
+
+def test_the_machines_state_now_is_told_when_the_last_timing_was_not_good():
+    from kernelskill.agents.team import machine_now
+    from kernelskill.results import MeasurementQuality
+    t = tree_of(("n1", "n0", "ok", 2.0), ("n2", "n1", "ok", 2.4))
+    assert machine_now(t) == ""                                   # never timed badly: nothing to say
+    prof = ProfileResult(device="cpu", candidate=TimingStats(1.0, 0.5, 30), baseline=TimingStats(2.4, 0.9, 30),
+                         speedup=2.4, speedup_ci=[1.5, 3.9],
+                         quality=MeasurementQuality(verdict="contended",
+                                                    reasons=["other processes used 1.3 of 2 CPU cores"]))
+    t.get("n2").result = EvalResult(status="ok", compile=CompileResult(ok=True, backend="cpp"), profile=prof)
+    note = machine_now(t)
+    assert "the last timing (n2) was contended: other processes used 1.3 of 2 CPU cores" in note
+    assert "a small difference in speed read now means little" in note
