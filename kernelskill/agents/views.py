@@ -6,7 +6,7 @@ from typing import Any, Iterable
 from ..results import EvalResult
 from ..trajectory import Node, Trajectory
 from ..vocab import RUN_FAILURES
-from .analyzer import analyze
+from .analyzer import _ms, analyze
 
 MAX_LOG = 2000
 
@@ -24,12 +24,30 @@ def render_task(task, summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def speed_text(n: Node) -> str:
+    """A node's speed as every prompt shows it: the speedup with its interval, its quality when not
+    good, and the times themselves (the candidate's, and the eager it was divided by: ratios to
+    different eager runs can disagree where the candidates' own times do not). "" when untimed."""
+    if n.speedup is None:
+        return ""
+    ci = n.speedup_ci
+    text = f"{n.speedup:.2f}×" + (f" [{ci[0]:.2f}–{ci[1]:.2f}]" if ci else "")
+    if not n.measured_well:
+        text += f" ({n.quality})"
+    p = n.profile
+    if p is not None and p.candidate is not None and p.baseline is not None:
+        text += f", {_ms(p.candidate.median_ms)} vs eager {_ms(p.baseline.median_ms)}"
+    return text
+
+
 def headline(tree: Trajectory, n: Node) -> str:
-    """One line: id, origin, skill, status, speedup."""
+    """One line: id, origin, skill, status, speed (``speed_text``)."""
     if n.parent is None:
-        return f"{n.id} (reference): 1.00× by definition"
+        p = n.profile
+        return f"{n.id} (reference): 1.00× by definition" + \
+            (f", eager {_ms(p.baseline.median_ms)}" if p is not None and p.baseline is not None else "")
     origin = f"repair of {n.parent}" if n.kind == "repair" else f"from {n.parent}"
-    sp = f", {n.speedup:.2f}×" if n.speedup is not None else ""
+    sp = f", {speed_text(n)}" if n.speedup is not None else ""
     dup = f", same code as {n.duplicate_of}" if n.duplicate_of else ""
     return f"{n.id} ({origin}; skill {n.skill_id or 'none'}): {n.status}{sp}{dup}" + \
         (f" — {n.message[:160]}" if n.message and not n.ok else "")
@@ -65,7 +83,7 @@ def render_tried(tree: Trajectory, node_id: str, elsewhere: int = 8) -> str:
     so a move that failed from a sibling is not planned again blind."""
     kids = [c for c in tree.children(node_id) if c.kind == "plan"]
     lines = [f"- skill {c.skill_id or 'none'} / {c.mechanism or '?'} → {c.status}"
-             + (f" {c.speedup:.2f}×" if c.speedup else "") for c in kids] or ["(nothing yet)"]
+             + (f" {speed_text(c)}" if c.speedup else "") for c in kids] or ["(nothing yet)"]
     failed = [n for n in tree if n.kind == "plan" and n.parent != node_id and tree.failed_for_good(n)]
     if failed:
         lines += ["", "Failed elsewhere in the tree (each after its repairs):"]
@@ -78,7 +96,7 @@ def ending(tree: Trajectory, n: Node, limit: int = 120) -> str:
     """How a plan's line ended (its newest repair, or itself): the status and speedup, and when it
     failed, the evaluator's message and the debugger's diagnosis."""
     last = tree.last_repair(n)
-    text = last.status + (f" {last.speedup:.2f}×" if last.speedup else "")
+    text = last.status + (f" {speed_text(last)}" if last.speedup else "")
     if not last.ok and (last.message or "").strip():
         text += f": {last.message.strip()[:limit]}"
     if last is not n and last.diagnosis.strip():
@@ -120,7 +138,7 @@ def render_relatives(tree: Trajectory, node_id: str, k: int = 3) -> str:
     blocks = []
     for steps, _, _, n in near[:k]:
         where = "the node you start from" if n.id == node_id else f"{steps} step{'s' if steps > 1 else ''} away"
-        blocks.append(f"- {n.id} ({where}; skill {n.skill_id or 'none'}): correct, {n.speedup:.2f}×"
+        blocks.append(f"- {n.id} ({where}; skill {n.skill_id or 'none'}): correct, {speed_text(n)}"
                       f" — {n.mechanism or 'repair'}\n    {_one_line(n.plan or '-', 600)}")
     return "\n".join(blocks)
 

@@ -124,3 +124,24 @@ def test_the_machines_state_now_is_told_when_the_last_timing_was_not_good():
     note = machine_now(t)
     assert "the last timing (n2) was contended: other processes used 1.3 of 2 CPU cores" in note
     assert "a small difference in speed read now means little" in note
+
+
+def test_every_prompt_shows_a_candidates_own_time_its_interval_and_its_label():
+    """Issue 48, item 2: the coder was shown n2 as "correct, 10.55×" without its contended label, and
+    the planner saw siblings only as ratios to eager runs that drifted; now each number carries its
+    interval, its quality when not good, and the candidate's and eager's times."""
+    from kernelskill.agents.views import headline, render_relatives, render_tried
+    from kernelskill.results import MeasurementQuality
+    t = tree_of(("n1", "n0", "ok", 8.39), ("n2", "n0", "ok", 10.55))
+    for nid, sp, ci, cand, eager, q in (("n1", 8.39, [8.30, 8.51], 3.209, 26.95, "good"),
+                                        ("n2", 10.55, [9.1, 12.0], 11.47, 121.0, "contended")):
+        prof = ProfileResult(device="cpu", candidate=TimingStats(cand, 0.1, 30), baseline=TimingStats(eager, 1.0, 30),
+                             speedup=sp, speedup_ci=ci, quality=MeasurementQuality(verdict=q))
+        t.get(nid).result = EvalResult(status="ok", compile=CompileResult(ok=True, backend="cpp"), profile=prof)
+    assert "n2 (from n0; skill none): ok, 10.55× [9.10–12.00] (contended), 11.470 ms vs eager 121.000 ms" \
+        in headline(t, t.get("n2"))
+    assert "8.39× [8.30–8.51], 3.209 ms vs eager 26.950 ms" in headline(t, t.get("n1"))
+    assert "(contended)" not in headline(t, t.get("n1"))
+    rel = render_relatives(t, "n0")
+    assert "correct, 10.55× [9.10–12.00] (contended), 11.470 ms" in rel
+    assert "→ ok 10.55× [9.10–12.00] (contended)" in render_tried(t, "n0")
