@@ -236,6 +236,11 @@ def detect(g: Graph, tolerance: tuple[float, float] | None = None) -> list[str]:
     f.update(f"dtype-{d}" for d in dtypes)
     if dtypes & {"float16", "bfloat16"} or (tolerance and min(tolerance) >= 1e-3):
         f.add("low-precision-ok")
+    elif "float32" in dtypes and tolerance and min(tolerance) < 1e-3:
+        # TF32 rounds each product's operands to a 10-bit mantissa (~1e-3 relative): outside this
+        # tolerance, so fp32 contractions stay fp32 (or split precision, 3xTF32).
+        f.add("fp32-strict")
+    _library_op_features(g, f)
     return sorted(f)
 
 
@@ -477,6 +482,64 @@ def _structure_features(g: Graph, f: set[str]) -> None:
     real = [op for op in g.ops if op.name not in _PASS]
     if len(real) >= 60:
         f.add("many-small-ops")
+
+
+# Features under which the contraction is not what cuDNN/cuBLAS do best, or a rewrite removes it.
+_NOT_A_LIBRARY_OP = {"gemv", "diagonal", "triangular", "conv-depthwise", "gemm-reduction", "attention-chain",
+                     "sdpa", "multi-head-attention", "recurrent-layer", "rnn-cell", "rnn-step-loop"}
+_CONV = {"convolution", "_convolution"}
+_NORM_OPS = {"native_group_norm", "group_norm", "native_layer_norm", "layer_norm", "native_batch_norm",
+             "_native_batch_norm_legit", "_native_batch_norm_legit_no_training", "batch_norm", "rms_norm",
+             "_fused_rms_norm"}
+# Ops that make a tensor without reading one (BatchNorm's empty save buffers, a zero initial state).
+_CREATE = {"empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like", "full_like",
+           "scalar_tensor", "lift_fresh", "lift_fresh_copy", "arange"}
+# Products each output of a library contraction must sum for the contraction to carry the task's
+# arithmetic (a 1x1 conv over 8 channels or a K = 16 GEMM is a memory pass like the tail's).
+LIBRARY_OP_MIN_K = 32
+
+
+def _tail(op: Op) -> bool:
+    """An op a tail kernel does in one pass over the contraction's output: pointwise, a reduction,
+    a softmax, a normalization or a pooling."""
+    return (_pointwise(op) or op.name in _REDUCE or op.name in _SOFTMAX or op.name in _NORM_OPS
+            or op.name.startswith(("max_pool", "avg_pool", "adaptive_", "_adaptive_avg_pool")))
+
+
+def contraction_k(op: Op) -> int | None:
+    """Products each output of a GEMM or convolution sums: K of a GEMM; input channels per group times
+    the kernel volume of a convolution (of a transposed one, divided by the stride volume: the taps
+    that reach one output)."""
+    if op.name in _GEMM:
+        mnk = _gemm_mnk(op)
+        return mnk[3] if mnk else None
+    if op.name not in _CONV or len(op.shapes) < 2 or len(op.shapes[1]) < 3:
+        return None
+    w, a = op.shapes[1], op.args
+    taps = math.prod(w[2:])
+    if len(a) > 6 and a[6]:                       # transposed: weight [C_in, C_out / groups, k...]
+        groups = int(a[8]) if len(a) > 8 else 1
+        stride = math.prod(a[3]) if len(a) > 3 and isinstance(a[3], (list, tuple)) else 1
+        return max(1, w[0] // max(groups, 1) * taps // max(stride, 1))
+    return w[1] * taps                           # weight [C_out, C_in / groups, k...]
+
+
+def _library_op_features(g: Graph, f: set[str]) -> None:
+    """``library-op-tail``: the task's arithmetic is in convolutions or GEMMs that cuDNN/cuBLAS run at
+    full speed, and every other op is a tail on their outputs (pointwise, normalization, reduction,
+    pooling). What wins there is the library op kept as it is and the tail fused into one pass, not a
+    hand-written contraction (at fp32 the library's kernels are hard to beat; issue 44)."""
+    if f & _NOT_A_LIBRARY_OP:
+        return
+    heavy = [i for i, op in enumerate(g.ops) if op.name in _GEMM or op.name in _CONV]
+    if not heavy or max((contraction_k(g.ops[i]) or 0) for i in heavy) < LIBRARY_OP_MIN_K:
+        return
+    made_by_heavy = set(heavy)
+    rest = [op for i, op in enumerate(g.ops) if i not in made_by_heavy and op.name not in _PASS
+            and op.name not in _CREATE]
+    if rest and all(_tail(op) for op in rest) and \
+            any(_tail(g.ops[j]) for i in heavy for j in g.consumers(i)):
+        f.add("library-op-tail")
 
 
 def _pointwise(op: Op) -> bool:

@@ -85,6 +85,7 @@ PHASE_TEXT = {
     "timed": "judging the timing round",
     "profile": "profiling the candidate's kernels",
     "process": "timing it again in a second worker process",
+    "shapes": "checking the candidate at other shapes",
     RECHECK_PHASE: "re-checking the timed calls' outputs",
     "ncu": "reading Nsight Compute's metrics",
     "serve": "serving reference outputs",
@@ -154,10 +155,10 @@ TASK_FEATURES = (
     "loss-mse", "loss-kl", "loss-hinge", "loss-triplet", "loss-cross-entropy",
     # contractions
     "gemm-batched", "gemv", "gemm-tall-skinny", "gemm-long-k", "gemm-short-k", "gemm-large",
-    "gemm-epilogue", "gemm-reduction", "gemm-chain",
+    "gemm-epilogue", "gemm-reduction", "gemm-chain", "library-op-tail",
     # structure and data
     "diagonal", "triangular", "flip", "broadcast", "elementwise-chain", "affine-chain", "transcendental",
     "large-output", "layer-chain",
     "many-small-ops", "dtype-float32", "dtype-float16", "dtype-bfloat16", "dtype-float64",
-    "low-precision-ok",
+    "low-precision-ok", "fp32-strict",
 )

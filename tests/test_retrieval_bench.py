@@ -143,12 +143,14 @@ def test_retrieve_matches_the_cli(capsys):
     from kernelskill.cli import main
     from kernelskill.skills import SkillBook
     book = SkillBook.load()
-    for name, backend in (("conv2d_bn_eval_relu", "cuda"), ("masked_cumsum", "cpp")):
+    for name, backend in (("conv2d_bn_eval_relu", "cuda"), ("masked_cumsum", "cpp"),
+                          ("convt2d_gelu_groupnorm", "cuda"), ("matmul_short_k_strict", "cuda")):
         path = FILES[name]
         assert main(["skills", "search", "--task", str(path), "--backend", backend, "--limit", "5",
                      "--json"]) == 0
         cli = [s["id"] for s in json.loads(capsys.readouterr().out)]
-        assert run.retrieve(book, run.op_classes(path), backend, 5) == cli
+        ops, facts = run.task_info(path)
+        assert run.retrieve(book, ops, backend, 5, facts) == cli
 
 
 def test_run_end_to_end(tmp_path):
@@ -169,3 +171,27 @@ def test_run_end_to_end(tmp_path):
             assert r["hits"] == len(set(r["top"]) & set(r["relevant"]))
         assert res["summary"]["tasks"] == 3
         assert res["summary"]["precision"] == pytest.approx(sum(r["hits"] for r in res["rows"]) / 15)
+
+
+def test_the_score_stays_above_the_bar_and_the_issue_44_shapes_rank_the_library_op_first():
+    """The whole benchmark, as run.py scores it (the shipped skills, no user statistics): at least
+    90 % of the tasks have 3 labelled skills in the top 5 on each backend (issue 44: 59/63 cuda,
+    57/63 cpp on 2026-11-27), and on the tasks where a library conv or GEMM carries the work and a
+    tail follows, the skill that keeps the library op and fuses the tail is first."""
+    from kernelskill.skills import SkillBook, shipped_dir
+    book = SkillBook.load([shipped_dir()], stats_path=Path("/nonexistent/stats.toml"))
+    info = {name: run.task_info(path) for name, path in FILES.items()}
+    classes = {n: ops for n, (ops, _) in info.items()}
+    facts = {n: known for n, (_, known) in info.items()}
+    rows = {}
+    for backend in run.BACKENDS:
+        rows[backend] = run.evaluate(book, FILES, LABELS, backend, 5, 3, classes, facts)
+        s = run.summarize(rows[backend])
+        assert s["met_share"] >= 0.9, (backend, run.totals_line(backend, s, 5, 3))
+    top = {r["task"]: r["top"] for r in rows["cuda"]}
+    for name, first in (("convt2d_gelu_groupnorm", "conv-aten-fused-ops"),
+                        ("conv2d_tanh_scale_bias_chanmax", "conv-aten-fused-ops"),
+                        ("linear_gelu_exact", "cublas-fused-epilogue")):
+        assert top[name][0] == first, (name, top[name])
+        assert "library-op-tail" in classes[name]
+    assert "fp32-strict" in classes["matmul_short_k_strict"] and "gemm-short-k" in classes["matmul_short_k_strict"]

@@ -3,10 +3,11 @@
     .venv/bin/python benchmarks/retrieval/run.py [--backend cuda|cpp|both] [--k 5] [--json OUT]
                                                  [--tasks a,b,c] [--need 3] [--user-stats]
 
-The tasks are KernelBench-format files written for this benchmark (tasks/level1-3, 59 files over
+The tasks are KernelBench-format files written for this benchmark (tasks/level1-3, 63 files over
 GEMM variants, GEMM/conv epilogues, 1-D/2-D/3-D, transposed, depthwise, grouped and pointwise
-convolutions, pooling, the five normalizations, softmax, reductions, scans, losses, elementwise
-chains, attention, recurrent layers and small networks); labels.toml lists, per task and backend,
+convolutions, library convolutions and GEMMs followed by a normalization or reduction tail, pooling,
+the five normalizations, softmax, reductions, scans, losses, elementwise chains, attention,
+recurrent layers and small networks); labels.toml lists, per task and backend,
 the skills a CUDA (resp. CPU C++) expert would want an agent to see.
 
 For every task and backend the top k come from the project's own retrieval, computed exactly as

@@ -73,7 +73,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     _out(f"\napplies to: {', '.join(skill.applies_to)}; bottlenecks: "
          f"{', '.join(skill.bottlenecks)}; arch: {', '.join(skill.arch) or 'any'}; "
          f"priority: {skill.priority}")
-    _out(f"requires: {', '.join(skill.requires) or '-'}; specific to: {', '.join(skill.features) or '-'}")
+    _out(f"requires: {', '.join(skill.requires) or '-'}; specific to: {', '.join(skill.features) or '-'}"
+         + (f"; ranks lower with: {', '.join(skill.against)}" if skill.against else ""))
     _out(f"source: {skill.source} ({skill.origin})")
     return 0
 

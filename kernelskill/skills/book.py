@@ -72,7 +72,7 @@ class Decision:
     """The gate's verdict on one skill for one task and node, with every reason."""
     skill: Skill
     allowed: bool
-    reasons: list[str]           # "+ …" holds, "- …" keeps it out, "? …" not known
+    reasons: list[str]           # "+ …" holds, "- …" keeps it out, "? …" not known, "~ …" ranks it lower
     specificity: int = 0
 
     def to_dict(self) -> dict[str, Any]:

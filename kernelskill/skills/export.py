@@ -45,6 +45,8 @@ def skill_md(skill: Skill, example_path: str) -> str:
         meta["arch"] = ", ".join(skill.arch)
     if skill.requires:
         meta["requires"] = ", ".join(skill.requires)
+    if skill.against:
+        meta["ranks-lower-with"] = ", ".join(skill.against)
     lines = ["---", f"name: {skill.id}", f"description: {_yaml(description(skill))}", "metadata:"]
     lines += [f"  {k}: {_yaml(v)}" for k, v in meta.items()]
     lines += ["---", "", f"# {skill.title}", "", f"**When:** {skill.when}", "", f"**In short:** {skill.summary}",

@@ -47,6 +47,8 @@ FACTS: dict[str, Fact] = {
     "conv_groups": Fact("task", "groups of the first convolution"),
     "conv_kernel": Fact("task", "largest kernel extent of the first convolution"),
     "dtype": Fact("task", "the inputs' floating dtype", DTYPES),
+    "atol": Fact("task", "the task's absolute tolerance (task.toml, else the dtype's default)"),
+    "rtol": Fact("task", "the task's relative tolerance (TF32 needs about 1e-3, bf16 about 1e-2)"),
     # a node's profile (EvalResult.profile)
     "speedup": Fact("profile", "eager time / candidate time"),
     "roofline_fraction": Fact("profile", "the roofline floor / measured time (1 = at the roofline)"),
@@ -173,6 +175,9 @@ def task_facts(summary: Mapping[str, Any] | None) -> dict[str, Any]:
     dtypes = [i.get("dtype") for i in summary.get("inputs") or [] if i.get("dtype") in DTYPES]
     if dtypes:
         out["dtype"] = dtypes[0]
+    for key, value in (summary.get("tolerance") or {}).items():
+        if key in ("atol", "rtol") and value is not None:
+            out[key] = value
     return out
 
 

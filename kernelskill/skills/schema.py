@@ -55,6 +55,7 @@ class Skill:
     priority: int = 0
     requires: list[str] = field(default_factory=list)   # task features, one of which must be present
     features: list[str] = field(default_factory=list)   # task features it is specific to
+    against: list[str] = field(default_factory=list)    # task features under which it ranks lower
     preconditions: list[str] = field(default_factory=list)   # predicates that must hold where known
     forbidden: list[str] = field(default_factory=list)       # predicates any of which keeps it out
     expect: dict[str, str] = field(default_factory=dict)     # metric -> "up" | "down"
@@ -103,6 +104,11 @@ class Skill:
         if self.arch:
             mark(None if arch is None else arch_allows(self.arch, arch),
                  f"arch {arch or 'not known'} (skill: {', '.join(self.arch)})")
+        if self.against and task_features is not None:
+            hit = sorted(task_features & set(self.against))
+            # Not a gate: these features say what beats the skill here, so it ranks lower.
+            out.append(f"~ ranks lower: the task has {', '.join(hit)}" if hit else
+                       f"+ none of {', '.join(self.against)} (they would rank it lower)")
         for text, forbid in [(t, False) for t in self.preconditions] + [(t, True) for t in self.forbidden]:
             pred = predicates.parse(text, f"skill {self.id}")
             holds = pred.check(facts, task_features)
@@ -118,8 +124,11 @@ class Skill:
     def specificity(self, classes: set[str], task_features: set[str]) -> int:
         """How specifically this skill's conditions match a task: 3 per required task feature
         present (a structure it needs), 2 per task feature it lists, 1 for an op class it names
-        (not "*") that the task runs. Generic skills (no features, "*") score 0."""
-        return 3 * len(set(self.requires) & task_features) + 2 * len(set(self.features) & task_features) + ("*" not in self.applies_to and bool(classes & set(self.applies_to)))
+        (not "*") that the task runs, minus 3 per task feature it is ``against`` (what beats it
+        there). Generic skills (no features, "*") score 0."""
+        return (3 * len(set(self.requires) & task_features) + 2 * len(set(self.features) & task_features)
+                - 3 * len(set(self.against) & task_features)
+                + ("*" not in self.applies_to and bool(classes & set(self.applies_to))))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON output."""
@@ -147,7 +156,7 @@ class Skill:
 _REQUIRED = ("id", "title", "category", "backends", "applies_to", "bottlenecks", "when",
              "summary", "guidance", "steps", "pitfalls", "expected_gain", "example",
              "example_lang")
-_OPTIONAL = ("arch", "priority", "requires", "features", "preconditions", "forbidden", "expect")
+_OPTIONAL = ("arch", "priority", "requires", "features", "against", "preconditions", "forbidden", "expect")
 
 
 def _num(value: Any) -> str:
@@ -248,12 +257,16 @@ def _validate(data: Mapping[str, Any], where: str, stem: str | None) -> Skill:
     if not isinstance(priority, int) or isinstance(priority, bool):
         raise UserError(f"{where}: key 'priority': expected an integer")
     out["priority"] = priority
-    for key in ("requires", "features"):
+    for key in ("requires", "features", "against"):
         value = data.get(key, [])
         out[key] = [] if value == [] else _str_list(where, key, value, TASK_FEATURES)
     both = sorted(set(out["requires"]) & set(out["features"]))
     if both:
         raise UserError(f"{where}: key 'features': {both[0]!r} is already in 'requires'")
+    both = sorted((set(out["requires"]) | set(out["features"])) & set(out["against"]))
+    if both:
+        raise UserError(f"{where}: key 'against': {both[0]!r} is also in "
+                        f"'{'requires' if both[0] in out['requires'] else 'features'}'")
     for key in ("preconditions", "forbidden"):
         out[key] = [str(p) for p in predicates.parse_list(data.get(key, []), f"{where}: key '{key}'")]
     out["expect"] = predicates.parse_expect(data["expect"], f"{where}: key 'expect'") if "expect" in data else {}
