@@ -148,3 +148,94 @@ def test_python_examples_run_and_check_themselves(sid):
     checked = run_counting_asserts(EXAMPLES[sid]["example"], f"{sid}.py")
     assert checked > 0, (f"the {sid} example ran no assert: give it an `if __name__ == \"__main__\":` block "
                          "that checks its claim against a plain PyTorch reference")
+
+
+def test_every_cuda_example_has_a_gpu_harness():
+    """skills/_gpu_check/harnesses.py (run on a GPU by run.sh) parses, and holds one harness per CUDA
+    example and none for a skill that is gone: a rewritten example has its harness rewritten too."""
+    import runpy
+    harnesses = runpy.run_path(str(SKILLS / "_gpu_check" / "harnesses.py"), run_name="harnesses")["H"]
+    assert set(harnesses) == set(CUDA)
+    assert "run_steps(" in harnesses["cuda-graphs"] and "run_steps(" in EXAMPLES["cuda-graphs"]["example"]
+
+
+# ---------------------------------------------------------------- the evaluator's guards
+
+def candidate_views(sid: str) -> list[tuple[str, str]]:
+    """The example as the evaluator's static check would meet it in a candidate: (label, source).
+
+    Python and Triton examples as they are, less their ``if __name__ == "__main__":`` self-check
+    (test code, which seeds the RNG and builds references); each class with a ``forward`` renamed
+    ``ModelNew`` in turn, since the state checks read ModelNew's methods. CUDA and C++ examples as
+    the source string a candidate hands to load_inline, where the native checks look."""
+    data = EXAMPLES[sid]
+    if data["example_lang"] not in ("python", "triton"):
+        return [("native source", f"from torch.utils.cpp_extension import load_inline\n\nSRC = r'''\n"
+                                  f"{data['example']}\n'''\n")]
+    tree = ast.parse(data["example"])
+    tree.body = [n for n in tree.body if not (isinstance(n, ast.If) and "__main__" in ast.unparse(n.test))]
+    views = [("as written", ast.unparse(tree))]
+    for cls in [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name != "ModelNew"]:
+        if any(isinstance(f, ast.FunctionDef) and f.name == "forward" for f in cls.body):
+            renamed, cls.name = cls.name, "ModelNew"
+            views.append((f"{renamed} as ModelNew", ast.unparse(tree)))
+            cls.name = renamed
+    return views
+
+
+def cheat_flags(source: str) -> list[str]:
+    from kernelskill.evaluate.static import check_source, is_cheat
+    return [f for f in check_source(source) if is_cheat(f)]
+
+
+@pytest.mark.parametrize("sid", sorted(EXAMPLES))
+def test_example_passes_the_evaluators_static_guard(sid):
+    """A skill's example is what an agent copies: it must not be what the evaluator fails as a cheat
+    (state kept across calls, .data_ptr() in Python, caches, a second stream, ...). Parameters
+    derived from the weights belong in __init__ (non-persistent buffers), never results."""
+    for label, source in candidate_views(sid):
+        assert not cheat_flags(source), f"{sid} ({label}): {cheat_flags(source)}"
+
+
+# What avoid-host-sync-and-allocation showed before issue 44: a fold cached at the first call,
+# keyed on the weights' addresses and versions.
+_CACHE_KEYED_ON_WEIGHTS = '''
+import torch
+import torch.nn as nn
+
+
+class Folded(nn.Module):
+    def __init__(self, n: int, s: float):
+        super().__init__()
+        self.linear, self.s, self._folded, self._key = nn.Linear(n, n), s, None, None
+
+    def _folded_params(self):
+        w = self.linear.weight
+        key = (w.data_ptr(), w._version)
+        if self._key != key:
+            self._folded = (w * self.s).t()
+            self._key = key
+        return self._folded
+
+    def forward(self, x):
+        return x @ self._folded_params()
+
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+'''
+
+
+def test_the_guard_test_catches_a_cache_filled_in_forward(monkeypatch):
+    """The check above can fail: a weight cache filled in forward and keyed on data_ptr is flagged
+    once its class is seen as ModelNew, and a native second stream is flagged too; the __main__
+    self-check (which seeds the RNG) is not what is checked."""
+    monkeypatch.setitem(EXAMPLES, "cached", {"example": _CACHE_KEYED_ON_WEIGHTS, "example_lang": "python"})
+    views = dict(candidate_views("cached"))
+    assert set(views) == {"as written", "Folded as ModelNew"} and "manual_seed" not in views["as written"]
+    assert [f.split(":")[0] for f in cheat_flags(views["as written"])] == ["data-ptr"]   # anywhere
+    flags = [f.split(":")[0] for f in cheat_flags(views["Folded as ModelNew"])]
+    assert "stateful-forward" in flags and "data-ptr" in flags                  # state: ModelNew's methods
+    monkeypatch.setitem(EXAMPLES, "side-stream", {"example_lang": "cuda", "example": (
+        "#include <cuda_runtime.h>\nvoid go() { cudaStream_t s; cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking); }\n")})
+    assert [f.split(":")[0] for f in cheat_flags(candidate_views("side-stream")[0][1])] == ["stream"]
