@@ -275,6 +275,24 @@ class Env(JsonMixin):
 
 
 @dataclass
+class ShapeCheck(JsonMixin):
+    """The candidate at one derived shape (evaluate.shapes): ok | refused | incorrect | crashed | skipped."""
+    label: str                    # "batch_size=31 (a prime near 32)", "preset small"
+    sets: dict = field(default_factory=dict)     # the constants as set there
+    verdict: str = "ok"
+    message: str = ""
+    speedup: float | None = None  # where timed
+
+
+@dataclass
+class ShapesResult(JsonMixin):
+    """Does it generalize beyond the task's sizes: yes | specialised (clean refusals) | no."""
+    generalizes: str
+    summary: str = ""
+    shapes: list[ShapeCheck] = field(default_factory=list)
+
+
+@dataclass
 class EvalResult(JsonMixin):
     status: Status
     compile: CompileResult
@@ -291,6 +309,7 @@ class EvalResult(JsonMixin):
     # start-up; judge) and the worker's phases (setup, build, run, await, time, timed, profile,
     # recheck), each summed over its spans.
     phases: dict[str, float] = field(default_factory=dict)
+    shapes: ShapesResult | None = None     # --shapes: the candidate at derived shapes
 
     @property
     def ok(self) -> bool:

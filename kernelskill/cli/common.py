@@ -228,6 +228,16 @@ def timeout_args(p: argparse.ArgumentParser, run: bool = True) -> None:
                        "(default 300)")
 
 
+def shapes_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--shapes", default=None, metavar="auto|PRESETS",
+                   help="after a correct verdict, check the candidate at other shapes: 'auto' (the task's presets, "
+                   "and each size constant of 8 or more halved, doubled and made a prime near it) or preset names "
+                   "(small,large). A wrong value or a crash at any of them fails the verdict; a clean refusal "
+                   "(its own size check) is reported as 'specialised'")
+    p.add_argument("--shapes-timed", action="store_true",
+                   help="with --shapes: time the candidate at each shape too (slower)")
+
+
 def measure_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--baseline", choices=("eager", "compile", "both"), default="eager",
                    help="baselines timed with the candidate: eager always; compile/both add torch.compile "

@@ -25,7 +25,8 @@ def cmd_eval(args) -> int:
     timing = None if args.no_timing else TimingConfig(time_cap_s=args.time_cap, retimes=args.retimes,
                                                       rounds=args.rounds, processes=args.processes)
     opts = Options(device=args.device, trials=args.trials, timing=timing, profile=not args.no_timing,
-                   baseline=args.baseline, flags=args.flags, ncu=args.ncu, **timeouts(args))
+                   baseline=args.baseline, flags=args.flags, ncu=args.ncu, shapes=args.shapes,
+                   shapes_timed=args.shapes_timed, **timeouts(args))
     with progress(args, opts) as on_phase:
         result = evaluate(task, cand, opts=opts, on_phase=on_phase)
     emit(result, args, print_eval)

@@ -8,11 +8,12 @@ import sys
 
 from ..errors import UserError
 from ..paths import EXAMPLES_DIR
-from .common import (Parser, UsageExit, json_error, measure_args, task_args, timeout_args, with_sets)
+from .common import (Parser, UsageExit, json_error, measure_args, shapes_args, task_args, timeout_args, with_sets)
 from .evaluate import cmd_compile, cmd_eval, cmd_machine, cmd_profile, cmd_task_show, cmd_warm
 
 COMMAND_MODULES = ("kernelskill.cli.skills", "kernelskill.cli.optimize", "kernelskill.mcp_server.cli",
-                   "kernelskill.tui.cli", "kernelskill.cli.bench")
+                   "kernelskill.tui.cli", "kernelskill.cli.bench",
+                   "kernelskill.cli.export")
 
 EPILOG = """examples:
   kernelskill eval examples/softmax_rows examples/softmax_rows/solutions/cpp_softmax_openmp.py --preset small
@@ -63,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-timing", action="store_true", help="verify only")
     p.add_argument("--time-cap", type=float, default=10.0, help="seconds of timing per model at most (default 10)")
     measure_args(p)
+    shapes_args(p)
     timeout_args(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_eval)

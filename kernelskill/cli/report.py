@@ -59,12 +59,22 @@ def print_eval(r: EvalResult, out=print) -> None:
         for k in p.kernels[:6]:
             out(f"    {k.share:6.1%}  {_ms(k.time_ms):>10}  {'*' if k.custom else ' '} {k.name[:90]}")
         _print_roofline(p, out)
+    if r.shapes is not None:
+        _print_shapes(r.shapes, out)
     for f in r.flags:
         out(f"  flag {f}")
     if r.log_tail and r.status in RUN_FAILURES:
         out("  log tail:")
         for line in r.log_tail.splitlines()[-12:]:
             out(f"    {line}")
+
+
+def _print_shapes(s, out) -> None:
+    """--shapes: the verdict at each derived shape, and whether it generalizes."""
+    out(f"  shapes: {s.summary}")
+    for c in s.shapes:
+        sp = f" · {c.speedup:.2f}×" if c.speedup else ""
+        out(f"    {c.verdict:<10} {c.label}{sp}" + (f" — {c.message[:110]}" if c.message else ""))
 
 
 def _rounds_text(q) -> str:

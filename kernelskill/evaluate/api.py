@@ -15,7 +15,7 @@ from typing import Callable
 from ..candidate import Candidate
 from ..errors import UserError
 from ..results import EvalResult
-from ..vocab import WorkerStatus
+from ..vocab import Status, WorkerStatus
 from . import machine as mach
 from .build import cache_root, store_json
 from .ceilings import ceilings, store_raised_ceiling
@@ -35,7 +35,28 @@ def evaluate(task, candidate, *, opts: Options | None = None, on_phase: Callable
     """compile → verify → time → profile one candidate against its task; every failure is data."""
     opts = dataclasses.replace(opts or Options(), **overrides)
     task, cand = resolve(task, candidate)
-    return Evaluation(task, cand, opts, on_phase).run()
+    result = Evaluation(task, cand, opts, on_phase).run()
+    if opts.shapes and result.ok:
+        _check_shapes(task, cand, opts, result, on_phase)
+    return result
+
+
+def _check_shapes(task, cand, opts: Options, result: EvalResult, on_phase) -> None:
+    """``opts.shapes``: the correct candidate checked at derived shapes; a wrong value or a crash at
+    any of them fails the verdict, a clean refusal is a label (evaluate.shapes)."""
+    from .shapes import generalize
+    if on_phase:
+        on_phase("shapes")
+
+    def say(i: int, n: int, label: str) -> None:
+        if opts.on_step:
+            opts.on_step(f"shape {i + 1} of {n}: {label}")
+    s = result.shapes = generalize(task, cand, dataclasses.replace(opts, shapes=None), opts.shapes,
+                                   timed=opts.shapes_timed, on_shape=say)
+    if s.generalizes == "no":
+        bad = next(c for c in s.shapes if c.verdict in ("incorrect", "crashed"))
+        result.status = Status.incorrect if bad.verdict == "incorrect" else Status.runtime_error
+        result.message = f"correct at the task's sizes, but {s.summary}"
 
 
 def verify(task, candidate, **kw) -> EvalResult:

@@ -42,6 +42,10 @@ class Options:
     # launches slower afterwards). None: on a GPU yes, on a CPU (no such set-up) no.
     profile_apart: bool | None = None
     baseline: str = "eager"          # eager | compile | both: which baselines are timed with the candidate
+    # Correctness at derived shapes after a correct verdict (evaluate.shapes): "auto" (presets, each
+    # size constant halved, doubled and made a prime), or preset names; None: the task's sizes only.
+    shapes: str | None = None
+    shapes_timed: bool = False       # time the candidate at each derived shape too
     # The backend flags eager, torch.compile and the candidate run under (flags.py): "default", PyTorch's
     # own (or the task's [flags]), as a user's process has them; "strict": TF32 off everywhere.
     flags: str = "default"
