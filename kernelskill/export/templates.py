@@ -1,0 +1,399 @@
+"""The files of an exported package (kernelskill/export/__init__.py says what each is for)."""
+from __future__ import annotations
+
+import json
+
+CPP_PRELUDE = "#include <torch/extension.h>\n"
+CUDA_PRELUDE = "#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n"
+
+
+def infer_rule(op) -> dict:
+    """The fake implementation's rule for ``op`` from its recorded calls (``op.samples``).
+
+    ``outputs``: per output a list of dims, each ``["in", i, d]`` (the size of argument i's dim d in
+    every recorded call) or ``["const", n]``; and its dtype, ``["in", i]`` or ``["const", name]``.
+    ``guard``: the recorded argument shapes, when a dim other than 1 is a constant no argument
+    explains: the fake then refuses other shapes rather than guess."""
+    from . import ExportError
+    samples = op.samples
+    if not samples:
+        return {"outputs": None, "kind": None, "guard": None}
+    first = samples[0]["out"]
+    kind = "tensor" if "shape" in first else first.get("kind")
+    if kind not in ("tensor", "list", "tuple"):
+        raise ExportError(f"{op.function}: returned {first.get('value', '?')}, not tensors")
+
+    def outs(s):
+        o = s["out"]
+        return [o] if "shape" in o else o["items"]
+    n_out = len(outs(samples[0]))
+    if any(len(outs(s)) != n_out for s in samples):
+        raise ExportError(f"{op.function}: returns a different number of tensors per call; its fake "
+                          "implementation cannot be derived")
+    rules, guarded = [], False
+    for p in range(n_out):
+        ndim = len(outs(samples[0])[p]["shape"])
+        if any(len(outs(s)[p]["shape"]) != ndim for s in samples):
+            raise ExportError(f"{op.function}: output {p} has a different rank per call")
+        dims = []
+        for j in range(ndim):
+            cands = None
+            for s in samples:
+                size = outs(s)[p]["shape"][j]
+                here = {(i, d) for i, a in enumerate(s["args"]) if "shape" in a
+                        for d, n in enumerate(a["shape"]) if n == size}
+                cands = here if cands is None else cands & here
+            if cands:
+                # The same position of an argument of the same rank first (elementwise), then the first.
+                def key(c):
+                    i, d = c
+                    return (not (d == j and len(samples[0]["args"][i]["shape"]) == ndim), i, d)
+                i, d = min(cands, key=key)
+                dims.append(["in", i, d])
+            else:
+                sizes = {outs(s)[p]["shape"][j] for s in samples}
+                if len(sizes) != 1:
+                    raise ExportError(f"{op.function}: output {p} dim {j} is neither an argument's dim nor "
+                                      "constant across the recorded calls")
+                size = sizes.pop()
+                guarded |= size != 1
+                dims.append(["const", size])
+        dt = outs(samples[0])[p]["dtype"]
+        same = [i for i, a in enumerate(samples[0]["args"]) if all(
+            "shape" in s["args"][i] and s["args"][i]["dtype"] == outs(s)[p]["dtype"] for s in samples)]
+        dtype = ["in", same[0]] if same else ["const", dt]
+        rules.append({"dims": dims, "dtype": dtype})
+    guard = None
+    if guarded:
+        guard = []
+        for s in samples:
+            shapes = [a.get("shape") for a in s["args"]]
+            if shapes not in guard:
+                guard.append(shapes)
+    return {"outputs": rules, "kind": kind, "guard": guard}
+
+
+def _cpp_registration(ext, ns: str, key: str) -> str:
+    lines = ["", "", "// ---- kernelskill export: each function as a torch.library op (schema from its signature) ----"]
+    defs, impls = [], []
+    for op in ext.ops:
+        ret = {"Tensor": "at::Tensor", "Tensor[]": "std::vector<at::Tensor>"}.get(
+            op.returns_schema, "std::tuple<" + ", ".join(["at::Tensor"] * op.returns_schema.count("Tensor")) + ">")
+        params, args, locals_ = [], [], []
+        for k, p in enumerate(op.params):
+            if p.schema == "Tensor":
+                params.append(f"const at::Tensor& a{k}")
+                locals_.append(f"    at::Tensor t{k} = a{k};")
+                args.append(f"t{k}")
+            else:
+                ctype = {"int": "int64_t", "float": "double", "bool": "bool"}[p.schema]
+                params.append(f"{ctype} a{k}")
+                args.append(f"static_cast<{p.cpp_type}>(a{k})")
+        lines.append(f"static {ret} ks_op_{op.op}({', '.join(params)}) {{")
+        lines += locals_
+        lines.append(f"    {ret} out = {op.function}({', '.join(args)});")
+        if op.returns_schema == "Tensor":
+            for k, p in enumerate(op.params):
+                if p.schema == "Tensor":   # an op's output may not alias an input: a copy where it does
+                    lines.append(f"    if (out.defined() && out.is_alias_of(a{k})) out = out.clone();")
+        lines += ["    return out;", "}"]
+        defs.append(f'    m.def("{op.schema}");')
+        impls.append(f'    m.impl("{op.op}", TORCH_FN(ks_op_{op.op}));')
+    lines.append(f"TORCH_LIBRARY_FRAGMENT({ns}, m) {{")
+    lines += defs + ["}", f"TORCH_LIBRARY_IMPL({ns}, {key}, m) {{"] + impls + ["}", ""]
+    lines.append("PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {")
+    lines.append(f'    m.doc() = "the ops of extension {ext.name} (registered in torch.ops.{ns} at import)";')
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+SETUP = '''"""Builds the exported kernels ahead of time: pip install --no-build-isolation .  (needs torch)."""
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, {kind}
+
+setup(
+    name={dist!r},
+    version="0.1.0",
+    description="Exported by kernelskill: {task}",
+    packages=[{pkg!r}],
+    package_data={{{pkg!r}: ["csrc/*", "export.json"]}},
+    ext_modules=[
+{exts}    ],
+    cmdclass={{"build_ext": BuildExtension}},
+)
+'''
+
+PYPROJECT = '''[build-system]
+requires = ["setuptools>=61", "torch"]
+build-backend = "setuptools.build_meta"
+'''
+
+OPS = '''"""The package's ops: torch.ops.{ns}.<op>, one per exported function, each with a fake
+implementation (for torch.compile) derived from the calls recorded at export. Generated by kernelskill."""
+import json
+import types
+
+import torch
+
+from . import {modules}  # noqa: F401  (importing a built extension registers its ops)
+
+NAMESPACE = {ns!r}
+EXTENSIONS = {ext_map!r}           # extension module -> {{python function name: op name}}
+SKIPPED = {skipped!r}             # extension module -> {{function: why it is not an op}}
+RULES = json.loads({rules!r})
+
+
+def extension(module: str) -> types.ModuleType:
+    """What the candidate's `load_inline(...)` returned: its functions, now the package's ops."""
+    ns = types.ModuleType(module)
+    for fn, op in EXTENSIONS[module].items():
+        setattr(ns, fn, getattr(getattr(torch.ops, NAMESPACE), op))
+    for fn, why in SKIPPED.get(module, {{}}).items():
+        setattr(ns, fn, _not_exported(fn, why))
+    return ns
+
+
+def _not_exported(fn: str, why: str):
+    def call(*args, **kwargs):
+        raise NotImplementedError(f"{{fn}} was not exported: {{why}}")
+    return call
+
+
+def _fake(op: str, rule: dict):
+    def fake(*args):
+        if rule["outputs"] is None:
+            raise NotImplementedError(f"{{NAMESPACE}}::{{op}}: no output shapes were recorded at export (never "
+                                      "called on the verified inputs, or exported without the device): no fake "
+                                      "implementation; eager calls work")
+        if rule["guard"] is not None:
+            shapes = [list(a.shape) if isinstance(a, torch.Tensor) else None for a in args]
+            if shapes not in rule["guard"]:
+                raise NotImplementedError(f"{{NAMESPACE}}::{{op}}: an output dim was a constant at the recorded "
+                                          f"argument shapes {{rule['guard']}}; got {{shapes}}")
+        device = next(a.device for a in args if isinstance(a, torch.Tensor))
+        outs = []
+        for o in rule["outputs"]:
+            shape = [args[d[1]].shape[d[2]] if d[0] == "in" else d[1] for d in o["dims"]]
+            dtype = args[o["dtype"][1]].dtype if o["dtype"][0] == "in" else getattr(torch, o["dtype"][1])
+            outs.append(torch.empty(shape, dtype=dtype, device=device))
+        return outs[0] if rule["kind"] == "tensor" else (outs if rule["kind"] == "list" else tuple(outs))
+    fake.__name__ = f"fake_{{op}}"
+    return fake
+
+
+for _op, _rule in RULES.items():
+    torch.library.register_fake(f"{{NAMESPACE}}::{{_op}}")(_fake(_op, _rule))
+'''
+
+INIT = '''"""{task}: the exported kernel of {what} (kernelskill export, {exported}).
+
+ModelNew: the candidate's module, its kernels the package's torch.library ops (torch.ops.{ns}),
+built ahead of time. In eager mode a kernel that refuses its inputs (a RuntimeError or ValueError:
+a TORCH_CHECK) falls back to the task's reference Model with the same weights, warning once;
+under torch.compile there is no fallback. Model, get_inputs, get_init_inputs: the reference at
+the verified shapes. test_exported.py checks the package against it.
+"""
+import warnings
+
+import torch
+
+from . import _ops  # noqa: F401  (registers the ops and their fake implementations)
+from . import reference
+from .model import ModelNew as KernelModelNew
+from .reference import Model, get_init_inputs, get_inputs  # noqa: F401
+
+FALLBACK = True          # set False to let a refused input raise
+
+
+class ModelNew(KernelModelNew):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        object.__setattr__(self, "_ks_init", (args, kwargs))
+        object.__setattr__(self, "_ks_reference", None)
+
+    def forward(self, *args, **kwargs):
+        if not FALLBACK or torch.compiler.is_compiling():
+            return super().forward(*args, **kwargs)
+        try:
+            return super().forward(*args, **kwargs)
+        except (RuntimeError, ValueError) as e:
+            ref = self._reference(e)
+            warnings.warn(f"{{type(self).__module__}}: the kernel refused these inputs ({{str(e).splitlines()[0]}}); "
+                          "running the reference Model instead", RuntimeWarning, stacklevel=2)
+            return ref(*args, **kwargs)
+
+    def _reference(self, error):
+        if self._ks_reference is None:
+            args, kwargs = self._ks_init
+            ref = reference.Model(*args, **kwargs)
+            mine, theirs = self.state_dict(), ref.state_dict()
+            if set(mine) != set(theirs) or any(mine[k].shape != theirs[k].shape for k in mine):
+                raise RuntimeError("no fallback: the reference Model's parameters differ from ModelNew's") from error
+            ref.load_state_dict(mine)
+            p = next(iter(mine.values()), None)
+            if p is not None:
+                ref = ref.to(p.device)
+            object.__setattr__(self, "_ks_reference", ref)
+        return self._ks_reference
+'''
+
+TEST = '''"""The exported package against the task's reference at the verified shapes; under
+torch.compile(fullgraph=True). Run: python -m pytest --pyargs {pkg}  (or python -m {pkg}.test_exported)."""
+import json
+import os
+import pathlib
+
+import pytest
+import torch
+
+import {pkg} as pkg
+
+META = json.loads((pathlib.Path(pkg.__file__).parent / "export.json").read_text())
+DEVICE = META["device"]
+BACKEND = os.environ.get("KS_EXPORT_COMPILE_BACKEND", "aot_eager")   # inductor works too (slower to compile)
+needs_device = pytest.mark.skipif(DEVICE == "cuda" and not torch.cuda.is_available(), reason="needs a GPU")
+
+
+def models():
+    init = pkg.get_init_inputs()
+    torch.manual_seed(0)
+    ref = pkg.Model(*init)
+    torch.manual_seed(0)
+    new = pkg.ModelNew(*init)
+    if set(new.state_dict()) == set(ref.state_dict()):
+        new.load_state_dict(ref.state_dict())
+    return ref.to(DEVICE).eval(), new.to(DEVICE).eval()
+
+
+def inputs():
+    torch.manual_seed(1)
+    return [x.to(DEVICE) if isinstance(x, torch.Tensor) else x for x in pkg.get_inputs()]
+
+
+def close(a, b):
+    a = a if isinstance(a, (list, tuple)) else [a]
+    b = b if isinstance(b, (list, tuple)) else [b]
+    atol, rtol = META["atol"], META["rtol"]
+    return len(a) == len(b) and all(x.shape == y.shape and torch.allclose(x.float(), y.float(), atol=atol, rtol=rtol)
+                                    for x, y in zip(a, b))
+
+
+def test_ops_are_registered_ahead_of_time():
+    for op in META["ops"]:
+        assert hasattr(getattr(torch.ops, META["namespace"]), op["op"])
+    for name in pkg._ops.EXTENSIONS:
+        assert getattr(pkg._ops, name).__file__.endswith((".so", ".pyd"))
+
+
+@needs_device
+def test_matches_reference():
+    ref, new = models()
+    x = inputs()
+    with torch.no_grad():
+        assert close(ref(*x), new(*x))
+
+
+@needs_device
+def test_compile_fullgraph_no_graph_break():
+    ref, new = models()
+    x = inputs()
+    torch._dynamo.reset()
+    with torch.no_grad():
+        explain = torch._dynamo.explain(new)(*x)
+        assert explain.graph_break_count == 0, explain.break_reasons
+        compiled = torch.compile(new, fullgraph=True, backend=BACKEND)
+        assert close(ref(*x), compiled(*x))
+
+
+def sample_args(sample):
+    """Arguments of a recorded call's shapes and dtypes (floats random, integers zero, scalars as recorded)."""
+    out = []
+    for a in sample["args"]:
+        if "shape" not in a:
+            out.append(a["value"])
+            continue
+        dt = getattr(torch, a["dtype"])
+        out.append(torch.randn(a["shape"], dtype=dt, device=DEVICE) if dt.is_floating_point
+                   else torch.zeros(a["shape"], dtype=dt, device=DEVICE))
+    return out
+
+
+@needs_device
+@pytest.mark.parametrize("op", [o for o in META["ops"] if o["samples"]], ids=lambda o: o["op"])
+def test_opcheck_fake_matches_kernel(op):
+    """torch.library.opcheck at the first recorded call's shapes: schema, fake vs real, AOT dispatch."""
+    torch.manual_seed(2)
+    torch.library.opcheck(getattr(getattr(torch.ops, META["namespace"]), op["op"]).default,
+                          sample_args(op["samples"][0]))
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main(["-q", __file__]))
+'''
+
+README = '''# {pkg}
+
+Exported by `kernelskill export` on {exported} from {what} (task `{task}`, backend {backend}).
+
+    pip install --no-build-isolation .        # compiles the kernels ahead of time (torch must be installed)
+    python -m pytest --pyargs {pkg}          # checks it against the reference, and under torch.compile
+
+```python
+import {pkg}
+model = {pkg}.ModelNew(*{pkg}.get_init_inputs())      # the drop-in; its kernels are torch.ops.{ns}.*
+```
+
+Ops: {ops}. Each op's fake implementation (torch.compile) follows the output shapes recorded at export
+(export.json); see kernelskill's docs/export.md for what that supports.
+'''
+
+
+def render_package(*, pkg: str, exts, backend: str, model_source: str, task, provenance: dict) -> dict[str, str]:
+    ns = pkg
+    key = "CUDA" if backend == "cuda" else "CPU"
+    files: dict[str, str] = {}
+    ext_lines = ""
+    for e in exts:
+        cpp = f"csrc/{e.module}.cpp"
+        files[f"{pkg}/{cpp}"] = CPP_PRELUDE + "\n".join(e.cpp) + _cpp_registration(e, ns, key)
+        sources = [f"{pkg}/{cpp}"]
+        if e.cuda:
+            cu = f"csrc/{e.module}_cuda.cu"
+            files[f"{pkg}/{cu}"] = CUDA_PRELUDE + "\n".join(e.cuda) + "\n"
+            sources.append(f"{pkg}/{cu}")
+        kind = "CUDAExtension" if backend == "cuda" else "CppExtension"
+        args = {"cxx": e.cflags}
+        if backend == "cuda":
+            args["nvcc"] = e.cuda_cflags
+        ext_lines += (f"        {kind}({pkg + '.' + e.module!r}, {sources!r},\n"
+                      f"            extra_compile_args={args!r},\n"
+                      f"            extra_link_args={e.ldflags!r}, include_dirs={e.include_paths!r}),\n")
+    files["setup.py"] = SETUP.format(kind="CUDAExtension" if backend == "cuda" else "CppExtension",
+                                     dist=pkg.replace("_", "-"), pkg=pkg, task=task.name, exts=ext_lines)
+    files["pyproject.toml"] = PYPROJECT
+    rules = {op.op: infer_rule(op) for e in exts for op in e.ops}
+    files[f"{pkg}/_ops.py"] = OPS.format(ns=ns, modules=", ".join(e.module for e in exts),
+                                         ext_map={e.module: {op.function: op.op for op in e.ops} for e in exts},
+                                         skipped={e.module: e.skipped for e in exts if e.skipped},
+                                         rules=json.dumps(rules))
+    what = (f"run {provenance['run']} node {provenance.get('node')}" if provenance.get("run")
+            else provenance.get("candidate", "a candidate"))
+    files[f"{pkg}/__init__.py"] = INIT.format(task=task.name, what=what, exported=provenance["exported"], ns=ns)
+    files[f"{pkg}/model.py"] = model_source
+    ref = task.source.rstrip("\n") + "\n"
+    if task.overrides:
+        ref += f"\n\n# kernelskill export: the verified shapes (preset {task.preset or 'none'}, --set values)\n"
+        ref += "".join(f"{k} = {v if isinstance(v, str) else repr(v)}\n" for k, v in task.overrides.items())
+    files[f"{pkg}/reference.py"] = ref
+    atol, rtol = task.tolerance
+    meta = {"task": task.name, "preset": task.preset, "overrides": {k: str(v) for k, v in task.overrides.items()},
+            "atol": atol, "rtol": rtol, "backend": backend, "device": "cuda" if backend == "cuda" else "cpu",
+            "namespace": ns, "provenance": provenance,
+            "ops": [{"function": o.function, "op": o.op, "schema": o.schema, "rule": rules[o.op],
+                     "samples": o.samples} for e in exts for o in e.ops]}
+    files[f"{pkg}/export.json"] = json.dumps(meta, indent=1) + "\n"
+    files[f"{pkg}/test_exported.py"] = TEST.format(pkg=pkg)
+    files["README.md"] = README.format(pkg=pkg, exported=provenance["exported"], what=what, task=task.name,
+                                       backend=backend, ns=ns,
+                                       ops=", ".join(f"`{ns}::{o.schema}`" for e in exts for o in e.ops))
+    return files
