@@ -237,15 +237,41 @@ def _check_model_class(cls: ast.ClassDef, add, module_names: set[str]) -> None:
                 calls = [n for h in node.handlers for n in ast.walk(h) if isinstance(n, ast.Call)]
                 if calls:
                     add("fallback", "try/except around the kernel call falls back to other code when it fails", node)
-            if isinstance(node, (ast.Assign, ast.AugAssign)):
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                for t in targets:
-                    base = t.value if isinstance(t, (ast.Attribute, ast.Subscript)) else None
-                    if isinstance(t, ast.Subscript) and isinstance(base, ast.Attribute):
-                        base = base.value
-                    if isinstance(base, ast.Name) and base.id == "self":
-                        add("stateful-forward", f"{fn.name}() stores state on self (results can be replayed "
-                                                f"across calls); allocate per call", node)
+                if any(_stores_on_self(t) for t in targets):
+                    add("stateful-forward", f"{fn.name}() stores state on self (results can be replayed "
+                                            f"across calls); allocate per call", node)
+            if isinstance(node, ast.Call) and _sets_attr_of_self(node):
+                add("stateful-forward", f"{fn.name}() sets an attribute of self (results can be replayed "
+                                        f"across calls); allocate per call", node)
+
+
+def _sets_attr_of_self(call: ast.Call) -> bool:
+    """``setattr(self, …)``, ``object.__setattr__(self, …)``, ``self.__setattr__(…)``."""
+    def is_self(a: ast.AST) -> bool:
+        return isinstance(a, ast.Name) and a.id == "self"
+    f = call.func
+    if isinstance(f, ast.Name) and f.id == "setattr":
+        return bool(call.args) and is_self(call.args[0])
+    if isinstance(f, ast.Attribute) and f.attr == "__setattr__":
+        return is_self(f.value) or (bool(call.args) and is_self(call.args[0]))
+    return False
+
+
+def _stores_on_self(t: ast.AST) -> bool:
+    """An assignment target that writes into ``self``: ``self.x``, ``self.x[i]``, ``self.a.b[i][j]``,
+    and each element of ``self.a, self.b = …`` / ``[self.a, *rest] = …``."""
+    if isinstance(t, (ast.Tuple, ast.List)):
+        return any(_stores_on_self(e) for e in t.elts)
+    if isinstance(t, ast.Starred):
+        return _stores_on_self(t.value)
+    if not isinstance(t, (ast.Attribute, ast.Subscript)):
+        return False
+    base = t.value
+    while isinstance(base, (ast.Attribute, ast.Subscript)):
+        base = base.value
+    return isinstance(base, ast.Name) and base.id == "self"
 
 
 def is_cheat(flag: str) -> bool:

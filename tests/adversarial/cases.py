@@ -67,6 +67,12 @@ CASES = [
          extra="_CACHE = {}\n", flag="stateful-forward"),
     Case("self-cache", "replaying a result stored on self", "flagged",
          "if not hasattr(self, 'out'):\n    self.out = ext.relu2(x)\nreturn self.out.clone()", flag="stateful-forward"),
+    Case("self-cache-tuple", "replaying a result stored on self by a tuple assignment", "flagged",
+         "if not hasattr(self, 'out'):\n    self.out, self.n = ext.relu2(x), 1\nreturn self.out.clone()",
+         flag="stateful-forward"),
+    Case("self-cache-setattr", "replaying a result stored on self through setattr", "flagged",
+         "if not hasattr(self, 'out'):\n    setattr(self, 'out', ext.relu2(x))\nreturn self.out.clone()",
+         flag="stateful-forward"),
     Case("thread", "computing in another thread", "flagged",
          "out = torch.empty_like(x)\nt = threading.Thread(target=lambda: out.copy_(ext.relu2(x)))\nt.start()\n"
          "t.join()\nreturn out", extra="import threading\n", flag="thread"),
