@@ -57,6 +57,8 @@ def evaluation(r: EvalResult, timed: bool = True) -> tuple[str, str]:
         # The task's tolerance is below the reference's own rounding: a client must know before it
         # chases a mismatch no kernel that rounds differently can fix.
         summary += " | note: " + " | note: ".join(r.verify.notes)
+    if r.shapes is not None and r.status == Status.ok:
+        summary += f" | shapes: {r.shapes.summary} (result.shapes)"
     if r.status != Status.ok:
         return summary, _NEXT.get(r.status, "Read result.message and result.log_tail.")
     if not timed:

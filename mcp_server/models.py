@@ -30,7 +30,8 @@ class Evaluation(BaseModel):
     """One evaluation: compile → verify (seeded trials) → time against the eager reference."""
     status: Status = Field(description="the verdict; stochastic: the task's reference differs from itself under "
                            "one seed")
-    correct: bool | None = Field(description="all correctness trials passed; null when it never ran")
+    correct: bool | None = Field(description="all correctness trials passed (and, with shapes, at every other "
+                                             "shape it ran at); null when it never ran")
     speedup: float | None = Field(description="reference median time / candidate median time (>1 is "
                                   "faster); null when not timed or withheld")
     summary: str

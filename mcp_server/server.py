@@ -55,6 +55,11 @@ TimeoutArg = Annotated[float | None, Field(gt=0, allow_inf_nan=False, descriptio
     "when you suspect a hang."))]
 PresetArg = Annotated[str | None, Field(description=(
     "A size preset from the task's task.toml, e.g. 'small' (use it on a server without a GPU)."))]
+ShapesArg = Annotated[str | None, Field(description=(
+    "Also check the candidate at other shapes once it is correct: 'auto' (the task's presets, and each size "
+    "constant halved, doubled and made a prime near it) or preset names ('small,large'). A wrong value at any "
+    "shape fails the verdict; a clean refusal (your own size check) is reported in result.shapes as "
+    "'specialised'. Each shape is another evaluation: seconds each."))]
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 # Builds and runs agent-written native code for minutes (in an isolated worker, writing only the
 # build cache): never read-only, so a client that auto-approves read-only tools still asks.
@@ -193,22 +198,25 @@ def _add_tools(server: MCPServer) -> None:  # noqa: C901 - one short function pe
     async def verify(task: TaskArg, source: SourceArg, ctx: Context,
                      trials: Annotated[int, Field(ge=1, le=50, description=(
                          "Seeded correctness trials (a second input distribution is added)."))] = 5,
-                     preset: PresetArg = None, run_timeout_s: TimeoutArg = None) -> Evaluation:
+                     preset: PresetArg = None, run_timeout_s: TimeoutArg = None,
+                     shapes: ShapesArg = None) -> Evaluation:
         """Check a candidate against the task's reference on seeded trials, without timing it. Returns status
         (one of {statuses}; stochastic: the task's reference differs from itself), a summary and a
         next_step; when incorrect, result.verify.mismatch shows the worst elements (expected vs got). The
         candidate runs in an isolated worker process; expect seconds to minutes (progress is reported)."""
-        return await _call(ctx, lambda tb, progress: tb.verify(task, source, trials, preset, progress, run_timeout_s))
+        return await _call(ctx, lambda tb, progress: tb.verify(task, source, trials, preset, progress, run_timeout_s,
+                                                               shapes))
 
     @tool(annotations=RUNS_CODE)
     async def evaluate(task: TaskArg, source: SourceArg, ctx: Context, preset: PresetArg = None,
-                       run_timeout_s: TimeoutArg = None) -> Evaluation:
+                       run_timeout_s: TimeoutArg = None, shapes: ShapesArg = None) -> Evaluation:
         """The full, trusted evaluation: compile → verify on seeded trials → time against the eager PyTorch
         reference → kernel breakdown. Returns status, correct, speedup (>1 is faster), summary, next_step
         and the complete result: result.profile has medians, IQR, the speedup with a 95% interval,
         kernels[] (share of time per kernel; custom = yours) and custom_share. Only status 'ok' counts. One
         evaluation per device runs at a time, so timings are not disturbed; progress is reported."""
-        return await _call(ctx, lambda tb, progress: tb.evaluate(task, source, preset, progress, run_timeout_s))
+        return await _call(ctx, lambda tb, progress: tb.evaluate(task, source, preset, progress, run_timeout_s,
+                                                                 shapes))
 
     @tool(annotations=RUNS_CODE)
     async def profile(task: TaskArg, ctx: Context,

@@ -58,8 +58,8 @@ from .roots import ResolvedTask, Roots
 Progress = Callable[[float, float, str], None]
 # Each phase's step of the progress bar; its words are kernelskill.vocab.PHASE_TEXT, as the CLI's.
 PHASES = {phase: (step, PHASE_TEXT[phase]) for step, phase in
-          enumerate(("setup", "build", "run", "await", "time", "profile", "process", "done"), start=2)}
-STEPS = 9
+          enumerate(("setup", "build", "run", "await", "time", "profile", "process", "shapes", "done"), start=2)}
+STEPS = 10
 MAX_TRIALS = 50
 RESULTS = 200         # past evaluation results kept as resources
 
@@ -196,7 +196,10 @@ class Toolbox:
         clean = EvalResult.from_dict(result.to_dict())     # NaN → null: the wire is JSON
         summary, next_step = advice.evaluation(result, timed)
         uri = result_uri(*key)
-        out = cls(status=result.status, correct=result.verify.correct if result.verify else None,
+        correct = result.verify.correct if result.verify else None
+        if correct and result.shapes is not None and result.shapes.generalizes == "no":
+            correct = False            # right at the task's sizes, wrong (or crashing) at another
+        out = cls(status=result.status, correct=correct,
                   speedup=clean.speedup, summary=summary, next_step=next_step, result=clean, uri=uri, **extra)
         with self._lock:
             self._results[uri] = out.model_dump_json(indent=1)
@@ -230,17 +233,17 @@ class Toolbox:
         return Compilation(ok=res.ok, backend=res.backend, summary=summary, next_step=next_step, result=res)
 
     def verify(self, task: str, source: str, trials: int | None = None, preset: str | None = None,
-               progress: Progress = _quiet, run_timeout: float | None = None) -> Evaluation:
-        """Compile and run the seeded correctness trials; no timing."""
+               progress: Progress = _quiet, run_timeout: float | None = None, shapes: str | None = None) -> Evaluation:
+        """Compile and run the seeded correctness trials; no timing. ``shapes``: also at derived shapes."""
         rt, cand = self.resolve(task, preset), self.candidate(source)
-        opts = self._options(trials, timed=False, run_timeout=run_timeout)
+        opts = dataclasses.replace(self._options(trials, timed=False, run_timeout=run_timeout), shapes=shapes)
         return self._evaluation(self._run(rt, cand, opts, progress), timed=False, key=(rt.task.hash, cand.hash))
 
     def evaluate(self, task: str, source: str, preset: str | None = None,
-                 progress: Progress = _quiet, run_timeout: float | None = None) -> Evaluation:
-        """Compile, verify, then time against the eager reference."""
+                 progress: Progress = _quiet, run_timeout: float | None = None, shapes: str | None = None) -> Evaluation:
+        """Compile, verify, then time against the eager reference. ``shapes``: also correct at derived shapes."""
         rt, cand = self.resolve(task, preset), self.candidate(source)
-        opts = self._options(run_timeout=run_timeout)
+        opts = dataclasses.replace(self._options(run_timeout=run_timeout), shapes=shapes)
         return self._evaluation(self._run(rt, cand, opts, progress), timed=True, key=(rt.task.hash, cand.hash))
 
     def profile(self, task: str, source: str | None = None, baseline: str | None = None,
