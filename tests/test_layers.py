@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("memory", ("kernelskill.skills", "kernelskill.mechanisms", "kernelskill.trajectory", "kernelskill.search")),
     ("agents", ("kernelskill.llm", "kernelskill.agents")),
     ("loop", ("kernelskill.config", "kernelskill.optimizer", "kernelskill.runs")),
-    ("bench", ("kernelskill.bench",)),
+    ("bench", ("kernelskill.bench", "kernelskill.export")),
     ("front ends", ("kernelskill.cli", "kernelskill.__main__", "kernelskill.tui", "kernelskill.mcp_server")),
 ]
 FRONT_ENDS = ("kernelskill.cli", "kernelskill.tui", "kernelskill.mcp_server")

@@ -37,14 +37,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..candidate import Candidate
-from ..errors import UserError
+from .errors import ExportError
 from .templates import render_package
 
 __all__ = ["ExportError", "Extension", "OpSpec", "export", "parse_params", "resolve_source"]
-
-
-class ExportError(UserError):
-    """A candidate that cannot be exported, and why."""
 
 
 # C++ parameter types the schema can carry: (schema type, the wrapper's parameter type).

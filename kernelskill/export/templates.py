@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 
+from .errors import ExportError
+
 CPP_PRELUDE = "#include <torch/extension.h>\n"
 CUDA_PRELUDE = "#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n"
 
@@ -14,7 +16,6 @@ def infer_rule(op) -> dict:
     every recorded call) or ``["const", n]``; and its dtype, ``["in", i]`` or ``["const", name]``.
     ``guard``: the recorded argument shapes, when a dim other than 1 is a constant no argument
     explains: the fake then refuses other shapes rather than guess."""
-    from . import ExportError
     samples = op.samples
     if not samples:
         return {"outputs": None, "kind": None, "guard": None}
