@@ -69,6 +69,9 @@ class SearchSettings:
     context_nodes: int = 5
     finalists: int = 3
     stop_at_roof: float | None = None
+    # Every candidate is also checked at derived shapes (evaluate.shapes, "auto"): one that is wrong
+    # or crashes at another shape fails and goes to the debugger with the shape named.
+    require_generalize: bool = False
 
 
 @dataclass

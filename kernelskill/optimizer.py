@@ -79,7 +79,7 @@ def eval_options(config: Config, device: str):
     from .evaluate.timing import TimingConfig
     e = config.eval
     return Options(device=device, trials=e.trials, build_timeout=e.build_timeout_s, run_timeout=e.run_timeout_s,
-                   flags=e.flags,
+                   flags=e.flags, shapes="auto" if config.search.require_generalize else None,
                    timing=TimingConfig(warmup=e.warmup, min_reps=e.min_reps, max_reps=e.max_reps,
                                        time_cap_s=e.time_cap_s, retimes=e.retimes, backoff_s=e.backoff_s,
                                        rounds=e.rounds or None, processes=e.processes or None))
@@ -285,7 +285,8 @@ class Optimizer:
     def _baseline(self) -> None:
         cand = Candidate.from_source(self.task.source + "\n\nModelNew = Model\n")
         t = time.perf_counter()
-        result = self.evaluator(self.task, cand, opts=self.eval_opts)
+        # The reference runs at every shape by construction: no shapes for the baseline.
+        result = self.evaluator(self.task, cand, opts=dataclasses.replace(self.eval_opts, shapes=None))
         seconds = time.perf_counter() - t
         self.timers["eval"] += seconds
         if result.status in DID_NOT_RUN:

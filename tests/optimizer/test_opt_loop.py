@@ -356,3 +356,26 @@ def test_a_restart_from_the_reference_is_explained_to_the_planner(run_copy):
     assert "Why from the reference again: the search chose it (explore (ε=1) among 2)" in second
     # (the best, or on a busy machine where n1's timing was not good, the fastest with its label)
     assert "the best so far is n1 at" in second or "the fastest so far is n1 at" in second
+
+
+def test_require_generalize_asks_the_evaluator_for_shapes_except_for_the_baseline():
+    from kernelskill.optimizer import eval_options
+    assert eval_options(load_config({"search.require_generalize": True}), "cpu").shapes == "auto"
+    assert eval_options(load_config({}), "cpu").shapes is None
+
+
+@pytest.mark.slow       # ~2 min on 2 busy cores: a dozen evaluations at other shapes
+def test_a_run_that_requires_generalization_fails_a_kernel_specialised_to_the_benchmarks_rows(run_copy):
+    """search.require_generalize: every candidate is also checked at derived shapes; one right only
+    for the benchmark's 64 rows is incorrect, and the debugger is told at which shape."""
+    from helpers import toolkit_candidate
+    first_rows = toolkit_candidate("y = torch.zeros_like(x)\ny[:64] = ext.relu2(x[:64].contiguous())\nreturn y")
+    script = Scenario(coder_codes=[first_rows])
+    opt = Optimizer.from_run(run_copy, llm=ScriptedLLM(script),
+                             flags={"budget.attempts": 2, "search.epsilon": 0.0, "search.require_generalize": True})
+    opt.run()
+    n1 = opt.tree.get("n1")
+    assert n1.status == "incorrect" and "incorrect at shape batch_size=128 (double)" in n1.message, n1.message
+    debugger = script.prompts("debugger")
+    assert debugger and "incorrect at shape batch_size=128 (double)" in debugger[0]
+    assert opt.tree.get("n2").kind == "repair" and opt.tree.get("n2").status == "ok"    # GOOD generalizes
