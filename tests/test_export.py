@@ -73,6 +73,43 @@ def test_plain_pytorch_candidate_has_nothing_to_export(tmp_path, capsys):
     assert rc == 2 and "no kernel to export" in err
 
 
+def test_a_run_exports_its_best_with_the_runs_task(tmp_path, capsys, monkeypatch):
+    """RUN: best.py, at the task and sizes the run verified it on; functions never called and of a type no
+    schema carries (void) are left out, said in a note."""
+    monkeypatch.chdir(ROOT)                     # run.toml names its task relative to a checkout
+    runs = tmp_path / "runs"
+    shutil.copytree(STORED_RUN, runs / STORED_RUN.name)
+    rc, out, err = _export(["20250101", "--runs-dir", str(runs), "--to", str(tmp_path / "p"), "--json"], capsys)
+    assert rc == 0, err
+    res = json.loads(out.strip().splitlines()[-1])
+    assert res["package"] == "ks_relu_task" and "ks_relu_task::relu2" in res["ops"]
+    assert "ks_relu_task::segfault" not in res["ops"]
+    assert any(n.startswith("segfault: not exported (never called") for n in res["notes"])
+    meta = json.loads((tmp_path / "p" / "ks_relu_task" / "export.json").read_text())
+    assert meta["provenance"]["run"] == STORED_RUN.name and meta["provenance"]["node"] == "n2"
+    relu2 = next(o for o in meta["ops"] if o["op"] == "relu2")
+    assert relu2["schema"] == "relu2(Tensor x) -> Tensor" and relu2["samples"]
+    assert relu2["rule"]["outputs"][0]["dims"] == [["in", 0, 0], ["in", 0, 1]]
+    cpp = (tmp_path / "p" / "ks_relu_task" / "csrc" / "_C_ks_test_toolkit.cpp").read_text()
+    assert 'm.def("relu2(Tensor x) -> Tensor");' in cpp and "TORCH_LIBRARY_IMPL(ks_relu_task, CPU, m)" in cpp
+
+
+@pytest.mark.slow
+def test_a_cuda_candidate_is_compile_checked_without_a_gpu(tmp_path, capsys):
+    import torch
+    if torch.cuda.is_available() or not shutil.which("nvcc"):
+        pytest.skip("the compile-only path: a machine with nvcc and no GPU")
+    rc, out, err = _export([str(GELU / "solutions" / "cuda_gelu_vec4.py"), "--task", str(GELU), "--to",
+                            str(tmp_path / "p"), "--json"], capsys)
+    assert rc == 0, err
+    res = json.loads(out.strip().splitlines()[-1])
+    assert res["backend"] == "cuda" and not res["recorded"] and "compile-only check" in res["notes"][0]
+    pkg = tmp_path / "p" / "ks_relu_gelu"
+    assert "CUDAExtension" in (tmp_path / "p" / "setup.py").read_text()
+    assert "__global__" in (pkg / "csrc" / "_C_relu_gelu_cuda_vec4_cuda.cu").read_text()
+    assert "TORCH_LIBRARY_IMPL(ks_relu_gelu, CUDA, m)" in (pkg / "csrc" / "_C_relu_gelu_cuda_vec4.cpp").read_text()
+
+
 # ---- schemas and fake shapes ----------------------------------------------------------------------------
 def test_schema_from_the_cpp_signature():
     ps = parse_params("f", "const torch::Tensor& x, at::Tensor w, int64_t n, int k = 3, double eps, float a, bool flag")
@@ -110,6 +147,22 @@ def test_fake_rule_follows_input_dims_and_guards_constants():
     am = infer_rule(_Op([{"args": [_t([16, 128])], "out": _t([16], "int64")}]))
     assert am["outputs"][0]["dtype"] == ["const", "int64"]
     assert infer_rule(_Op([]))["outputs"] is None
+
+
+def test_fake_rule_ambiguity_and_tables():
+    # A layernorm: out (B, H) from x (B, H), weight (H). At one shape H matches x's dim 1 and weight's
+    # dim 0 (and B might too): a guess, so guarded; with H moved between calls they move together: no guard.
+    one = [{"args": [_t([8, 16]), _t([16])], "out": _t([8, 16])}]
+    assert infer_rule(_Op(one))["guard"] == [[[8, 16], [16]]]
+    moved = one + [{"args": [_t([8, 32]), _t([32])], "out": _t([8, 32])},
+                   {"args": [_t([4, 16]), _t([16])], "out": _t([4, 16])}]
+    rule = infer_rule(_Op(moved))
+    assert rule["outputs"][0]["dims"] == [["in", 0, 0], ["in", 0, 1]] and rule["guard"] is None
+    # A pool: the output height is a function of the shapes no rule here expresses: a table, guarded.
+    pool = infer_rule(_Op([{"args": [_t([2, 4, 64, 64]), {"value": 2}], "out": _t([2, 4, 32, 32])},
+                           {"args": [_t([2, 4, 32, 64]), {"value": 2}], "out": _t([2, 4, 16, 32])}]))
+    assert pool["outputs"][0]["dims"][2] == ["table", [[[[2, 4, 64, 64], None], 32], [[[2, 4, 32, 64], None], 16]]]
+    assert pool["guard"] == [[[2, 4, 64, 64], None], [[2, 4, 32, 64], None]]
 
 
 def test_model_rewrite_calls_the_ops_and_drops_the_jit(tmp_path):
@@ -160,6 +213,7 @@ def test_export_build_and_run_the_package(tmp_path, capsys):
     assert rc == 0, err
     res = json.loads(out.strip().splitlines()[-1])
     assert res["ops"] == ["ks_relu_gelu::gelu_tanh_forward"] and res["recorded"]
+    assert "batch_size=32 (half), dim=2048 (half)" in res["notes"][0]       # the derived shapes recorded
     src = pkg_dir / "ks_relu_gelu"
     assert "gelu_tanh_forward" in (src / "csrc" / "_C_relu_gelu_cpp_openmp.cpp").read_text()
     assert "load_inline(" not in (src / "model.py").read_text()

@@ -435,7 +435,10 @@ def export(source: str, task, out_dir: str | Path, *, package: str | None = None
     device = "cuda" if cand.backend == "cuda" else "cpu"
     recorded = not compile_only
     if recorded:
-        _record(task, mod, device)
+        shapes = _record(task, mod, device, [c[2] for c in calls])
+        if shapes:
+            notes.append(f"output shapes recorded at the verified sizes and at {len(shapes)} derived one(s): "
+                         + ", ".join(shapes))
     else:
         notes.append("CUDA candidate on a machine without a GPU: its sources passed nvcc's compile-only check "
                      "and the package's registration unit a host compiler's syntax check; the ops' output shapes "
@@ -482,10 +485,37 @@ def syntax_check(cpp: Path, cflags: list[str]) -> None:
         raise ExportError(f"{cpp}: the exported host unit does not compile: {first}")
 
 
-def _record(task, mod, device: str) -> None:
-    """Run the candidate once on the task's verified inputs (its recorders note every call) and check it
-    against the reference there."""
+def _record(task, mod, device: str, recorders: list) -> list[str]:
+    """Run the candidate on the task's verified inputs (its recorders note every call) and check it against
+    the reference there; then again with each size constant halved, one at a time (the evaluator's
+    derived shapes), so that each output dim is matched to the one input dim that moves with it. A
+    derived shape where the candidate refuses or differs is dropped with its calls. The labels of the
+    derived shapes kept."""
+    from ..evaluate.shapes import derive_shapes
+    from ..task import Task
+    _run_once(task, mod, device, strict=True)
+    kept = []
+    for label, sets in derive_shapes(task):
+        if "(half)" not in label:
+            continue
+        marks = [{fn: len(v) for fn, v in r.calls.items()} for r in recorders]
+        try:
+            ok = _run_once(Task.load(task.path, overrides=sets), mod, device, strict=False)
+        except Exception:
+            ok = False
+        if ok:
+            kept.append(label)
+        else:                          # forget this shape's calls
+            for r, m in zip(recorders, marks):
+                for fn in list(r.calls):
+                    del r.calls[fn][m.get(fn, 0):]
+    return kept
+
+
+def _run_once(task, mod, device: str, strict: bool) -> bool:
     import torch
+
+    from ..evaluate.guards import align_weights
     ref_mod = task.module()
     init = task.init_inputs(ref_mod)
     torch.manual_seed(0)
@@ -494,7 +524,10 @@ def _record(task, mod, device: str) -> None:
     try:
         new = mod.ModelNew(*init)
     except Exception as e:
+        if not strict:
+            return False
         raise ExportError(f"ModelNew({', '.join(map(repr, init))}) raised {type(e).__name__}: {e}") from None
+    align_weights(new, ref.state_dict())       # the reference's weights where names and shapes match, as verified
     torch.manual_seed(1)
     inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in task.inputs(ref_mod)]
     ref, new = ref.to(device), new.to(device)
@@ -503,14 +536,19 @@ def _record(task, mod, device: str) -> None:
         try:
             got = new(*inputs)
         except Exception as e:
+            if not strict:
+                return False
             raise ExportError(f"the candidate failed on the task's inputs: {type(e).__name__}: {e}") from None
     atol, rtol = task.tolerance
     flat_e = expected if isinstance(expected, (list, tuple)) else [expected]
     flat_g = got if isinstance(got, (list, tuple)) else [got]
     for e, g in zip(flat_e, flat_g):
         if not (e.shape == g.shape and torch.allclose(e.float(), g.float(), atol=atol, rtol=rtol)):
+            if not strict:
+                return False
             raise ExportError("the candidate's output differs from the reference's on the task's inputs "
                               f"(atol {atol}, rtol {rtol}): only a verified candidate can be exported")
+    return True
 
 
 def export_json(exts: list[Extension]) -> str:
