@@ -135,6 +135,7 @@ def test_fake_rule_follows_input_dims_and_guards_constants():
     mm = infer_rule(_Op([{"args": [_t([4, 8]), _t([8, 16])], "out": _t([4, 16])},
                          {"args": [_t([3, 5]), _t([5, 7])], "out": _t([3, 7])}]))
     assert mm["outputs"] == [{"dims": [["in", 0, 0], ["in", 1, 1]], "dtype": ["in", 0]}] and mm["guard"] is None
+    assert mm["ranks"] == [[2, 2]]            # the fake refuses arguments of other ranks
     # A row reduction keeping its dim (B, N) -> (B, 1): 1 is a constant needing no guard.
     red = infer_rule(_Op([{"args": [_t([64, 4096])], "out": _t([64, 1])}]))
     assert red["outputs"][0]["dims"] == [["in", 0, 0], ["const", 1]] and red["guard"] is None
@@ -253,3 +254,30 @@ def test_export_build_and_run_the_package(tmp_path, capsys):
         ''')
     r = subprocess.run([str(py), "-c", check], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr
+
+
+def test_the_generated_fake_follows_its_rule():
+    """The package's _ops.py fake, run on plain tensors: dims from the arguments, a table, the guards."""
+    import torch
+
+    from kernelskill.export.templates import OPS
+    code = OPS.format(ns="ks_t", modules="x", ext_map={}, skipped={}, rules="{}")
+    code = code.replace("from . import x  # noqa: F401  (importing a built extension registers its ops)", "")
+    env: dict = {}
+    exec(compile(code, "_ops.py", "exec"), env)
+    fake = env["_fake"]
+    rule = infer_rule(_Op([{"args": [_t([2, 4, 64, 64]), {"value": 2}], "out": _t([2, 4, 32, 64])},
+                           {"args": [_t([3, 4, 32, 64]), {"value": 2}], "out": _t([3, 4, 16, 64])}]))
+    f = fake("pool", rule)
+    assert f(torch.empty(3, 4, 32, 64), 2).shape == (3, 4, 16, 64)
+    with pytest.raises(NotImplementedError, match="recorded argument shapes"):
+        f(torch.empty(3, 4, 48, 64), 2)
+    with pytest.raises(NotImplementedError, match="ranks \\[3, None\\] were never recorded"):
+        f(torch.empty(3, 4, 48), 2)
+    g = fake("ew", infer_rule(_Op([{"args": [_t([8, 16])], "out": _t([8, 16])},
+                                   {"args": [_t([4, 16])], "out": _t([4, 16])},
+                                   {"args": [_t([8, 32])], "out": _t([8, 32])}])))
+    assert g(torch.empty(5, 7, dtype=torch.float64)).shape == (5, 7)
+    assert g(torch.empty(5, 7, dtype=torch.float64)).dtype == torch.float64
+    with pytest.raises(NotImplementedError, match="no output shapes were recorded"):
+        fake("never", infer_rule(_Op([])))(torch.empty(2))

@@ -18,7 +18,7 @@ def infer_rule(op) -> dict:
     explains: the fake then refuses other shapes rather than guess."""
     samples = op.samples
     if not samples:
-        return {"outputs": None, "kind": None, "guard": None}
+        return {"outputs": None, "kind": None, "guard": None, "ranks": []}
     first = samples[0]["out"]
     kind = "tensor" if "shape" in first else first.get("kind")
     if kind not in ("tensor", "list", "tuple"):
@@ -79,7 +79,12 @@ def infer_rule(op) -> dict:
             shapes = [a.get("shape") for a in s["args"]]
             if shapes not in guard:
                 guard.append(shapes)
-    return {"outputs": rules, "kind": kind, "guard": guard}
+    ranks = []
+    for s in samples:
+        r = [len(a["shape"]) if "shape" in a else None for a in s["args"]]
+        if r not in ranks:
+            ranks.append(r)
+    return {"outputs": rules, "kind": kind, "guard": guard, "ranks": ranks}
 
 
 def _cpp_registration(ext, ns: str, key: str) -> str:
@@ -179,6 +184,10 @@ def _fake(op: str, rule: dict):
             raise NotImplementedError(f"{{NAMESPACE}}::{{op}}: no output shapes were recorded at export (never "
                                       "called on the verified inputs, or exported without the device): no fake "
                                       "implementation; eager calls work")
+        ranks = [a.dim() if isinstance(a, torch.Tensor) else None for a in args]
+        if ranks not in rule["ranks"]:
+            raise NotImplementedError(f"{{NAMESPACE}}::{{op}}: the arguments' ranks {{ranks}} were never recorded "
+                                      f"(recorded: {{rule['ranks']}}); no output shape rule for them")
         if rule["guard"] is not None:
             shapes = [list(a.shape) if isinstance(a, torch.Tensor) else None for a in args]
             if shapes not in rule["guard"]:
