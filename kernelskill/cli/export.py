@@ -21,22 +21,17 @@ recorded on a GPU); triton is not supported yet. Exit codes: 0 written, 2 cannot
 
 
 def cmd_export(args) -> int:
-    from ..export import ExportError, export, resolve_source
+    from ..export import export, resolve_source
     source, path, prov = resolve_source(args.source, args.runs_dir)
     if args.task is None:
         if not prov.get("task"):
             raise UserError("--task is required for a candidate file (the task it was verified on)")
         args.task = prov["task"]
-        if args.preset is None:
+        if args.preset is None and not args.sets:       # the sizes the run verified at (preset, then --set)
             args.preset = prov.get("preset")
-        if not args.sets:
-            args.sets = [f"{k}={v}" for k, v in (prov.get("overrides") or {}).items()
-                         if args.preset is None]
+            args.sets = [f"{k}={v}" for k, v in (prov.get("overrides") or {}).items()]
     task = load_task(args)
-    try:
-        res = export(source, task, args.to, package=args.name, path=path, provenance=prov, force=args.force)
-    except ExportError:
-        raise
+    res = export(source, task, args.to, package=args.name, path=path, provenance=prov, force=args.force)
     if args.json:
         print(json.dumps(res.to_dict()))
         return 0
