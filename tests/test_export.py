@@ -281,3 +281,45 @@ def test_the_generated_fake_follows_its_rule():
     assert g(torch.empty(5, 7, dtype=torch.float64)).dtype == torch.float64
     with pytest.raises(NotImplementedError, match="no output shapes were recorded"):
         fake("never", infer_rule(_Op([])))(torch.empty(2))
+
+
+class _NoCalls:
+    calls: dict = {}
+
+
+TUPLE_SRC = """
+#include <tuple>
+#include <vector>
+std::tuple<torch::Tensor, torch::Tensor> split2(torch::Tensor x, int k, float s, bool flag) {
+    return {x * s, flag ? x + k : x - k};
+}
+std::vector<torch::Tensor> many(const torch::Tensor& x, int64_t n) { return std::vector<torch::Tensor>(n, x); }
+"""
+
+
+def _tuple_extension():
+    from kernelskill.export import _extensions
+    kwargs = {"functions": ["split2", "many"], "extra_cflags": ["-O2"]}
+    return _extensions([(("tuple_ext", TUPLE_SRC, None), kwargs, _NoCalls())])[0]
+
+
+def test_registration_casts_scalars_and_returns_tuples_and_lists():
+    from kernelskill.export.templates import _cpp_registration
+    ext = _tuple_extension()
+    assert [o.schema for o in ext.ops] == ["split2(Tensor x, int k, float s, bool flag) -> (Tensor, Tensor)",
+                                           "many(Tensor x, int n) -> Tensor[]"]
+    cpp = _cpp_registration(ext, "ks_t", "CPU")
+    assert "std::tuple<at::Tensor, at::Tensor> out = split2(t0, static_cast<int>(a1), static_cast<float>(a2), " \
+           "static_cast<bool>(a3));" in cpp
+    assert "static std::vector<at::Tensor> ks_op_many(const at::Tensor& a0, int64_t a1)" in cpp
+    assert 'm.impl("split2", TORCH_FN(ks_op_split2));' in cpp and "TORCH_LIBRARY_IMPL(ks_t, CPU, m)" in cpp
+
+
+@pytest.mark.slow
+def test_the_registration_unit_compiles(tmp_path):
+    from kernelskill.export import syntax_check
+    from kernelskill.export.templates import CPP_PRELUDE, _cpp_registration
+    ext = _tuple_extension()
+    unit = tmp_path / "unit.cpp"
+    unit.write_text(CPP_PRELUDE + TUPLE_SRC + _cpp_registration(ext, "ks_t", "CPU"))
+    syntax_check(unit, ext.cflags)            # raises ExportError with the first error line
