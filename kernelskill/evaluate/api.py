@@ -24,6 +24,7 @@ from .evaluation import Evaluation
 from .isolation import run_worker
 from .options import BASELINES, Options, request, resolve, resolve_device, worker_threads, workdir
 from .reference import PROTOCOL, RefServer, reference, reference_dir, reference_key, reference_server
+from .shapes import generalize
 
 __all__ = ["BASELINES", "PROTOCOL", "Options", "RefServer", "ceilings", "check_triton", "compile", "evaluate",
            "machine", "profile", "reference", "reference_dir", "reference_key", "reference_server", "resolve_device",
@@ -44,14 +45,13 @@ def evaluate(task, candidate, *, opts: Options | None = None, on_phase: Callable
 def _check_shapes(task, cand, opts: Options, result: EvalResult, on_phase) -> None:
     """``opts.shapes``: the correct candidate checked at derived shapes; a wrong value or a crash at
     any of them fails the verdict, a clean refusal is a label (evaluate.shapes)."""
-    from .shapes import generalize
     if on_phase:
         on_phase("shapes")
 
     def say(i: int, n: int, label: str) -> None:
         if opts.on_step:
             opts.on_step(f"shape {i + 1} of {n}: {label}")
-    s = result.shapes = generalize(task, cand, dataclasses.replace(opts, shapes=None), opts.shapes,
+    s = result.shapes = generalize(task, cand, dataclasses.replace(opts, shapes=None), evaluate, opts.shapes,
                                    timed=opts.shapes_timed, on_shape=say)
     if s.generalizes == "no":
         bad = next(c for c in s.shapes if c.verdict in ("incorrect", "crashed"))

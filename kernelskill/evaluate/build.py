@@ -9,7 +9,6 @@ mapper without the candidate doing anything special.
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import os
 import platform
@@ -25,6 +24,7 @@ from pathlib import Path
 from ..paths import cache_root  # noqa: F401 — the evaluator's modules import it from here
 from ..results import Diagnostic
 from . import cuda_split
+from .toolchain import cuda_include_dir, locate  # noqa: F401 — callers import them from here too
 
 STUB_DIR = Path(__file__).parent / "cuda_stubs"
 # torch's nvcc flags that change what CUDA's half headers declare (cpp_extension.COMMON_NVCC_FLAGS)
@@ -552,19 +552,6 @@ def _cpp_failed(output: str, cpp: list[str], kwargs: dict, candidate_source: str
     raise BuildFailed(diags, output)
 
 
-@functools.cache
-def cuda_include_dir(nvcc: str) -> Path:
-    """CUDA's own headers (cuda.h): beside the nvcc that runs — which may be a wrapper script on
-    the PATH — as nvcc itself says (``--dryrun``), else CUDA_HOME's or /usr/local/cuda's."""
-    guesses = [Path(nvcc).resolve().parent.parent / "include"]
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        out = subprocess.run([nvcc, "--dryrun", "-E", "-x", "cu", "/dev/null"], capture_output=True, text=True,
-                             timeout=30).stderr
-        guesses += [Path(m) for m in re.findall(r'INCLUDES="[^"]*?-I"?([^"\s]+)', out)]
-    guesses += [Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "include", Path("/usr/local/cuda/include")]
-    return next((g for g in guesses if (g / "cuda.h").exists()), guesses[0])
-
-
 def _compile_only_split(build_dir: Path, cuda: list[str], kwargs: dict, includes: list[str], cuda_inc: Path,
                         nvcc_cmd: list[str], arch: str, log: BuildLog, root: Path, step=lambda _: None, others=()):
     """The split check: the device unit through nvcc, the host unit through the C++ compiler
@@ -639,20 +626,6 @@ def _map_into_candidate(diag: Diagnostic, pieces: list[str], header_lines: int, 
             return
         line -= n
     diag.file = f"{diag.file} (generated)"
-
-
-def locate(piece: str, candidate: str) -> int | None:
-    """Line offset of a source string inside the candidate's text (None when not verbatim)."""
-    idx = candidate.find(piece)
-    if idx >= 0:
-        return candidate[:idx].count("\n")
-    lines = piece.splitlines()
-    for i, ln in enumerate(lines):      # fall back to a distinctive line that occurs once
-        s = ln.strip()
-        if len(s) > 12 and candidate.count(s) == 1 and piece.count(s) == 1:
-            cand_line = candidate[:candidate.find(s)].count("\n")
-            return cand_line - i
-    return None
 
 
 def tail(text: str, lines: int = 40, chars: int = 4000) -> str:

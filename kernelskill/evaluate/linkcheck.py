@@ -165,7 +165,7 @@ def _cxx_file(name: str, store: Path | None = None) -> Path | None:
 
 def cudart_path(nvcc: str | None = None) -> Path | None:
     """The CUDA runtime (libcudart.so) of the nvcc that compiled the objects, where it has one."""
-    from .build import cuda_include_dir
+    from .toolchain import cuda_include_dir
     nvcc = nvcc or shutil.which("nvcc")
     if not nvcc:
         return None
@@ -424,8 +424,7 @@ def _advice(sym: Symbol, prov: Providers, declared: bool) -> str:
 
 def _pieces(sources: list[str], candidate: str):
     """(first line of each source string in the candidate's file or None, its lines without comments)."""
-    from .build import locate
-    from .toolchain import _strip_comments
+    from .toolchain import _strip_comments, locate
     for piece in sources:
         yield locate(piece, candidate), piece.splitlines(), _strip_comments(piece).splitlines()
 

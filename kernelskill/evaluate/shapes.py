@@ -99,10 +99,10 @@ def _verdict(r) -> tuple[str, str]:
     return "crashed", f"{r.status}: {msg}"
 
 
-def generalize(task: Task, cand, opts, spec: str = "auto", timed: bool = False, on_shape=None) -> ShapesResult:
-    """The candidate evaluated at each derived shape (correctness only unless ``timed``).
-    ``on_shape(i, n, label)`` hears each shape as it starts (progress on long work)."""
-    from .api import evaluate
+def generalize(task: Task, cand, opts, evaluate, spec: str = "auto", timed: bool = False,
+               on_shape=None) -> ShapesResult:
+    """The candidate evaluated (``evaluate``: api.evaluate, passed in by it) at each derived shape,
+    correctness only unless ``timed``. ``on_shape(i, n, label)`` hears each shape as it starts."""
     shapes = derive_shapes(task, spec)
     checks: list[ShapeCheck] = []
     run_opts = opts if timed else dataclasses.replace(opts, timing=None, profile=False)

@@ -41,6 +41,7 @@ What this path does not take — sources that use pybind11 or the full C++ front
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib.util
@@ -917,3 +918,30 @@ if __name__ == "__main__":
         warm(Path(sys.argv[2]), json.loads(sys.argv[3]), say=lambda text: print(text, flush=True))
         sys.exit(0)
     sys.exit("usage: python -m kernelskill.evaluate.toolchain pch DIR | warm BUILD_ROOT FLAG_SETS_JSON")
+
+
+@functools.cache
+def cuda_include_dir(nvcc: str) -> Path:
+    """CUDA's own headers (cuda.h): beside the nvcc that runs — which may be a wrapper script on
+    the PATH — as nvcc itself says (``--dryrun``), else CUDA_HOME's or /usr/local/cuda's."""
+    guesses = [Path(nvcc).resolve().parent.parent / "include"]
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        out = subprocess.run([nvcc, "--dryrun", "-E", "-x", "cu", "/dev/null"], capture_output=True, text=True,
+                             timeout=30).stderr
+        guesses += [Path(m) for m in re.findall(r'INCLUDES="[^"]*?-I"?([^"\s]+)', out)]
+    guesses += [Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "include", Path("/usr/local/cuda/include")]
+    return next((g for g in guesses if (g / "cuda.h").exists()), guesses[0])
+
+
+def locate(piece: str, candidate: str) -> int | None:
+    """Line offset of a source string inside the candidate's text (None when not verbatim)."""
+    idx = candidate.find(piece)
+    if idx >= 0:
+        return candidate[:idx].count("\n")
+    lines = piece.splitlines()
+    for i, ln in enumerate(lines):      # fall back to a distinctive line that occurs once
+        s = ln.strip()
+        if len(s) > 12 and candidate.count(s) == 1 and piece.count(s) == 1:
+            cand_line = candidate[:candidate.find(s)].count("\n")
+            return cand_line - i
+    return None
