@@ -67,7 +67,7 @@ async def test_live_run_shows_tree_best_activity_code_and_history(config_for):
             text = run.query_one(ActivityLog).plain
             assert "── planner · attempt 1 · from n0" in text
             assert "── debugger · attempt 2 · from n1" in text
-            assert "Here is my plan." in text and "relu2_tail_bug overwrites the last element" in text
+            assert "Here is my plan" in text and "relu2_tail_bug overwrites the last element" in text
             assert "■ n3 crashed" in text and "★ new best n2" in text
 
             tree.select_id("n2")
