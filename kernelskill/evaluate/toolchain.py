@@ -180,9 +180,9 @@ _QUALIFIERS = {"unsigned", "signed", "const", "volatile", "struct", "class", "en
 GENERIC = "ks_fn_"                 # the bindings' names for the candidate's functions: ks_fn_0, ks_fn_1, ...
 
 
-def unnamed(params: str) -> str:
-    """A parameter list without its parameters' names where that is certain (``torch::Tensor x,
-    int64_t n`` -> ``torch::Tensor, int64_t``); a parameter it cannot read is kept as written."""
+def split_params(params: str) -> list[str]:
+    """A C++ parameter list split at its top-level commas (a template's or a default's commas stay
+    inside their parameter), each part as written."""
     parts, depth, cur = [], 0, ""
     for ch in params:
         depth += (ch in "<([") - (ch in ">)]")
@@ -192,8 +192,14 @@ def unnamed(params: str) -> str:
         else:
             cur += ch
     parts.append(cur)
+    return parts
+
+
+def unnamed(params: str) -> str:
+    """A parameter list without its parameters' names where that is certain (``torch::Tensor x,
+    int64_t n`` -> ``torch::Tensor, int64_t``); a parameter it cannot read is kept as written."""
     out = []
-    for part in (x.strip() for x in parts):
+    for part in (x.strip() for x in split_params(params)):
         m = re.fullmatch(r"(?P<type>.*?[\w>*&])\s*\b(?P<name>[A-Za-z_]\w*)", part)
         if (m and "=" not in part and m["name"] not in _BUILTIN_TYPES | _QUALIFIERS
                 and not set(re.findall(r"\w+", m["type"])) <= _QUALIFIERS

@@ -38,6 +38,7 @@ from pathlib import Path
 
 from ..candidate import Candidate
 from .errors import ExportError
+from ..evaluate.toolchain import split_params
 from .templates import render_package
 
 __all__ = ["ExportError", "Extension", "OpSpec", "export", "parse_params", "resolve_source"]
@@ -287,16 +288,7 @@ def parse_params(fn: str, params: str) -> list[Param]:
     """The parameters of ``fn`` as schema arguments; any type but a tensor, an integer, a floating
     point number or a bool is refused with the function's and the parameter's name."""
     out: list[Param] = []
-    parts, depth, cur = [], 0, ""
-    for ch in params:
-        depth += (ch in "<([") - (ch in ">)]")
-        if ch == "," and depth == 0:
-            parts.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    parts.append(cur)
-    for i, part in enumerate(x.split("=")[0].strip() for x in parts):
+    for i, part in enumerate(x.split("=")[0].strip() for x in split_params(params)):
         if not part or part == "void":
             continue
         m = re.fullmatch(r"(?P<type>.*?[\w>*&])\s*\b(?P<name>[A-Za-z_]\w*)", part)
