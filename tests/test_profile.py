@@ -432,6 +432,29 @@ def test_the_profile_says_which_module_ran_the_time(capsys):
     assert "by module (7 ops a call):" in out and "stem.conv (Conv2d)" in out and "aten::conv2d" in out
 
 
+def test_a_kernel_two_profiler_events_carry_is_counted_once():
+    """The GPU profile as torch 2.11 gave it on an H100: the conv's kernel on aten::cudnn_convolution
+    and again on a Kineto 'Activity Buffer Request' with the same event id nested in it. The
+    conv's module gets the kernel once, and the module rows add up to the kernels."""
+    from types import SimpleNamespace as NS
+
+    import torch
+
+    from kernelskill.evaluate.guards import FORWARD_SCOPE, MODULE_SCOPE, _by_module
+    cpu = torch.autograd.DeviceType.CPU
+    fwd = NS(name="kernelskill::forward", cpu_parent=None)
+    scope = NS(name=MODULE_SCOPE + "stem.conv", cpu_parent=fwd)
+    conv_k, mean_k = NS(name="sm80_xmma_fprop", duration=15.0), NS(name="reduce_kernel", duration=9.0)
+    conv = NS(id=7, name="aten::cudnn_convolution", device_type=cpu, kernels=[conv_k], cpu_parent=scope)
+    buffer = NS(id=7, name="Activity Buffer Request", device_type=cpu, kernels=[conv_k], cpu_parent=conv)
+    mean = NS(id=23, name="aten::mean", device_type=cpu, kernels=[mean_k], cpu_parent=fwd)
+    mods, launches = _by_module([conv, buffer, mean], True, 1, {"stem.conv": "Conv2d"})
+    rows = {m["module"]: m for m in mods}
+    assert rows["stem.conv"]["time_ms"] == pytest.approx(0.015) and rows["stem.conv"]["launches"] == 1
+    assert rows[FORWARD_SCOPE]["time_ms"] == pytest.approx(0.009)
+    assert sum(m["time_ms"] for m in mods) == pytest.approx(0.024) and launches == 2
+
+
 def test_gpu_kernels_that_do_not_add_up_to_the_median_say_why():
     from kernelskill.evaluate.verdict import reconcile_note
     # Host gaps: kernels 0.6 ms of a 1.0 ms call.

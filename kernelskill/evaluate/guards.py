@@ -305,13 +305,18 @@ def _by_module(events, cuda: bool, calls: int, types: dict) -> tuple[list[dict],
     (CPU) a call makes."""
     rows: dict[str, list] = {}
     launches = 0
+    seen: set[int] = set()
     for ev in events:
         if ev.device_type != torch.autograd.DeviceType.CPU:
             continue
         if cuda:
             ks = [k for k in (getattr(ev, "kernels", None) or []) if not k.name.startswith("kernelskill::")]
-            if not ks:
+            # The profiler can hand one launch's kernels to two CPU events with the same id: the op
+            # and a Kineto-internal 'Activity Buffer Request' nested in it (torch 2.11, H100). Counting
+            # both put a conv's kernel into its module twice (the rows summed to 113 % of the kernels).
+            if not ks or ev.id in seen:
                 continue
+            seen.add(ev.id)
             own = ev.name[len(MODULE_SCOPE):] if ev.name.startswith(MODULE_SCOPE) else None
             r = rows.setdefault(own or _module_of(ev), [0, 0.0, {}])
             for k in ks:
