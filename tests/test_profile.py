@@ -389,6 +389,37 @@ def test_repetitions_stop_at_the_devices_precision_target(monkeypatch):
     assert len(tight["times"]["a"]["ms"]) == 60
 
 
+def test_timing_holds_only_the_outputs_it_will_recheck():
+    """Eager's and torch.compile's outputs die as soon as their call is timed; the candidate's last
+    output per input set lives on for the re-check. (KernelBench level1/63 returns 8 GiB a call:
+    all three models' outputs on three sets were 72 GiB, and the reference job ran out of memory.)"""
+    import gc
+    import weakref
+
+    import torch
+
+    from kernelskill.evaluate.timing import TimingConfig, time_pair
+    refs: dict[str, list] = {"eager": [], "compile": [], "candidate": []}
+
+    def model(name):
+        def call(x):
+            out = x * 2.0
+            refs[name].append(weakref.ref(out))
+            return out
+        return call
+
+    sets = [[torch.ones(4)], [torch.zeros(4)], [torch.full((4,), 3.0)]]
+    cfg = TimingConfig(warmup=1, min_reps=10, max_reps=10, time_cap_s=5.0, warmup_s=0.0, flush_l2=False)
+    res = time_pair({n: model(n) for n in refs}, sets, "cpu", cfg, keep=("candidate",))
+    gc.collect()
+    assert set(res["last_outputs"]) == {"candidate"} and sorted(res["last_outputs"]["candidate"]) == [0, 1, 2]
+    assert torch.equal(res["last_outputs"]["candidate"][2], torch.full((4,), 6.0))
+    assert not [r for n in ("eager", "compile") for r in refs[n] if r() is not None]
+    assert sum(r() is not None for r in refs["candidate"]) == 3
+    # Without ``keep`` every model's outputs come back (the probes' use).
+    assert set(time_pair({n: model(n) for n in refs}, sets, "cpu", cfg)["last_outputs"]) == set(refs)
+
+
 def test_reference_cache_is_shared_by_every_spelling_of_a_gpu():
     from kernelskill.evaluate.api import Options, reference_key
     task = Task.load(RELU_TASK)

@@ -83,7 +83,7 @@ def _ci_halfwidth_rel(xs: list[float]) -> float:
 
 
 def time_pair(models: dict, input_sets: list[list], device: str, cfg: TimingConfig, reseed=None,
-              idle: bool = True) -> dict:
+              idle: bool = True, keep=None) -> dict:
     """Time each callable in ``models`` interleaved; return raw per-call times in ms.
 
     ``idle``: the GPU may have idled since it last ran (a first round, one after a backoff): it is
@@ -91,6 +91,11 @@ def time_pair(models: dict, input_sets: list[list], device: str, cfg: TimingConf
 
     ``reseed(set_index)``, when given, runs before each timed call, outside both clocks: a model
     that draws random numbers then gives the outputs its verified trial gave for that input set.
+
+    ``keep``: the models whose last output per input set is returned (re-checked afterwards); all
+    of them when None. Every other output is dropped as soon as its call is timed: KernelBench's
+    level1/63 conv returns 8 GiB, and eager's, the candidate's and torch.compile's on three input
+    sets held 72 GiB of an 80 GB H100 (the memory plan counts one output per set).
 
     Returns {name: {"ms": [...], "host_ms": [...]}, "reps": n, "last_outputs": {name: {set: out}}}.
     """
@@ -120,7 +125,8 @@ def time_pair(models: dict, input_sets: list[list], device: str, cfg: TimingConf
                 break
         spin, spin_ms = _spin_cycles(torch, device, enqueue) if cuda and cfg.hide_launch else (0, 0.0)
         times = {n: {"ms": [], "host_ms": []} | ({"device_ms": [], "enqueue_ms": []} if cuda else {}) for n in names}
-        last = {n: {} for n in names}
+        held = set(names) if keep is None else set(keep) & set(names)
+        last = {n: {} for n in held}
         spent = {n: 0.0 for n in names}
         rep = 0
         while rep < cfg.max_reps:
@@ -166,7 +172,9 @@ def time_pair(models: dict, input_sets: list[list], device: str, cfg: TimingConf
                 times[name]["ms"].append(ms)
                 times[name]["host_ms"].append(host)
                 spent[name] += host / 1e3
-                last[name][idx] = out      # re-checked against the reference afterwards
+                if name in held:
+                    last[name][idx] = out      # re-checked against the reference afterwards
+                out = None
             rep += 1
             if rep >= cfg.min_reps and (rep % 5 == 0):
                 stable = all(_ci_halfwidth_rel(times[n]["ms"]) <= target for n in names)

@@ -514,7 +514,7 @@ def mode_run(req: dict, out: Path) -> dict:
         # was (set i is trial i), so the timed outputs can be re-checked against the reference.
         reseed = (lambda idx: seed_call(call_seed(req["seed"], idx), device)) if meta.get("random") else None
         t1 = _clock()
-        timed, rounds = _timing_rounds(models, sets, device, cfg, out, reseed)
+        timed, rounds = _timing_rounds(models, sets, device, cfg, out, reseed, keep=("candidate",))
         t2 = _clock()
         last = {idx: flatten(o)[0] for idx, o in timed["last_outputs"]["candidate"].items()}
         shared = shares and _share({str(idx): o for idx, o in last.items()}, device, out / "timed_ipc.json")
@@ -560,7 +560,7 @@ def _share(sets: dict, device: str, path: Path) -> bool:
 
 
 def _timing_rounds(models: dict, sets: list, device: str, cfg: TimingConfig, out: Path,
-                   reseed=None) -> tuple[dict, int]:
+                   reseed=None, keep=None) -> tuple[dict, int]:
     """Time the models; after each round the parent judges its quality and answers ``again D``
     (wait D seconds, time again on fresh allocations of the inputs) or ``done K[,K2…]`` (report
     those rounds, their samples merged). Returns that timing and the number of rounds. Each
@@ -572,7 +572,7 @@ def _timing_rounds(models: dict, sets: list, device: str, cfg: TimingConfig, out
         if kept:                 # only the newest round's outputs are held (a large task's are gigabytes)
             kept[-1]["last_outputs"] = None
             fresh_allocations(sets)
-        timed = time_pair(models, sets, device, cfg, reseed=reseed, idle=idle)
+        timed = time_pair(models, sets, device, cfg, reseed=reseed, idle=idle, keep=keep)
         kept.append(timed)
         _write_json_atomic(out / f"timing_{k}.json", {"times": timed["times"], "reps": timed["reps"]})
         set_phase(out, "timed")
@@ -703,7 +703,8 @@ def mode_race(req: dict, out: Path) -> dict:
     rotate = max(1, min(cfg_rotate(req), (meta.get("plan") or {}).get("rotate", 3)))
     sets = [trials.get(i) for i, d in enumerate(dists) if d == "task"][:rotate]
     (out / "checks.json").write_text(json.dumps({"pid": os.getpid(), "gpu_uuid": _gpu_uuid(device)}))
-    timed, rounds = _timing_rounds(models, sets, device, TimingConfig(**req["timing"]), out, reseed)
+    timed, rounds = _timing_rounds(models, sets, device, TimingConfig(**req["timing"]), out, reseed,
+                                   keep=[n for n in models if n != "eager"])
     for name, outs in timed["last_outputs"].items():
         if name != "eager":
             _save({idx: _cpu(flatten(o)[0]) for idx, o in outs.items()}, out / f"timed_outputs_{name}.pt")
