@@ -14,13 +14,14 @@ from textual.app import ComposeResult, SuspendNotSupported
 from textual.binding import Binding
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Input, Label
+from textual.widgets import DataTable, Footer, Header, Input, Label, Static
 
 from kernelskill.errors import UserError
 from kernelskill.runs import RunState, load_run
 
 from ..model import fmt_speedup, fmt_tokens, fmt_usd
 from ..widgets.notices import NoticeBar
+from .kernel_actions import KernelWork
 from .overlays import ConfirmScreen, KeepsFocus, TooSmall, size_breakpoints
 
 STATE_STYLE = {"error": "red", "incomplete": "magenta", "stopped": "yellow"}
@@ -81,7 +82,7 @@ def read_runs(runs_dir: Path) -> list[RunRow]:
 COLUMNS = ("started", "task", "state", "tries", "best", "tokens", "cost")
 
 
-class HistoryScreen(KeepsFocus, Screen):
+class HistoryScreen(KernelWork, KeepsFocus, Screen):
     """A table of stored runs (loaded in a worker): open, replay, resume, export, edit, copy, delete;
     filter with /, sort with s (or a click on a column's header)."""
 
@@ -90,6 +91,9 @@ class HistoryScreen(KeepsFocus, Screen):
     HORIZONTAL_BREAKPOINTS, VERTICAL_BREAKPOINTS = size_breakpoints()
     BINDINGS = [Binding("o", "open", "Open"), Binding("p", "replay", "Replay"), Binding("r", "resume", "Resume"),
                 Binding("x", "export", "Export"), Binding("e", "edit", "Open in $EDITOR", show=False),
+                # On the highlighted run's best node, in a worker; the panel under the table shows them.
+                Binding("G", "generalize", "Generalize: its best node at other shapes", show=False),
+                Binding("X", "export_package", "Export its best node as a package", show=False),
                 # The footer fits 80 columns: delete and sort (and the rest) are in ? and the palette.
                 Binding("c", "copy_path", "Copy path", show=False), Binding("d", "delete", "Delete", show=False),
                 Binding("slash", "filter", "Filter", key_display="/"), Binding("s", "sort", "Sort", show=False),
@@ -98,7 +102,7 @@ class HistoryScreen(KeepsFocus, Screen):
                 Binding("escape", "back", "Back")]
     HELP_KEYS = (("enter", "open the highlighted run (read-only)"), ("↑↓ pgup pgdn", "move in the table"),
                  ("click a header", "sort by that column (again: reverse)"),
-                 ("esc in the filter", "clear it"))
+                 ("esc in the filter", "clear it"), ("esc", "hide the generalize / export panel once it is done"))
 
     @dataclass
     class Loaded(Message):
@@ -117,6 +121,7 @@ class HistoryScreen(KeepsFocus, Screen):
         yield Input(placeholder="filter: part of an id, task, state or best node · esc clears", id="history-filter",
                     compact=True)
         yield DataTable(id="runs", cursor_type="row", zebra_stripes=True)
+        yield Static("", id="kernel-work")
         yield Label("", id="history-detail")
         yield NoticeBar(id="notice")
         yield TooSmall()
@@ -129,6 +134,7 @@ class HistoryScreen(KeepsFocus, Screen):
             table.add_column(name, key=name)
         self.query_one("#history-filter", Input).display = False
         self.query_one("#history-filter", Input).can_focus = False      # hidden: never the focus Textual falls back to
+        self.query_one("#kernel-work", Static).display = False
         table.focus()
 
     def on_screen_resume(self) -> None:
@@ -268,6 +274,11 @@ class HistoryScreen(KeepsFocus, Screen):
     def _live(self, row: RunRow) -> bool:
         return any(Path(s.optimizer.path).resolve() == row.path.resolve() for s in self.app.live_runs())
 
+    def kernel_target(self):
+        """G / X act on the highlighted run's best node."""
+        row = self._readable()
+        return None if row is None else (row.state, None)
+
     def action_open(self) -> None:
         self._open(self.current_key())
 
@@ -387,5 +398,7 @@ class HistoryScreen(KeepsFocus, Screen):
             self.filter_text = ""
             self._fill()
             self.query_one("#runs", DataTable).focus()
+            return
+        if self.kernel_panel_close():
             return
         self.dismiss()

@@ -11,7 +11,7 @@ from textual.binding import Binding
 from textual.containers import Container, Vertical
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Input, TabbedContent
+from textual.widgets import Footer, Header, Input, Static, TabbedContent
 from textual.worker import Worker, WorkerState
 
 from kernelskill.errors import UserError
@@ -29,9 +29,10 @@ from ..widgets.node_detail import NodeDetail, quality_note
 from ..widgets.notices import NoticeBar
 from ..widgets.plots import RunPlots
 from ..widgets.summary import RunSummary
+from .kernel_actions import KernelWork
 from .overlays import MIN_HEIGHT, MIN_WIDTH, KeepsFocus, TooSmall
 
-class RunScreen(KeepsFocus, Screen):
+class RunScreen(KernelWork, KeepsFocus, Screen):
     """The candidate tree, the selected node in tabs, the agents' activity, the run's head."""
 
     FOCUS_HOME = "CandidateTree"
@@ -47,17 +48,21 @@ class RunScreen(KeepsFocus, Screen):
                 Binding("b", "best", "Best"), Binding("u", "duplicates", "Hide duplicates", show=False),
                 Binding("m", "mark", "Mark for diff", show=False),
                 Binding("D", "diff_run", "Diff with a run's best", show=False),
+                # On the shown node of a stored run (tui.screens.kernel_actions), in a worker.
+                Binding("G", "generalize", "Generalize: the node at other shapes", show=False),
+                Binding("X", "export_package", "Export the node as a package (<run>/export/<node>)", show=False),
                 Binding("h", "history", "History"), Binding("escape", "back", "Back")]
     HELP_KEYS = (("↑↓ ←→", "move in the tree (a focused pane scrolls)"),
                  ("enter", "show the node under the cursor (so does a click)"),
                  ("space", "fold / unfold the node's children in the tree (▶ marks a folded node)"),
                  ("tab, shift+tab", "the tree, the tabs, the activity log"),
-                 ("esc in the filter", "clear it"))
+                 ("esc in the filter", "clear it"), ("esc", "hide the generalize / export panel once it is done"))
     # When a key that does not apply now would (the keys overlay shows it dimmed, with this).
     HELP_WHEN = {"pause": "a live run, or a replay while it plays", "resume": "a paused live run or replay",
                  "stop": "a live run", "faster": "a replay, while it plays", "slower": "a replay, while it plays",
                  "to_end": "a replay, while it plays", "next_plot": "the Plots tab, narrower than 150 columns",
-                 "back": "once the run is over"}
+                 "back": "once the run is over", "generalize": "a stored run (or a replay) that is over",
+                 "export_package": "a stored run (or a replay) that is over"}
     REPLAY_GAP_S = 2.0            # a replay waits at most this long (at 1×) between two events
 
     @dataclass
@@ -131,6 +136,7 @@ class RunScreen(KeepsFocus, Screen):
                 yield CandidateTree(id="tree")
             yield NodeDetail(id="detail")
             yield ActivityLog(id="activity")
+        yield Static("", id="kernel-work")
         yield NoticeBar(id="notice")
         yield TooSmall()
         yield Footer(show_command_palette=False, compact=True)
@@ -141,6 +147,7 @@ class RunScreen(KeepsFocus, Screen):
         self.query_one("#tree-filter", Input).display = False
         self.query_one("#tree-filter", Input).can_focus = False      # hidden: never the focus Textual falls back to
         self.query_one("#activity").border_title = "Agent activity"
+        self.query_one("#kernel-work", Static).display = False
         self.query_one(CandidateTree).focus()
         if self.speed is not None:
             self.sub_title = f"{self.view.run_id} · replay"
@@ -377,6 +384,8 @@ class RunScreen(KeepsFocus, Screen):
             if action == "resume":
                 return True if self.view.phase == "paused" else None
             return True if self.view.active and self.view.phase != "stopping" else None
+        if action in ("generalize", "export_package"):
+            return self._replay_path is not None and not self.view.active and self.optimizer is None
         if action == "back":
             if self.is_mounted and self.query_one("#tree-filter", Input).display:
                 return True                                  # esc clears the filter
@@ -508,7 +517,17 @@ class RunScreen(KeepsFocus, Screen):
             self._tree_changed()
             self.query_one(CandidateTree).focus()
             return
+        if self.kernel_panel_close():
+            return
         self.dismiss()
+
+    def kernel_target(self):
+        """G / X act on the node shown in the tabs, of the stored run read again from its directory."""
+        from kernelskill.runs import load_run
+        if self.shown_id is None:
+            self.notify("No node is shown: pick one in the tree (enter).", severity="warning")
+            return None
+        return load_run(self._replay_path), self.shown_id
 
     def on_unmount(self) -> None:
         if self.optimizer is not None and self.view.active:
