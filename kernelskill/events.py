@@ -106,6 +106,16 @@ class BestImproved(Event):
 
 
 @dataclass
+class NodeRetimed(Event):
+    """A candidate re-timed head to head during the run: its eager drifted from the best's, its
+    baseline was noisy, or the planner asked (``why``); costs no attempt."""
+    node_id: str
+    against: str | None = None                    # the best it raced, None when alone against eager
+    why: str = ""
+    race: dict = field(default_factory=dict)      # RaceResult.to_dict()
+
+
+@dataclass
 class FinalistsRetimed(Event):
     """The run's top candidates, re-timed head to head at its end (evaluate.race)."""
     node_ids: list
@@ -141,7 +151,8 @@ class RunError(Event):
 
 EVENTS: dict[str, type[Event]] = {cls.__name__: cls for cls in (
     RunStarted, BaselineMeasured, NodeSelected, AgentStarted, AgentDelta, AgentFinished,
-    CandidateEvaluated, EvaluationStep, BestImproved, FinalistsRetimed, BudgetUpdate, RunFinished, RunError)}
+    CandidateEvaluated, EvaluationStep, BestImproved, NodeRetimed, FinalistsRetimed, BudgetUpdate, RunFinished,
+    RunError)}
 
 
 def event_from_dict(data: dict[str, Any]) -> Event:

@@ -20,8 +20,9 @@ from typing import Any, Callable
 from .candidate import Candidate
 from .config import ROLES, Budget, Config, load_config  # Budget: kernelskill.Budget is read from here
 from .errors import StochasticTask, TaskError, UserError
+from .evaluate.quality import baseline_noise_only
 from .events import (BaselineMeasured, BestImproved, BudgetUpdate, CandidateEvaluated, Event, EventBus,
-                     EvaluationStep, FinalistsRetimed, NodeSelected, RunError, RunFinished, RunStarted)
+                     EvaluationStep, FinalistsRetimed, NodeRetimed, NodeSelected, RunError, RunFinished, RunStarted)
 from .runs import RunState, RunStore, load_run, new_run_id
 from .search import make_policy
 from .trajectory import INVALID, Node, Trajectory
@@ -100,6 +101,25 @@ def resolve_target(config: Config) -> tuple[str, str]:
     if backend in (Backend.cuda, Backend.triton) and device == "cpu":
         raise UserError(f"backend {backend} needs a CUDA device; use --device cuda, or backend = \"cpp\" in [agents]")
     return backend, device
+
+
+# Eager's medians in two evaluations this far apart (GPU, CPU) make their speedups incomparable:
+# the candidates are re-timed head to head. A GPU's eager moved 1.2 % between quiet evaluations
+# (docs/evaluator.md, "Eager between evaluations"); a CPU's moves more.
+EAGER_DRIFT = {True: 0.01, False: 0.03}
+
+
+def eager_drift(a: Node, b: Node) -> float | None:
+    """How far eager's median in ``a``'s evaluation is from that in ``b``'s (relative), None
+    when either has none."""
+    ma, mb = (n.profile.baseline.median_ms if n.profile is not None and n.profile.baseline else None for n in (a, b))
+    return abs(ma / mb - 1.0) if ma and mb else None
+
+
+def _own_ms(n: Node) -> float:
+    """The node's own median time (infinite when untimed)."""
+    p = n.profile
+    return p.candidate.median_ms if p is not None and p.candidate is not None else float("inf")
 
 
 def _stop_if_stochastic(result) -> None:
@@ -305,6 +325,8 @@ class Optimizer:
         made = self.team.expand(self.tree, parent, node, attempt, why=sel.reason) if sel.action == "expand" else \
             self.team.repair(self.tree, parent, node, attempt)
         self.timers["llm"] += sum(c.seconds for c in node.calls)
+        if node.retime_of:
+            return self._planner_retime(node)
         evaluated = made and self._evaluate(node)
         best_before = self.tree.best()
         why = self._promotion(node, best_before) if evaluated else None
@@ -313,7 +335,7 @@ class Optimizer:
         self.spend.tokens += node.tokens
         self.spend.usd += node.cost
         self.emit(CandidateEvaluated(node=node.to_dict(), evaluated=evaluated))
-        if evaluated and node.skill_id:
+        if evaluated and (node.skill_id or node.secondary_skill):
             self._record(node)
         if why:
             self.tree.promote(node.id)
@@ -327,23 +349,66 @@ class Optimizer:
         """Why ``node`` becomes the best, or None: it must be faster with confidence, never by noise.
 
         Measured well and its interval entirely above the best's: yes. Faster by the point estimate
-        but the intervals overlap: a head-to-head re-time of the two decides (``node.race``)."""
-        if not (node.ok and node.duplicate_of is None and node.speedup is not None and node.measured_well):
+        but the intervals overlap: a head-to-head re-time of the two decides (``node.race``). Two
+        ratios to eager runs that drifted apart are not compared at all: the re-time decides, and
+        one whose own time is faster is re-timed even when its ratio is lower. A candidate whose
+        round was noisy only for the baseline's sake is re-timed, not left out."""
+        if not (node.ok and node.duplicate_of is None and node.speedup is not None):
             return None
+        if not node.measured_well:
+            if self.racer is None or not baseline_noise_only(node.profile.quality if node.profile else None,
+                                                             self.device):
+                return None
+            self._retime(node, best, "its own samples were clean; the eager beside it was noisy")
+            if not node.measured_well:
+                return None
+            if best is None:
+                return "the first correct candidate measured well (re-timed after a noisy baseline)"
+            return "faster in a head-to-head re-time" if node.race.get("winner") == 1 else None
         if best is None:
             return "the first correct candidate measured well"
-        if node.speedup <= best.speedup:
+        drift = eager_drift(node, best)
+        drifted = drift is not None and drift > EAGER_DRIFT[self.device.startswith("cuda")]
+        if node.speedup <= best.speedup and not (drifted and _own_ms(node) < _own_ms(best)):
             return None
         best_hi = best.speedup_ci[1] if best.speedup_ci else best.speedup
-        if best.measured_well and node.conservative > best_hi:
+        if best.measured_well and node.conservative > best_hi and not drifted:
             return "faster with confidence: the intervals are apart"
         if self.racer is None:
             return "faster by the low end of its interval" if node.conservative > best.conservative else None
+        why = (f"eager drifted {drift:.1%} between the two evaluations: their ratios are not comparable"
+               if drifted else "the intervals overlap")
+        self._retime(node, best, why)
+        return "faster in a head-to-head re-time" if node.race.get("winner") == 1 else None
+
+    def _planner_retime(self, asked: Node) -> Node:
+        """The planner asked for a node's re-time instead of a plan: race it with the best (alone
+        when it is the best); its tokens count, the attempt does not, and a win promotes it."""
+        target, best = self.tree.get(asked.retime_of), self.tree.best()
+        self.spend.tokens += asked.tokens
+        self.spend.usd += asked.cost
+        if self.racer is not None:
+            self._retime(target, best, f"the planner asked (from {asked.parent})")
+            if best is not None and best.id != target.id and target.race.get("winner") == 1:
+                self.tree.promote(target.id)
+                self.emit(BestImproved(node_id=target.id, speedup=target.speedup, previous=best.speedup,
+                                       why="faster in a head-to-head re-time the planner asked for"))
+        else:                           # nothing can re-time: the planner's request is noted, once
+            target.race = {"status": "failed", "why": "the planner asked", "message": "no racer in this run"}
+        self._budget_update()
+        return asked
+
+    def _retime(self, node: Node, best: Node | None, why: str) -> None:
+        """Re-time ``node`` head to head with the best (alone against eager when there is none):
+        ``node.race`` holds the race, ``against`` and ``why``."""
+        codes = [best.code, node.code] if best is not None and best.id != node.id else [node.code]
         t = time.perf_counter()
-        res = self.racer(self.task, [best.code, node.code], opts=self.eval_opts)
+        res = self.racer(self.task, codes, opts=self.eval_opts)
         self.timers["eval"] += time.perf_counter() - t
-        node.race = {"against": best.id, **res.to_dict()}
-        return "faster in a head-to-head re-time" if res.winner == 1 else None
+        node.race = {"against": best.id if len(codes) == 2 else None, "why": why, **res.to_dict()}
+        if len(codes) == 1:             # alone: the race's winner field is about eager, not a rival
+            node.race["winner"] = None
+        self.emit(NodeRetimed(node_id=node.id, against=node.race["against"], why=why, race=res.to_dict()))
 
     def _finalists(self) -> tuple | None:
         """Re-time the top candidates head to head; the winner (with confidence) becomes the best.
@@ -427,11 +492,12 @@ class Optimizer:
         return True
 
     def _record(self, node: Node) -> None:
-        if node.skill_id not in self.book.skills:
-            return
+        """The node's outcome in the statistics of its skill, and of its second skill the same."""
         sp = node.speedup if node.speedup and node.speedup > 0 else None
-        self.book.record_outcome(node.skill_id, self.team.op_classes, self.tree.outcome(node), sp,
-                                 quality=node.quality or "good", backend=self.backend, arch=self.team.arch)
+        for skill in (node.skill_id, node.secondary_skill):
+            if skill in self.book.skills:
+                self.book.record_outcome(skill, self.team.op_classes, self.tree.outcome(node), sp,
+                                         quality=node.quality or "good", backend=self.backend, arch=self.team.arch)
 
     def _info(self) -> dict[str, Any]:
         from . import __version__

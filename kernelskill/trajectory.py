@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from .events import BaselineMeasured, BestImproved, CandidateEvaluated, Event
+from .events import BaselineMeasured, BestImproved, CandidateEvaluated, Event, NodeRetimed
 from .mechanisms import similar, spans_overlap
 from .results import EvalResult, ProfileResult
 from .vocab import FAILURES, Status
@@ -60,7 +60,9 @@ class Node:
     speedup: float | None = None
     message: str = ""
     duplicate_of: str | None = None      # identical code was evaluated as this node
-    race: dict | None = None             # a head-to-head re-time against the best (RaceResult.to_dict())
+    race: dict | None = None             # a head-to-head re-time (RaceResult.to_dict(), "against", "why")
+    secondary_skill: str | None = None   # a plan's second skill, applied beside skill_id
+    retime_of: str | None = None         # the planner asked to re-time this node instead of a new plan
     calls: list[LLMCall] = field(default_factory=list)
     eval_seconds: float = 0.0
     created: float = field(default_factory=time.time)
@@ -101,8 +103,12 @@ class Node:
 
     @property
     def measured_well(self) -> bool:
-        """Timed with good quality (or before qualities existed): its speedup may drive decisions."""
-        return self.quality in ("good", None)
+        """Timed with good quality (or before qualities existed), or re-timed head to head with good
+        quality after a noisy baseline: its speedup may drive decisions."""
+        if self.quality in ("good", None):
+            return True
+        q = (self.race or {}).get("quality") or {}
+        return (self.race or {}).get("status") == "ok" and q.get("verdict") == "good"
 
     @property
     def conservative(self) -> float:
@@ -172,6 +178,15 @@ class Trajectory:
         if isinstance(event, BestImproved) and event.node_id in self.nodes and event.node_id != self.best_id:
             self.promote(event.node_id)
             return True
+        if isinstance(event, NodeRetimed) and event.node_id in self.nodes:
+            # A node re-timed after it was added (the planner asked): the race is part of it now.
+            race = {"against": event.against, "why": event.why, **event.race}
+            if event.against is None:
+                race["winner"] = None
+            node = self.nodes[event.node_id]
+            changed = node.race != race
+            node.race = race
+            return changed
         return False
 
     def new_id(self) -> str:

@@ -72,6 +72,9 @@ PLAN_SCHEMA: dict = {
                     "change (a block size, a loop order, another span), named in your plan too; else empty"},
         "plan": {"type": "array", "minItems": 1, "maxItems": 8, "items": {"type": "string", "minLength": 1},
                  "description": "the steps for the coder, one short line each"},
+        "secondary": {"type": "string", "description": "optional: a second allowed skill the plan applies"},
+        "retime": {"type": "string", "description": "optional, alone instead of a plan: a timed node whose time "
+                   "you doubt, re-timed against the best at no attempt's cost"},
     },
 }
 _JSON_TYPES = {"object": dict, "array": list, "string": str, "boolean": bool, "null": type(None)}

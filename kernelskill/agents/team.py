@@ -33,6 +33,20 @@ def reference_for(reference: str, code: str) -> str:
     return "```python\n" + reference.rstrip("\n") + "\n```"
 
 
+PLANNER_RETIMES = 3          # re-times a run's planner may ask for: each is a race, not an attempt
+
+
+def retimable(tree: Trajectory) -> list[str]:
+    """The nodes a planner may ask to re-time: timed correct candidates it has not had re-timed
+    before (one the optimizer raced on its own may be), while the run has re-times left."""
+    def asked(n: Node) -> bool:
+        return bool(n.race) and str(n.race.get("why", "")).startswith("the planner asked")
+    if sum(map(asked, tree)) >= PLANNER_RETIMES:
+        return []
+    return [n.id for n in tree if n.parent is not None and n.ok and n.speedup is not None and not asked(n)
+            and n.duplicate_of is None]
+
+
 def _base_code(tree: Trajectory, failed: Node, reference: str) -> str:
     """The correct code the failed node was derived from (its nearest correct ancestor)."""
     base = tree.base_of(failed.id)
@@ -124,7 +138,8 @@ class Team:
         skills = self.allowed_skills(parent)
         root = parent.parent is None
         planner = self._agent(Planner, node, allowed=[s.id for s in skills], root=root,
-                              blocked=lambda data: self.repeat(tree, parent, data), base=parent.code)
+                              blocked=lambda data: self.repeat(tree, parent, data), base=parent.code,
+                              retimable=retimable(tree))
         plan = self._run(planner, parent.id, attempt, {
             "task": self.task_text, "machine": self.machine + machine_now(tree), "code": parent.code,
             "node": render_node(tree, parent) + restart_note(tree, parent, why),
@@ -135,15 +150,23 @@ class Team:
             node.status, node.message = INVALID, f"planner output unusable: {plan.error}"
             return False
         d = plan.data
+        if d.get("retime"):           # no plan: the optimizer re-times that node, at no attempt's cost
+            node.retime_of = d["retime"]
+            return False
         node.skill_id, node.mechanism, node.differs = d["skill_id"], d["mechanism"], d["differs"]
+        node.secondary_skill = d["secondary_skill"]
         node.plan = d["plan"] + (f"\n(no skill: {d['why_no_skill']})" if d["why_no_skill"] else "")
         node.anchored_code, node.anchors, node.changed = d["anchored_code"], d["anchors"], d["changed"]
         skill = next((s for s in skills if s.id == node.skill_id), None)
+        second = next((s for s in skills if s.id == node.secondary_skill), None)
+        skill_text = skill.as_prompt(full=True) if skill else "(none)"
+        if second is not None:
+            skill_text += "\n\nSecond skill, applied beside the first where the plan says:\n" + second.as_prompt(full=True)
         coder = self._agent(Coder, node, root=root)
         code = self._run(coder, parent.id, attempt, {
             "task": self.task_text, "machine": self.machine + machine_now(tree), "reference": self.task.source,
             "plan": node.plan,
-            "skill": skill.as_prompt(full=True) if skill else "(none)", "anchored_code": node.anchored_code,
+            "skill": skill_text, "anchored_code": node.anchored_code,
             "relatives": render_relatives(tree, parent.id), "context": self._window(tree, parent.id, "coder")})
         if not code.ok:
             node.status, node.message = INVALID, f"coder output unusable: {code.error}"
@@ -179,6 +202,7 @@ class Team:
     def repair(self, tree: Trajectory, failed: Node, node: Node, attempt: int) -> bool:
         """Debugger on ``failed``; the new node keeps the failed one's skill and mechanism."""
         node.skill_id, node.mechanism, node.plan = failed.skill_id, failed.mechanism, failed.plan
+        node.secondary_skill = failed.secondary_skill
         debugger = self._agent(Debugger, node)
         fix = self._run(debugger, failed.id, attempt, {
             "task": self.task_text, "machine": self.machine + machine_now(tree), "reference": self.task.source,

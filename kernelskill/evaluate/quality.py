@@ -61,6 +61,22 @@ def _drift(ms: list[float]) -> float | None:
     return max(meds) / min(meds) - 1.0 if min(meds) > 0 else None
 
 
+def baseline_noise_only(quality, device: str) -> bool:
+    """A noisy round whose candidate timed cleanly: the candidate's own samples keep within the
+    median ÷ minimum limit, and what failed is a baseline's (eager's or torch.compile's spread, or
+    the reference drifting). Never a contended one: the machine, not a baseline, was the cause.
+    Such a candidate is re-timed, not left out of decisions (issue 48, item 2)."""
+    if quality is None or quality.verdict != NOISY:
+        return False
+    k = 1 if device.startswith("cuda") else 0
+    m = quality.metrics or {}
+    own = m.get("candidate_median_over_min")
+    if own is None or own > MEDIAN_OVER_MIN[k]:
+        return False
+    return any((m.get(f"{b}_median_over_min") or 0) > MEDIAN_OVER_MIN[k] for b in ("eager", "compile")) \
+        or (m.get("reference_drift") or 0) > DRIFT[k]
+
+
 def assess(times: dict, device: str, speedup: float | None, speedup_ci: list[float],
            host: dict | None = None, gpu: dict | None = None, threads: int | None = None) -> dict:
     """The quality record of one timing round: {"verdict", "reasons", "metrics"}.

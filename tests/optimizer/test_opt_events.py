@@ -6,7 +6,7 @@ import json
 import pytest
 
 from kernelskill.errors import UserError
-from kernelskill.events import (EVENTS, AgentDelta, AgentFinished, AgentStarted, BaselineMeasured, BestImproved, FinalistsRetimed,
+from kernelskill.events import (EVENTS, AgentDelta, AgentFinished, AgentStarted, BaselineMeasured, BestImproved, FinalistsRetimed, NodeRetimed,
                                 BudgetUpdate, CandidateEvaluated, EvaluationStep, EventBus, NodeSelected, RunError,
                                 RunFinished,
                                 RunStarted, event_from_dict)
@@ -29,6 +29,7 @@ SAMPLES = [
     CandidateEvaluated(node=CHILD.to_dict(), evaluated=True),
     BestImproved(node_id="n1", speedup=1.7, why="faster with confidence: the intervals are apart"),
     FinalistsRetimed(node_ids=["n3", "n1"], race={"status": "ok", "winner": 0}, winner="n3"),
+    NodeRetimed(node_id="n2", against="n1", why="the planner asked (from n1)", race={"status": "ok", "winner": 1}),
     BudgetUpdate(attempts=1, tokens=30, usd=0.5, seconds=3.0, limits={"attempts": 30}),
     RunFinished(reason="attempts", best_node="n1", best_speedup=1.7, attempts=1),
     RunError(message="endpoint down"),
