@@ -70,6 +70,9 @@ class Progress:
         elif name == "BudgetUpdate":
             self._line("      " + status_line(ev.attempts, ev.limits.get("attempts"), self.best, ev.tokens, ev.usd,
                                               ev.seconds))
+        elif name == "NodeRetimed":
+            vs = f" against {ev.against}" if ev.against else " against eager"
+            self._line(f"      {ev.node_id} re-timed{vs} ({ev.why}): {ev.race.get('message', '')[:90]}")
         elif name == "FinalistsRetimed":
             self._line(f"finalists {', '.join(ev.node_ids)} re-timed head to head: {ev.race.get('message', '')}")
         elif name == "RunError":

@@ -143,7 +143,9 @@ def test_the_planner_asks_for_a_retime_and_plans_with_two_skills_over_http(tmp_p
     with ChatServer(script.from_request) as server:
         (tmp_path / "kernelskill.toml").write_text(project_toml(server.url))
         code = main(["optimize", str(RELU_TASK), "--budget-attempts", "2", "--seed", "3", "--json"])
-        out = json.loads(capsys.readouterr().out)
+        captured = capsys.readouterr()
+        out = json.loads(captured.out)
+    assert "n1 re-timed against " in captured.err and "(the planner asked (from " in captured.err, captured.err
     assert code in (0, 1) and (out["reason"], out["attempts"]) == ("attempts", 2), out
     run = Path(out["path"])
     events = read_events(run)
