@@ -8,7 +8,8 @@ from .roots import ResolvedTask
 INSTRUCTIONS = """KernelSkill turns PyTorch modules into faster custom kernels that are proven equivalent.
 Tools: list_tasks/get_task (what to optimize), describe_machine (the CPU/GPU it runs on: SMs, shared
 memory, SIMD, measured ceilings), lookup_skills (expert strategies that fit the task), compile/verify/evaluate/profile (the trusted evaluator: isolated workers, seeded correctness trials,
-careful timing), record_attempt (teach the skill library what worked). A `task` is an example name,
+careful timing), record_attempt (teach the skill library what worked), export_kernel (a verified
+candidate as a package with ahead-of-time built kernels as torch.library ops). A `task` is an example name,
 a path inside the server's roots, or KernelBench source. Get the prompt optimize_kernel for the loop."""
 
 CONTRACT = """\

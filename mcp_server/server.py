@@ -29,6 +29,7 @@ from kernelskill.evaluate.isolation import Cancelled
 from kernelskill.skills import SkillBook
 from kernelskill.vocab import Backend, Bottleneck, Status
 
+from .exporting import ExportedKernel
 from .jobs import JobInfo, JobKind
 from .models import (Compilation, DistilledSkill, Evaluation, MachineInfo, Profile, RecordedAttempt, SkillList,
                      TaskInfo, TaskList)
@@ -68,6 +69,10 @@ RUNS_CODE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempo
 STARTS_JOB = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
                              open_world_hint=False)
 STOPS_JOB = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+# Writes a package directory under the roots (never outside them; with force over files there) and runs the
+# candidate in a child.
+WRITES_PACKAGE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False,
+                                 open_world_hint=False)
 RECORDS = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
 
 
@@ -263,6 +268,39 @@ def _add_tools(server: MCPServer) -> None:  # noqa: C901 - one short function pe
         """Stop a running job: its worker is killed and the device released within a fraction of a second.
         Returns the job's state (status becomes cancelled once the worker is gone)."""
         return await _call(ctx, lambda tb, _: tb.jobs.cancel(job))
+
+    @tool(annotations=WRITES_PACKAGE)
+    async def export_kernel(
+            to: Annotated[str, Field(description=(
+                "The package's directory, inside the server's roots (created; it must not exist or be empty "
+                "unless force)."))],
+            ctx: Context,
+            source: Annotated[str | None, Field(description=(
+                "The candidate to export: the module that defines ModelNew with load_inline kernels (cpp or "
+                "cuda), verified on `task`. Pass this or run."))] = None,
+            run: Annotated[str | None, Field(description=(
+                "Instead of source: a run directory inside the roots (kernelskill optimize writes runs/<id>/), "
+                "optionally RUN/NODE; without a node its best.py. The run gives the task and preset."))] = None,
+            node: Annotated[str | None, Field(description=(
+                "With run: the node to export (e.g. 'n3'); it must be verified (status ok)."))] = None,
+            task: Annotated[str | None, Field(description=TASK_HELP + " Required with source; default with run: "
+                                              "the run's task.")] = None,
+            preset: PresetArg = None,
+            build: Annotated[bool, Field(description=(
+                "Also build the package in place (setup.py build_ext --inplace; about a minute for a C++ "
+                "kernel) and import it, comparing its ModelNew with the reference on the task's inputs."))] = False,
+            package: Annotated[str | None, Field(description="The Python package's name (default ks_<task>); "
+                                                 "also the ops' namespace.")] = None,
+            force: Annotated[bool, Field(description="Write into a non-empty `to`.")] = False,
+            ) -> ExportedKernel:
+        """Export a verified candidate as a Python package you can ship: its kernels as source files built ahead
+        of time by setup.py, one torch.library op per load_inline function (with a fake implementation, so
+        torch.compile(fullgraph=True) traces through it), ModelNew calling the ops, and a test file. Returns
+        the package's path, the files written, the ops and, with build, whether it built and imported. The
+        candidate runs in a child process (to record its output shapes); expect seconds, about a minute more
+        with build (progress is reported). cpp and cuda candidates only."""
+        return await _call(ctx, lambda tb, progress: tb.export_kernel(to, source, run, node, task, preset, build,
+                                                                      package, force, progress))
 
     @tool(annotations=READ_ONLY)
     async def lookup_skills(

@@ -367,3 +367,109 @@ class Toolbox:
                                       outcome=outcome, speedup=speedup, verdict=verdict, candidate_hash=cand.hash,
                                       backend=cand.backend if cand.backend in BACKENDS else None,
                                       arch=self.arch if cand.backend in (Backend.cuda, Backend.triton) else None)
+
+    # ---- export -------------------------------------------------------------------------------
+    def export_kernel(self, to: str, source: str | None = None, run: str | None = None, node: str | None = None,
+                      task: str | None = None, preset: str | None = None, build: bool = False,
+                      package: str | None = None, force: bool = False, progress: Progress = _quiet):
+        """A verified candidate (its source, or a run's node) written as a package under the roots, built on
+        request; every candidate step runs in a child process (mcp_server.exporting)."""
+        from kernelskill.export import resolve_source
+
+        from . import exporting
+        started = time.monotonic()
+        if (source is None) == (run is None):
+            raise UserError("pass either source (the candidate module) or run (a run directory inside the roots, "
+                            "optionally RUN/NODE), not both and not neither")
+        if node is not None and run is None:
+            raise UserError("node names a node of a run: pass run too (or pass the node's source as source)")
+        if package is not None and not package.isidentifier():
+            raise UserError(f"package={package!r}: a Python identifier, e.g. ks_my_task")
+        dest = self.roots.check(to)
+        if dest.exists() and not dest.is_dir():
+            raise UserError(f"{to}: exists and is a file; pass a new directory inside the roots")
+        if dest.is_dir() and any(dest.iterdir()) and not force:
+            raise UserError(f"{to}: exists and is not empty; pass a new directory (or force=true to write into it)")
+        prov: dict = {}
+        if run is not None:
+            run_dir, node_id = self._run_dir(run, node)
+            spec = run_dir.name + (f"/{node_id}" if node_id else "")
+            code, cand_path, prov = resolve_source(spec, run_dir.parent)
+            if task is None:
+                if not prov.get("task"):
+                    raise UserError(f"run {run_dir.name} does not name its task: pass task")
+                task = str(prov["task"])
+                if preset is None:
+                    preset = prov.get("preset")
+            what = f"run {run_dir.name}, node {prov.get('node')}"
+        else:
+            if task is None:
+                raise UserError("task is required with source: the task the candidate was verified on (an example "
+                                "name, a task path inside the roots, or its source)")
+            self.candidate(source)                       # the size limits, an empty source
+            code, cand_path, what = source, None, "source"
+        try:
+            rt = self.resolve(task, preset)
+        except UserError as e:
+            if run is not None and prov.get("task") == task:
+                raise UserError(f"the run's task {task!r} cannot be found from the server's roots ({e}); pass task "
+                                f"(a path inside the roots or an example name)") from None
+            raise
+        cand = Candidate.from_source(code, cand_path)
+        if cand.backend not in ("cpp", "cuda"):
+            kind = "plain PyTorch (no extension)" if cand.backend == "none" else f"a {cand.backend} candidate"
+            raise UserError(f"the candidate is {kind}: export writes cpp and cuda candidates only")
+        overrides = dict(prov.get("overrides") or {}) if run is not None and preset == prov.get("preset") else {}
+        req = {"source": code, "task": str(rt.task.path), "preset": rt.task.preset, "overrides": overrides,
+               "to": str(dest), "package": package, "path": str(cand_path) if cand_path else None,
+               "provenance": prov or {"candidate": "source sent to the MCP server"}, "force": force}
+        opts = self._options()
+        device = api.resolve_device(opts.device, cand.backend)
+        with hold_device(device, on_wait=lambda msg: progress(0, exporting.STEPS, msg), cancel=opts.cancel):
+            progress(1, exporting.STEPS, f"exporting the {cand.backend} candidate (building it, then running it on "
+                                         f"the task's inputs to record its output shapes)")
+            res = exporting.run_export(req, self.workdir, opts.cancel)
+            out_dir, pkg = Path(res["out_dir"]), res["package"]
+            built = imported = build_log = import_message = build_s = None
+            if build:
+                progress(2, exporting.STEPS, "building the package (setup.py build_ext --inplace; about a minute "
+                                             "for a C++ kernel)")
+                t0 = time.monotonic()
+                built, log = exporting.build_inplace(out_dir, self.workdir, opts.cancel)
+                build_s = round(time.monotonic() - t0, 2)
+                build_log = None if built else log
+                if built:
+                    progress(3, exporting.STEPS, "importing the built package and comparing it with the reference")
+                    imported, import_message = exporting.check_import(out_dir, pkg, device, rt.task.tolerance,
+                                                                      self.workdir, opts.cancel)
+        progress(exporting.STEPS, exporting.STEPS, "done")
+        files = exporting.files_under(out_dir)
+        if build and not built:
+            summary = f"exported {pkg} to {out_dir}, but its build failed"
+            next_step = "read build_log; the candidate's own build flags are kept in setup.py"
+        elif build and not imported:
+            summary = f"exported and built {pkg} in {out_dir}, but the import check failed: {import_message}"
+            next_step = "read import_message; the package's own tests: python -m pytest <path>/<package>"
+        else:
+            state = "built and checked" if build else "written (not built)"
+            summary = f"{what} exported as package {pkg} ({len(res['ops'])} op(s)) in {out_dir}: {state}"
+            next_step = (f"pip install --no-build-isolation {out_dir} installs it; python -m pytest --pyargs {pkg} "
+                         f"runs its tests; import {pkg}; {pkg}.ModelNew is the drop-in")
+        return exporting.ExportedKernel(
+            path=str(out_dir), package=pkg, backend=res["backend"], files=files, ops=res["ops"],
+            recorded=res["recorded"], notes=res["notes"], source=what, task=rt.ref, built=built, build_log=build_log,
+            imported=imported, import_message=import_message, export_s=res["seconds"], build_s=build_s,
+            seconds=round(time.monotonic() - started, 2), summary=summary, next_step=next_step)
+
+    def _run_dir(self, run: str, node: str | None) -> tuple[Path, str | None]:
+        """A run directory inside the roots and the node asked for (``run`` may be RUN/NODE)."""
+        path = self.roots.check(run)
+        if (path / "run.toml").is_file():
+            return path, node
+        head, _, tail = run.rstrip("/").rpartition("/")
+        if head and node is None:
+            parent = self.roots.check(head)
+            if (parent / "run.toml").is_file():
+                return parent, tail
+        raise UserError(f"{run}: no run directory there (a directory with run.toml, as kernelskill optimize writes "
+                        f"runs/<id>/); pass the run's path inside the roots ({self.roots}), optionally as RUN/NODE")

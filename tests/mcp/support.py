@@ -48,7 +48,7 @@ def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 90.0) -> N
 
 
 TOOLS = {"compile", "verify", "profile", "evaluate", "lookup_skills", "list_tasks", "get_task", "record_attempt",
-         "distill_skill", "start_evaluation", "get_job", "cancel_job", "describe_machine"}
+         "distill_skill", "start_evaluation", "get_job", "cancel_job", "describe_machine", "export_kernel"}
 
 
 async def exercise_all_tools(client, task: str) -> None:
