@@ -39,7 +39,7 @@ def measure(device: str, name: str, workers: int, note: str, tasks: list[str] | 
     records, _ = run(plans, executor, store, fresh=True)
     seconds = time.perf_counter() - started
     n = len(unique_jobs(plans))
-    ok = sum(r["status"] == "ok" for r in records.values())
+    ok = sum(r.status == "ok" for r in records.values())
     if name == "pool":
         workers = len(executor.slots())          # on CUDA: the GPUs there are, at most the number asked for
     row = {"executor": name, "workers": workers, "threads": threads, "cache": note, "jobs": n, "ok": ok,

@@ -25,12 +25,14 @@ from pathlib import Path
 
 import pytest
 
-from kernelskill.bench import BenchSettings, EvalJob, ResultStore, TaskPlan, plan, summarize, task_rows
+from kernelskill.bench import BenchSettings, EvalJob, ResultStore, Row, TaskPlan, plan, summarize, task_rows
 from kernelskill.bench.report import summary_line
 from kernelskill.cli import main
 from kernelskill.errors import UserError
 from kernelskill.bench.executors import PoolExecutor, cpu_cores, make_executor
 from kernelskill.paths import EXAMPLES_DIR
+from kernelskill.results import CompileResult, EvalResult, ProfileResult, TimingStats
+from kernelskill.vocab import Status
 from kernelskill.bench.suite import SuiteTask, discover, resolve_suite, select
 
 from helpers import RELU_TASK, toolkit_candidate
@@ -136,10 +138,16 @@ def _job(name: str, expected: str = "ok") -> EvalJob:
                    trials=5, timing={}, baseline="eager")
 
 
-def _rec(job: EvalJob, status: str, speedup: float | None = None, vs_compile: float | None = None) -> dict:
-    prof = {"speedup_ci": [0.9, 1.1], "baseline": {"median_ms": 1.0}, "speedup_vs_compile": vs_compile}
-    result = {"speedup": speedup, "custom_share": 0.9, "profile": prof} if speedup else None
-    return {"key": job.key, "status": status, "message": status, "result": result}
+def _result(status: str, speedup: float | None = None, vs_compile: float | None = None) -> EvalResult:
+    prof = ProfileResult(device="cpu", baseline=TimingStats(1.0, 0.0, 30), speedup=speedup, speedup_ci=[0.9, 1.1],
+                         speedup_vs_compile=vs_compile, custom_share=0.9)
+    return EvalResult(Status(status), CompileResult(ok=True, backend="cpp"), profile=prof)
+
+
+def _rec(job: EvalJob, status: str, speedup: float | None = None, vs_compile: float | None = None) -> Row:
+    result = _result(status, speedup, vs_compile) if speedup else None
+    return Row.from_dict({"key": job.key, "status": status, "message": status,
+                          "result": result.to_dict() if result else None})
 
 
 def test_task_row_is_its_best_verified_solution_else_its_first_failure():
@@ -372,7 +380,8 @@ def test_progress_redraws_one_line_on_a_terminal():
     progress = Progress(term, slots=2)
     progress.start(3, 1, Path("out/results.jsonl"))
     for i, status in enumerate(("ok", "incorrect")):
-        progress(_job(f"s{i}"), {"status": status, "seconds": 4.0, "result": {"speedup": 1.5} if i == 0 else None})
+        result = _result(status, 1.5) if i == 0 else None
+        progress(_job(f"s{i}"), Row(f"s{i}", status=status, seconds=4.0, result=result))
     progress.note("a note starts on its own line")
     text = term.getvalue()
     assert text.startswith("reused 1 of 4 jobs from out/results.jsonl; running 3\n")

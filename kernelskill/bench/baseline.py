@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 
 from ..errors import UserError
-from . import geomean
+from .score import geomean
 
 KIND = "kernelskill-baseline"
 VERSION = 1

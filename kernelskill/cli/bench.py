@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..bench.executors import RUNNING, _clock
+from ..bench.store import Row
 from ..evaluate.roofline import fraction_text
 
 EPILOG = """examples:
@@ -71,21 +72,21 @@ class Progress:
         elif total:
             self.note(f"running {total} jobs")
 
-    def __call__(self, job, record: dict) -> None:
+    def __call__(self, job, row: Row) -> None:
         with self._lock:
-            self._finished(job, record)
+            self._finished(job, row)
 
-    def _finished(self, job, record: dict) -> None:
+    def _finished(self, job, row: Row) -> None:
         self.done += 1
-        self.ok += record["status"] == "ok"
-        self.busy += record.get("seconds") or 0.0
+        self.ok += row.status == "ok"
+        self.busy += row.seconds or 0.0
         elapsed = time.monotonic() - self.started
         # From the jobs' own durations, not the wall clock: the pool's build phase comes first.
         eta = self.busy / self.done * (self.total - self.done) / self.slots
-        sp = (record.get("result") or {}).get("speedup")
-        what = record["status"] + (f" {sp:.2f}×" if sp is not None else "")
+        sp = row.speedup
+        what = row.status + (f" {sp:.2f}×" if sp is not None else "")
         if job.expected != "ok":                  # a wrong solution: its verdict is the point
-            what += " (as expected)" if record["status"] == job.expected else f" (expected {job.expected})"
+            what += " (as expected)" if row.status == job.expected else f" (expected {job.expected})"
         text = (f"[{self.done}/{self.total}] {self.ok} ok · {_clock(elapsed)} elapsed · ETA {_clock(eta)} · "
                 f"{job.task} {job.solution}: {what}")
         if self.tty:
