@@ -195,7 +195,7 @@ def gemms(g: Graph) -> list[dict[str, Any]]:
 
 
 def convolutions(g: Graph) -> list[dict[str, Any]]:
-    """Each convolution: spatial dims, kernel, stride, groups, channels, transposed."""
+    """Each convolution: spatial dims, kernel, stride, dilation, groups, channels, transposed."""
     out = []
     for op in g.ops:
         if op.name not in ("convolution", "_convolution") or len(op.shapes) < 2:
@@ -206,7 +206,7 @@ def convolutions(g: Graph) -> list[dict[str, Any]]:
         groups = int(a[8]) if len(a) > 8 else 1
         cin = x[1]
         out.append({"dims": len(w) - 2, "kernel": list(w[2:]), "stride": list(a[3]) if len(a) > 3 else [1],
-                    "groups": groups, "in_channels": cin,
+                    "dilation": list(a[5]) if len(a) > 5 else [1], "groups": groups, "in_channels": cin,
                     "out_channels": w[1] * groups if transposed else w[0], "transposed": transposed})
     return out
 

@@ -46,6 +46,9 @@ FACTS: dict[str, Fact] = {
     "reduce_size": Fact("task", "values each output of the largest reduction or scan reduces"),
     "conv_groups": Fact("task", "groups of the first convolution"),
     "conv_kernel": Fact("task", "largest kernel extent of the first convolution"),
+    "conv_taps": Fact("task", "kernel volume of the first convolution (9 for 3x3, 7 for a 1-D kernel of 7)"),
+    "conv_stride": Fact("task", "largest stride of the first convolution"),
+    "conv_dilation": Fact("task", "largest dilation of the first convolution"),
     "dtype": Fact("task", "the inputs' floating dtype", DTYPES),
     "atol": Fact("task", "the task's absolute tolerance (task.toml, else the dtype's default)"),
     "rtol": Fact("task", "the task's relative tolerance (TF32 needs about 1e-3, bf16 about 1e-2)"),
@@ -171,7 +174,12 @@ def task_facts(summary: Mapping[str, Any] | None) -> dict[str, Any]:
         out["reduce_size"] = max(r["size"] for r in reds)
     convs = structure.get("convolutions") or []
     if convs:
-        out["conv_groups"], out["conv_kernel"] = convs[0]["groups"], max(convs[0]["kernel"] or [1])
+        c = convs[0]
+        out["conv_groups"], out["conv_kernel"] = c["groups"], max(c["kernel"] or [1])
+        out["conv_taps"] = math.prod(c["kernel"] or [1])
+        out["conv_stride"] = max(c.get("stride") or [1])
+        if c.get("dilation"):
+            out["conv_dilation"] = max(c["dilation"])
     dtypes = [i.get("dtype") for i in summary.get("inputs") or [] if i.get("dtype") in DTYPES]
     if dtypes:
         out["dtype"] = dtypes[0]
