@@ -1,5 +1,5 @@
 """What a build costs, the direct build (evaluate/toolchain.py) against torch's own (load_inline's ninja
-build, KERNELSKILL_TORCH_BUILD=1), measured in one run on one machine:
+build, Options(build="torch")), measured in one run on one machine:
 
 - compile error: a one-token typo (`flot` for `float`) until its diagnostic is back;
 - cold, new signature: a source never built, whose bindings object was never built either (the
@@ -17,10 +17,10 @@ TUI, which keep one ready while the agent thinks (the benchmark waits for it to 
 calls, as an agent's next candidate would). Headers are made first (`kernelskill warm` for the flag
 set), so the direct rows show builds after set-up, as on any machine after its first builds.
 
-    python benchmarks/build_cost.py [--device cpu|cuda] [--backends cpp,cuda] [--paths torch,whole,direct]
+    python benchmarks/build_cost.py [--device cpu|cuda] [--backends cpp,cuda] [--paths torch,direct]
                                     [--workers cold,ahead] [--repeat N] [--rows typo,cold,...] [--json OUT]
 
-On a machine without a CUDA torch, `--backends cuda --device cpu --paths whole,direct` times the
+On a machine without a CUDA torch, `--backends cuda --device cpu --paths direct` times the
 compile-only check of the CUDA candidate (nvcc -c, the same units the GPU's build compiles).
 """
 from __future__ import annotations
@@ -45,6 +45,7 @@ import torch  # noqa: E402
 
 from kernelskill import Candidate  # noqa: E402
 from kernelskill.evaluate import compile  # noqa: E402
+from kernelskill.evaluate.options import Options  # noqa: E402
 from kernelskill.evaluate import isolation, quality, toolchain  # noqa: E402
 from kernelskill.evaluate.build import build_root  # noqa: E402
 
@@ -118,10 +119,10 @@ def source(backend: str, token: str, fn: str = "relu2", change: str | None = Non
     return text
 
 
-def timed(src: str, device: str):
+def timed(src: str, device: str, build: str = "direct"):
     isolation.wait_for_spares()           # with workers started ahead: ready, as between an agent's calls
     t = time.perf_counter()
-    res = compile(Candidate.from_source(src), device=device)
+    res = compile(Candidate.from_source(src), device=device, opts=Options(build=build))
     return res, time.perf_counter() - t
 
 
@@ -130,38 +131,32 @@ def measure(backend: str, device: str, path: str,
     """One round of the builds under one build path, each as it is measured: (row, (build step s,
     whole call s, note, the build's timeline)). ``only``: the rows to measure (keys of ROW_KEYS)."""
     want = (lambda key: only is None or key in only)
-    os.environ.pop("KERNELSKILL_TORCH_BUILD", None)
-    os.environ.pop("KERNELSKILL_CUDA_WHOLE", None)
-    if path == "torch":
-        os.environ["KERNELSKILL_TORCH_BUILD"] = "1"
-    elif path == "whole":           # the direct build with the CUDA source in one nvcc unit (no split)
-        os.environ["KERNELSKILL_CUDA_WHOLE"] = "1"
     token = uuid.uuid4().hex[:10]
     if want("typo"):
-        res, wall = timed(source(backend, token, change="typo"), device)
+        res, wall = timed(source(backend, token, change="typo"), device, path)
         assert not res.ok and any("flot" in d.message for d in res.diagnostics), res.to_dict()
         yield "compile error (a typo)", (res.seconds, wall, res.path, res.steps)
     # (The compile-only CUDA check builds no bindings, and keys its header by the include paths.)
     compile_only = backend == "cuda" and not device.startswith("cuda")
     if want("new-signature"):
-        res, wall = timed(source(backend, token, fn=f"relu2_{token}", new_bindings=not compile_only), device)
+        res, wall = timed(source(backend, token, fn=f"relu2_{token}", new_bindings=not compile_only), device, path)
         assert res.ok, res.to_dict()
         yield "cold, new signature", (res.seconds, wall, _units(res), res.steps)
     if want("renamed"):
-        res, wall = timed(source(backend, token, fn=f"relu2_renamed_{token}"), device)
+        res, wall = timed(source(backend, token, fn=f"relu2_renamed_{token}"), device, path)
         assert res.ok, res.to_dict()
         yield "cold, renamed function", (res.seconds, wall, _units(res), res.steps)
     if want("cold"):
-        res, wall = timed(source(backend, token), device)
+        res, wall = timed(source(backend, token), device, path)
         assert res.ok, res.to_dict()
         yield "cold", (res.seconds, wall, _units(res), res.steps)
     if want("line") or want("cached"):        # the cached row is this source again
-        res, wall = timed(source(backend, token, change="line"), device)
+        res, wall = timed(source(backend, token, change="line"), device, path)
         assert res.ok, res.to_dict()
         if want("line"):
             yield "one-line kernel change", (res.seconds, wall, _units(res), res.steps)
     if want("cached"):
-        res, wall = timed(source(backend, token, change="line"), device)
+        res, wall = timed(source(backend, token, change="line"), device, path)
         assert res.ok and res.cache_hit, res.to_dict()
         yield "cached", (res.seconds, wall, "hit", res.steps)
 
@@ -184,12 +179,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--repeat", type=int, default=2, help="rounds per path (the median is shown)")
-    ap.add_argument("--paths", default="torch,direct", help="torch (load_inline's build), whole (direct, the CUDA "
-                    "source in one nvcc unit), direct (the CUDA source split: cuda_split.py); comma-separated")
+    ap.add_argument("--paths", default="torch,direct", help="torch (load_inline's build) and/or direct (the split build: "
+                    "toolchain.py, cuda_split.py); comma-separated")
     ap.add_argument("--workers", default="cold,ahead", help="cold (each call starts its worker: a one-shot command) "
-                    "and/or ahead (a worker started ahead serves it: the MCP server, optimizer, TUI); ahead-late "
-                    "(the same, the next worker started after the build rather than beside it, on a GPU); "
-                    "comma-separated")
+                    "and/or ahead (a worker started ahead serves it: the MCP server, optimizer, TUI); comma-separated")
     ap.add_argument("--backends", default=None, help="cpp and/or cuda (default: cpp, and cuda on a GPU)")
     ap.add_argument("--rows", default=",".join(ROW_KEYS), help="which builds to measure, comma-separated: "
                     + ", ".join(ROW_KEYS) + " (default: all)")
@@ -220,8 +213,6 @@ def main() -> None:
             dev = "cpu" if b == "cpp" else args.device
             for r in range(args.repeat):
                 for path, workers in modes:
-                    # ahead-late: the next worker starts when the taken one leaves its build (GPU only)
-                    os.environ["KERNELSKILL_SPARE_AFTER_BUILD"] = "1" if workers == "ahead-late" else "0"
                     with isolation.prestarting(workers.startswith("ahead")):
                         if workers.startswith("ahead"):      # a cached call starts the spares the timed calls take
                             compile(Candidate.from_source(warmups[b]), device=dev)

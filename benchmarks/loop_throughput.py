@@ -3,7 +3,7 @@
 Replays a fixed list of candidate sources through the trusted evaluator (compile → verify → time →
 profile), as an optimizer run would hand them over: one with a compile error, one incorrect, four
 correct variants, each a source never built before (a fresh token per run). It does so once with
-torch's own build (KERNELSKILL_TORCH_BUILD=1: before) and once with the direct build (after), in one
+torch's own build (Options(build="torch"): before) and once with the direct build (after), in one
 run on one machine.
 
 With `--workers ahead` (as the optimizer, the MCP server and the TUI run the evaluator) a worker
@@ -11,7 +11,7 @@ started ahead serves each evaluation; the benchmark waits for the spares to be r
 candidates, as an agent's next candidate comes seconds after the last verdict, and counts only the
 evaluator's own time. `cold`: every worker starts with its evaluation (one-shot commands).
 
-    python benchmarks/loop_throughput.py [--device cpu|cuda] [--paths torch,whole,direct]
+    python benchmarks/loop_throughput.py [--device cpu|cuda] [--paths torch,direct]
                                          [--workers cold,ahead] [--json OUT]
 """
 from __future__ import annotations
@@ -78,24 +78,15 @@ def candidates(backend: str) -> list[tuple[str, str, str]]:
 def run(task: Task, backend: str, device: str, path: str, workers: str, warm: str, on_row=None) -> dict:
     """One replay of the fixed list under one build path and worker mode; ``on_row(result so far)``
     after each candidate."""
-    os.environ.pop("KERNELSKILL_CUDA_WHOLE", None)
-    if path == "whole":                 # the direct build, the CUDA source in one nvcc unit (no split)
-        os.environ["KERNELSKILL_CUDA_WHOLE"] = "1"
-    if path == "torch":
-        os.environ["KERNELSKILL_TORCH_BUILD"] = "1"
-    else:
-        os.environ.pop("KERNELSKILL_TORCH_BUILD", None)
     rows = []
     result = {"path": path, "workers": workers, "rows": rows, "total_s": 0.0, "per_minute": 0.0}
-    # ahead-late: the next worker starts when the taken one leaves its build (GPU only; an experiment)
-    os.environ["KERNELSKILL_SPARE_AFTER_BUILD"] = "1" if workers == "ahead-late" else "0"
     with isolation.prestarting(workers.startswith("ahead")):
         if workers.startswith("ahead"):        # the loop's first evaluation starts the spares the rest take
-            evaluate(task, Candidate.from_source(warm), opts=Options(device=device))
+            evaluate(task, Candidate.from_source(warm), opts=Options(device=device, build=path))
         for label, expected, src in candidates(backend):
             isolation.wait_for_spares()       # workers started ahead are ready, as between an agent's calls
             t = time.perf_counter()
-            r = evaluate(task, Candidate.from_source(src), opts=Options(device=device))
+            r = evaluate(task, Candidate.from_source(src), opts=Options(device=device, build=path))
             seconds = time.perf_counter() - t
             assert r.status == expected, (label, r.status, r.message)
             # the evaluation's own steps (reference, the worker's start-up, set-up, build, …): where
@@ -113,11 +104,10 @@ def run(task: Task, backend: str, device: str, path: str, workers: str, warm: st
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--paths", default="torch,direct", help="torch (load_inline's build), whole (direct, the CUDA "
-                    "source in one nvcc unit), direct (split); comma-separated")
+    ap.add_argument("--paths", default="torch,direct", help="torch (load_inline's build) and/or direct (the split "
+                    "build); comma-separated")
     ap.add_argument("--workers", default="cold,ahead", help="cold (each evaluation starts its workers) and/or ahead "
-                    "(workers started ahead, as the optimizer, MCP server and TUI run); ahead-late (the same, the next "
-                    "worker started after the build rather than beside it, on a GPU); comma-separated")
+                    "(workers started ahead, as the optimizer, MCP server and TUI run); comma-separated")
     ap.add_argument("--json", help="write the results here (rewritten after every candidate: a run cut off keeps "
                     "what it replayed)")
     args = ap.parse_args()

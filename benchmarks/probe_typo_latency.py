@@ -1,6 +1,6 @@
 """Where a compile error's seconds go: the failing unit's compiler alone, beside `import torch`s, and
-the whole `compile()` with a cold worker, a worker ahead and a worker ahead whose replacement
-starts after the build — each timed with the host's pressure around it.
+the whole `compile()` with a cold worker and a worker ahead — each timed with the host's pressure
+around it.
 
 On the H100 host (session 20) a typo in a CUDA candidate's host function came back in 3.7 s of
 build with a cold worker but 6.7 s with workers ahead (5.5 s when the next worker started after the
@@ -15,8 +15,9 @@ build ahead of the run worker's in ``evaluate()``, fixed since. Its rows:
 - ``bare, context in the PCH``: a CUDA host unit against a precompiled header that also holds
   ``ATen/cuda/CUDAContext.h`` (the light one lacks it, so a host unit built against it parses that
   and cuBLAS's, cuSPARSE's, cuSOLVER's headers). Builds use such a header by default now, so the
-  ``bare`` rows match this one; ``KERNELSKILL_HOST_PCH=light`` gives the light header's figures;
-- ``compile cold | ahead | ahead-late``: ``kernelskill.evaluate.compile`` of a new typo source.
+  ``bare`` rows match this one;
+- ``compile cold | ahead``: ``kernelskill.evaluate.compile`` of a new typo source. (The "ahead-late"
+  mode, the next worker started after the build, was an experiment and is gone with its switch.)
 
 The bare rows also give the compiler's CPU seconds (well below its wall time: it waited). Each row
 carries, over its own seconds: the CPU and memory pressure stall (``/proc/pressure``: the
@@ -179,8 +180,7 @@ def main() -> None:
                 with Around() as a:
                     s, cpu = run_timed(cmd, folder)
                 record("bare, context in the PCH", s, None, a.host, cpu=cpu)
-        for workers in ("cold", "ahead", "ahead-late"):
-            os.environ["KERNELSKILL_SPARE_AFTER_BUILD"] = "1" if workers == "ahead-late" else "0"
+        for workers in ("cold", "ahead"):
             with isolation.prestarting(workers != "cold"):
                 if workers != "cold":       # a first call starts the spares the timed calls take
                     compile(Candidate.from_source(source(backend, "warm2-" + uuid.uuid4().hex[:6])), device=args.device)

@@ -90,6 +90,8 @@ class EvalSettings:
     rounds: int = 0             # timing rounds on fresh allocations a good measurement needs; 0: 2 on a GPU, 1 on a CPU
     processes: int = 0          # worker processes a good measurement is timed in; 0: 1
     flags: str = "default"      # PyTorch backend flags timed under: default (the user's) | strict (TF32 off)
+    build: str = "direct"       # candidates' extensions: direct (the split build) | torch (load_inline for all)
+    cuda_arch: str = ""         # a compile-only CUDA check's target (sm_80, ...); empty: the GPU present, else sm_90
 
 
 @dataclass

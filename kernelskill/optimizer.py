@@ -81,6 +81,7 @@ def eval_options(config: Config, device: str):
     e = config.eval
     return Options(device=device, trials=e.trials, build_timeout=e.build_timeout_s, run_timeout=e.run_timeout_s,
                    flags=e.flags, shapes="auto" if config.search.require_generalize else None,
+                   build=e.build, cuda_arch=e.cuda_arch or None,
                    timing=TimingConfig(warmup=e.warmup, min_reps=e.min_reps, max_reps=e.max_reps,
                                        time_cap_s=e.time_cap_s, retimes=e.retimes, backoff_s=e.backoff_s,
                                        rounds=e.rounds or None, processes=e.processes or None))

@@ -370,14 +370,11 @@ def test_a_profiling_workers_successor_starts_only_after_it_ended(prestart, fast
     assert events.index("worker started") < events.index(("successor", 0)), events
 
 
-@pytest.mark.parametrize("after_build", [False, True])
-def test_on_a_gpu_the_next_spare_starts_beside_the_build_or_after_it(prestart, fast, tmp_path, monkeypatch,
-                                                                       after_build):
-    """On a GPU a taken worker's successor starts at once (its import overlaps this one's work);
-    with KERNELSKILL_SPARE_AFTER_BUILD=1 it starts when this worker has left its build. The order
-    of the phases this worker reported and the successor's start is what is checked (a C++ compile
-    request addressed to `cuda`, which takes the GPU's path in the parent)."""
-    monkeypatch.setenv("KERNELSKILL_SPARE_AFTER_BUILD", "1" if after_build else "0")
+def test_on_a_gpu_the_next_spare_starts_beside_the_build(prestart, fast, tmp_path, monkeypatch):
+    """On a GPU a taken worker's successor starts at once (its import overlaps this one's work),
+    before this worker's build. The order of the phases this worker reported and the successor's
+    start is what is checked (a C++ compile request addressed to `cuda`, which takes the GPU's path
+    in the parent)."""
     events: list[str] = []
     real = isolation._spawn_spare
     monkeypatch.setattr(isolation, "_spawn_spare", lambda req: (events.append("successor"), real(req))[1])
@@ -386,7 +383,4 @@ def test_on_a_gpu_the_next_spare_starts_beside_the_build_or_after_it(prestart, f
     out = isolation.run_worker(req, build_timeout=600, run_timeout=60, keep=base, on_phase=events.append)
     assert out.result is not None, out.log_tail
     assert "build" in events and events.count("successor") == 1, events
-    if after_build:
-        assert events.index("successor") > events.index("build"), events
-    else:
-        assert events.index("successor") < events.index("build"), events
+    assert events.index("successor") < events.index("build"), events

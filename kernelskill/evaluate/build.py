@@ -30,7 +30,7 @@ STUB_DIR = Path(__file__).parent / "cuda_stubs"
 # torch's nvcc flags that change what CUDA's half headers declare (cpp_extension.COMMON_NVCC_FLAGS)
 NO_HALF = ["-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
            "-D__CUDA_NO_HALF2_OPERATORS__"]
-PCH_AFTER = int(os.environ.get("KERNELSKILL_PCH_AFTER", "3"))   # cold builds of a flag set before a PCH
+PCH_AFTER = 3          # cold builds of a flag set before a PCH
 _GCC = re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:(?P<col>\d+):)? (?P<sev>fatal error|error|warning|note): (?P<msg>.*)$")
 _NVCC = re.compile(r"^(?P<file>[^\s(][^(]*)\((?P<line>\d+)\): (?P<sev>error|warning|remark)(?: #[\w-]+)?: (?P<msg>.*)$")
 _LINK = re.compile(r"(undefined (?:reference to|symbol:?) .*)")
@@ -65,6 +65,13 @@ def gpu_arch() -> str | None:
         major, minor = torch.cuda.get_device_capability()
         return f"{major}.{minor}"
     return None
+
+
+def compile_arch() -> str:
+    """The target of a CUDA check on a machine that cannot run it: the GPU present (a CPU build of
+    torch beside one), else sm_90, the Hopper GPUs the project measures on."""
+    arch = gpu_arch()
+    return "sm_" + arch.replace(".", "") if arch else "sm_90"
 
 
 class BuildFailed(Exception):
@@ -106,11 +113,14 @@ _LIGHT_MISS = re.compile(r"is not a member of .(?:torch|at|c10|py)\b|.(?:py|pybi
                          r"|.(?:torch|pybind11)::\w+. has not been declared")
 
 
-def install(candidate_source: str, log: BuildLog, build_root_dir: Path | None = None, on_step=None) -> None:
+def install(candidate_source: str, log: BuildLog, build_root_dir: Path | None = None, on_step=None,
+            direct: bool = True, cuda_arch: str | None = None) -> None:
     """Route every ``load_inline`` call of the candidate through the cache and the mapper.
 
     ``on_step(text)`` hears each step of a build (a unit started, compiled or taken from the cache,
-    the link) as it happens."""
+    the link) as it happens. ``direct``: the project's split build where it applies (Options.build
+    "direct"), else torch's own for everything ("torch"). ``cuda_arch``: the target of a CUDA
+    check on a machine that cannot run it (Options.cuda_arch; default ``compile_arch()``)."""
     import torch.utils.cpp_extension as ext
     # Installed again for a second candidate in one worker (a head-to-head race): wrap torch's own.
     original = getattr(ext.load_inline, "_kernelskill_original", ext.load_inline)
@@ -140,11 +150,15 @@ def install(candidate_source: str, log: BuildLog, build_root_dir: Path | None = 
                 on_step(text)
         try:
             if cuda and not _cuda_runtime():
-                _compile_only(build_dir, cuda, kwargs, candidate_source, log, root, step, cpp=cpp)
+                _compile_only(build_dir, cuda, kwargs, candidate_source, log, root, step, cpp=cpp,
+                              arch=cuda_arch or compile_arch())
                 raise CompileOnly()
-            direct = _direct(unique, build_dir, cpp, cuda, args, kwargs, candidate_source, log, root, step)
-            if direct is not None:
-                return traced(direct, name)
+            if direct:
+                built = _direct(unique, build_dir, cpp, cuda, args, kwargs, candidate_source, log, root, step)
+                if built is not None:
+                    return traced(built, name)
+            else:
+                log.fallback = "torch's build chosen (Options.build = \"torch\")"
             hit = any(build_dir.glob(f"{unique}*.so"))
             log.cache_hit &= hit
             log.path = "torch"
@@ -339,7 +353,7 @@ def _cuda_runtime() -> bool:
 
 
 def _pch_ok() -> bool:
-    return sys.platform == "linux" and not os.environ.get("KERNELSKILL_NO_PCH")
+    return sys.platform == "linux"
 
 
 def precompiled_header(root: Path, cflags, include_paths) -> Path | None:
@@ -398,7 +412,7 @@ def _make_pch(d: Path, gch: Path, inc: list[str], cmd_flags: list[str], cxx: str
 
 
 def _compile_only(build_dir: Path, cuda: list[str], kwargs: dict, candidate_source: str, log: BuildLog,
-                  root: Path, step=lambda _: None, cpp: list[str] = ()) -> None:
+                  root: Path, step=lambda _: None, cpp: list[str] = (), arch: str = "sm_90") -> None:
     """nvcc -c of the CUDA source with torch's headers (stubs for missing CUDA library headers);
     ``<torch/extension.h>`` is the light header where the sources need no more (toolchain.py).
     Then the C++ sources where they define something, and the link check of the objects
@@ -427,9 +441,7 @@ def _compile_only(build_dir: Path, cuda: list[str], kwargs: dict, candidate_sour
     cuda_inc = cuda_include_dir(str(nvcc))
     if not (cuda_inc / "cusparse.h").exists():
         includes.append(str(STUB_DIR))
-    arch = os.environ.get("KERNELSKILL_COMPILE_ARCH", "sm_90")
-    nvcc_cmd = [*([sys.executable, str(toolchain.NVCC_PHASES)] if not os.environ.get("KERNELSKILL_NVCC_SERIAL") else []),
-                str(nvcc)]                                  # by default the two front ends side by side
+    nvcc_cmd = [sys.executable, str(toolchain.NVCC_PHASES), str(nvcc)]       # the two front ends side by side
 
     def check(header_dir: Path | None, unit: str):
         cmd = [*nvcc_cmd, "-std=c++17", f"-arch={arch}", "-c", str(src), "-o", str(build_dir / "cuda.o"),
@@ -450,7 +462,7 @@ def _compile_only(build_dir: Path, cuda: list[str], kwargs: dict, candidate_sour
     # build compiles them (their symbols then count in the link check).
     kernel = _compile_only_cpp_unit(build_dir, cpp, kwargs, includes, cuda_inc, root, step)
     own_known = kernel is not None or "{" not in toolchain._strip_comments("\n".join(cpp))
-    if header and not heavy and not os.environ.get("KERNELSKILL_CUDA_WHOLE"):
+    if header and not heavy:
         # The GPU's build splits the source (toolchain.split_cuda): so does its check.
         sp, out = _compile_only_split(build_dir, cuda, kwargs, includes, cuda_inc, nvcc_cmd, arch, log, root, step,
                                       others=[kernel] if kernel else [])

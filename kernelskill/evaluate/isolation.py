@@ -284,10 +284,7 @@ def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
     # takes it and waits for its set-up before timing (evaluation.ApartProfile.ready).
     early = (_PRESTART and launcher is None and str(request.get("device", "")).startswith("cuda")
              and request.get("mode") != "profile")
-    # KERNELSKILL_SPARE_AFTER_BUILD=1 (an experiment, docs/evaluator.md): on a GPU the next worker
-    # starts when this one leaves its build, not beside it.
-    after_build = early and os.environ.get("KERNELSKILL_SPARE_AFTER_BUILD") == "1"
-    if early and not after_build:
+    if early:
         _spawn_spare(request)
     if spare is not None:
         scratch, out_dir = spare.base / "scratch", spare.base / "out"
@@ -324,9 +321,6 @@ def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
                             on_step(new_phase[len(STEP):])
                         continue
                     phase, phase_started = new_phase, time.monotonic()
-                    if after_build and phase not in ("setup", "build"):
-                        after_build = False
-                        _spawn_spare(request)
                     if on_phase:
                         on_phase(phase)
                     if phase == "await":
@@ -376,7 +370,7 @@ def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
             shutil.move(str(spare.base / name), str(base / name))
         shutil.rmtree(spare.base, ignore_errors=True)
         out_dir, log_path = base / "out", base / "out" / "worker.log"
-    if _PRESTART and launcher is None and (not early or after_build):
+    if _PRESTART and launcher is None and not early:
         _spawn_spare(request)
     result_path = out_dir / "result.json"
     result = None

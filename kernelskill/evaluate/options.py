@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import platform
 import sys
 import tempfile
@@ -27,6 +28,7 @@ from .build import cache_root
 from .timing import TimingConfig
 
 BASELINES = ("eager", "compile", "both")
+BUILDS = ("direct", "torch")
 
 
 @dataclasses.dataclass
@@ -50,6 +52,12 @@ class Options:
     # own (or the task's [flags]), as a user's process has them; "strict": TF32 off everywhere.
     flags: str = "default"
     ncu: bool = False                # Nsight Compute metrics of the candidate's kernels (GPU only)
+    # How candidates' extensions are built: "direct" (the split build: one unit per source, shared
+    # precompiled headers, torch's build where it does not apply) or "torch" (load_inline for all).
+    build: str = "direct"
+    # The CUDA target of a compile-only check (a machine that cannot run CUDA): None, the GPU
+    # present, else sm_90. A GPU run builds for the GPU present regardless.
+    cuda_arch: str | None = None
     build_timeout: float = 900.0
     run_timeout: float = 300.0
     threads: int | None = None
@@ -66,6 +74,14 @@ class Options:
     # Hears each step of a build as the worker reports it ("compile kernel.cpp", "link", …): the
     # CLI's progress line, MCP progress notifications, the bench's per-job status.
     on_step: Callable[[str], None] | None = dataclasses.field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.build not in BUILDS:
+            raise UserError(f"build = {self.build!r}: choose one of {', '.join(BUILDS)} (\"direct\": the split build, "
+                            f"the default; \"torch\": torch's load_inline for every extension)")
+        if self.cuda_arch is not None and not re.fullmatch(r"sm_\d{2,3}a?", self.cuda_arch):
+            raise UserError(f"cuda_arch = {self.cuda_arch!r}: name a CUDA target like sm_90 or sm_80 (nvcc's -arch), "
+                            f"or leave it out for the GPU present")
 
 
 def resolve(task, candidate) -> tuple[Task | None, Candidate | None]:
@@ -112,6 +128,7 @@ def request(mode: str, task: Task | None, cand: Candidate | None, device: str, o
            "threads": worker_threads(opts), "cache_root": str(cache_root())}
     req["env"] = isolation.worker_env_vars(req["threads"])
     req["baseline"] = opts.baseline
+    req["build"], req["cuda_arch"] = opts.build, opts.cuda_arch
     if task is not None:
         req["task"] = {"path": str(task.path), "preset": task.preset,
                        "overrides": {k: ({"expr": str(v)} if isinstance(v, _Expr) else v) for k, v in task.overrides.items()}}

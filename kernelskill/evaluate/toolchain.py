@@ -71,8 +71,8 @@ BIND_HEADER = ("#pragma once\n// kernelskill: <torch/extension.h> for the bindin
                "#include <torch/python.h>\n")
 # A CUDA host unit whose sources include ATen/cuda/CUDAContext.h up front (most do, for the current
 # stream) parses it — and CUDA's runtime, cuBLAS's, cuSPARSE's and cuSOLVER's headers with it — on
-# every build: this header precompiles them with the light one (the H100's typo in a host unit: 3.3 s
-# of the compiler against the light header, 2.6 s against this one; KERNELSKILL_HOST_PCH=light: off).
+# every build: this header precompiles them with the light one (figures: docs/evaluator.md, "the
+# header with CUDA's context").
 CUDA_HOST_HEADER = (LIGHT_HEADER + "#include <cuda.h>\n#include <cuda_runtime.h>\n"
                     "#include <ATen/cuda/CUDAContext.h>\n")
 HEADERS = {"light": LIGHT_HEADER, "bind": BIND_HEADER, "cudahost": CUDA_HOST_HEADER}
@@ -123,8 +123,8 @@ class Plan:
 
 def plan(unique: str, build_dir: Path, cpp: list[str], cuda: list[str], args: tuple, kwargs: dict) -> Plan:
     """The split build of this call, or ``Unsupported`` with the reason."""
-    if sys.platform != "linux" or os.environ.get("KERNELSKILL_TORCH_BUILD"):
-        raise Unsupported("the direct build is off (KERNELSKILL_TORCH_BUILD) or not on Linux")
+    if sys.platform != "linux":
+        raise Unsupported("not on Linux")
     if args:
         raise Unsupported("positional arguments after cuda_sources")
     unknown = set(kwargs) - KNOWN
@@ -295,7 +295,7 @@ def header_dir(root: Path, kind: str, flags: list[str], make: bool = True) -> tu
         tmp.write_text(text)
         os.replace(tmp, header)
     gch = header.with_name("extension.h.gch")
-    if kind == "cuda" or gch.exists() or os.environ.get("KERNELSKILL_NO_PCH"):
+    if kind == "cuda" or gch.exists():
         return d, gch.exists()
     if make:
         make_pch_detached(d, cmd)
@@ -344,7 +344,7 @@ def nvcc_light_header(cuda: list[str]) -> str:
 
 def nvcc_light_dir(d: Path, cuda: list[str]) -> Path | None:
     """An include directory whose torch/extension.h and torch/types.h are the light nvcc header."""
-    if os.environ.get("KERNELSKILL_NVCC_FULL_HEADER") or not _aten_ops():
+    if not _aten_ops():
         return None
     inc = d / "_nvcc"
     text = nvcc_light_header(cuda)
@@ -545,9 +545,7 @@ def build(p: Plan, cache: Path, on_step=None, log=None) -> Path:
                 ncmd.append("-std=c++20")
             if os.environ.get("CC"):
                 ncmd[1:1] = ["-ccbin", os.environ["CC"]]
-            if not os.environ.get("KERNELSKILL_NVCC_SERIAL"):
-                ncmd[0:0] = [sys.executable, str(NVCC_PHASES)]
-            return ncmd
+            return [sys.executable, str(NVCC_PHASES), *ncmd]     # the two front ends side by side
 
         def cuda_unit(include: Path) -> Unit:
             src = ("#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n" if p.implicit else "") \
@@ -605,15 +603,11 @@ def host_header_dir(pch_root: Path, flags: list[str], host: str) -> Path | None:
     """The "cudahost" header's folder for a split host unit that includes ATen/cuda/CUDAContext.h
     among its leading includes (so the unit is the same with it precompiled in front), once its
     precompiled form is ready (until then a detached process makes it and the light header serves);
-    None: the light header. ``KERNELSKILL_HOST_PCH=light`` keeps every host unit on the light one."""
-    if host_pch_off() or not cuda_split.includes_up_front(host, "ATen/cuda/CUDAContext.h"):
+    None: the light header."""
+    if not cuda_split.includes_up_front(host, "ATen/cuda/CUDAContext.h"):
         return None
     d, ready = header_dir(pch_root, "cudahost", flags)
     return d if ready else None
-
-
-def host_pch_off() -> bool:
-    return os.environ.get("KERNELSKILL_HOST_PCH") == "light"
 
 
 def compile_split(d: Path, sp: "cuda_split.Split", nvcc_cmd: list[str], host_cmd: list[str], objects: Path, step,
@@ -647,8 +641,8 @@ def _compile_cuda_whole(units: list[Unit], cuda_unit, cuda_light, cuda_full, ste
 
 def split_cuda(p: Plan, step) -> "cuda_split.Split | None":
     """The CUDA sources as a device unit and a host unit, or None (built whole) with the reason
-    reported as a step. Off with KERNELSKILL_CUDA_WHOLE=1."""
-    if not p.implicit or os.environ.get("KERNELSKILL_CUDA_WHOLE"):
+    reported as a step."""
+    if not p.implicit:
         return None
     try:
         return cuda_split.split(p.cuda, offset=3)
@@ -850,9 +844,8 @@ def warm(cache: Path, flag_sets: list[list[str]], wait: bool = True, say=print) 
         # CUDA candidates' C++ units build with the CUDA include paths: headers of their own
         cuda_flags, _, _ = _torch_flags(True)
         sets += [("CUDA bindings", "bind", cuda_flags, [*cuda_flags, *BIND_FLAGS]),
-                 ("CUDA light", "light", cuda_flags, list(cuda_flags))]
-        if not host_pch_off():
-            sets.append(("CUDA host (with CUDAContext.h)", "cudahost", cuda_flags, list(cuda_flags)))
+                 ("CUDA light", "light", cuda_flags, list(cuda_flags)),
+                 ("CUDA host (with CUDAContext.h)", "cudahost", cuda_flags, list(cuda_flags))]
     slots = maker_slots()
     say(f"{len(sets)} headers, {slots} at a time")
     todo = []

@@ -376,7 +376,8 @@ def import_candidate(req: dict, log: _build.BuildLog, source_path: str | None = 
     source = Path(source_path or req["candidate_path"]).read_text()
     out = Path(req["out_dir"]) if req.get("out_dir") else None
     _build.install(source, log, Path(req["cache_root"]) if req.get("cache_root") else None,
-                   on_step=(lambda text: set_phase(out, "step " + text.replace("\n", " "))) if out else None)
+                   on_step=(lambda text: set_phase(out, "step " + text.replace("\n", " "))) if out else None,
+                   direct=req.get("build", "direct") != "torch", cuda_arch=req.get("cuda_arch"))
     path = Path.cwd() / f"{name}.py"
     path.write_text(source)
     spec = importlib.util.spec_from_file_location(name, path)
