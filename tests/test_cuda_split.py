@@ -101,7 +101,7 @@ def _objects(tmp_path: Path, sp) -> tuple[Path, Path, dict]:
         "cuda.cu": subprocess.Popen([nvcc, "-c", "-std=c++17", "-arch=sm_90", "-Xcompiler", "-fPIC",
                                      str(tmp_path / "cuda.cu"), "-o", str(tmp_path / "dev.o")],
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True),
-        "cuda_host.cpp": subprocess.Popen([toolchain._cxx(), "-c", f"-I{light.parent}", *cxx, "-isystem", str(cuda_inc),
+        "cuda_host.cpp": subprocess.Popen([toolchain.cxx(), "-c", f"-I{light.parent}", *cxx, "-isystem", str(cuda_inc),
                                            f"-I{STUB_DIR}", str(tmp_path / "cuda_host.cpp"), "-o",
                                            str(tmp_path / "host.o")],
                                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)}

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..paths import cache_root  # noqa: F401 — the evaluator's modules import it from here
 from ..results import Diagnostic
-from . import cuda_split
+from . import cuda_split, toolchain
 from .toolchain import cuda_include_dir, locate  # noqa: F401 — callers import them from here too
 
 STUB_DIR = Path(__file__).parent / "cuda_stubs"
@@ -52,7 +52,7 @@ def env_key() -> str:
     """What makes a build reusable: torch, CUDA, Python, machine and the GPU's architecture."""
     import torch
     parts = [torch.__version__, str(torch.version.cuda), sys.version.split()[0], platform.machine(),
-             gpu_arch() or "nogpu", shutil.which("nvcc") or "nonvcc"]
+             gpu_arch() or "nogpu", toolchain.nvcc() or "nonvcc"]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:12]
 
 
@@ -197,7 +197,6 @@ def install(candidate_source: str, log: BuildLog, build_root_dir: Path | None = 
 
 def _direct(unique, build_dir, cpp, cuda, args, kwargs, candidate_source, log: BuildLog, root: Path, step):
     """The extension through toolchain.py, or None when torch's build is to do it (``log.fallback``)."""
-    from . import toolchain
     try:
         p = toolchain.plan(unique, build_dir, cpp, cuda, args, kwargs)
     except toolchain.Unsupported as e:
@@ -369,7 +368,7 @@ def precompiled_header(root: Path, cflags, include_paths) -> Path | None:
     inc = ext.include_paths()
     cmd_flags = [f"-I{p}" for p in inc + [sysconfig.get_paths()["include"]] + list(include_paths or [])]
     cmd_flags += cflags + ["-DTORCH_API_INCLUDE_EXTENSION_H", "-std=c++20", "-fPIC"]
-    cxx = os.environ.get("CXX", "c++")
+    cxx = toolchain.cxx()
     key = hashlib.sha256(repr((cxx, cmd_flags)).encode()).hexdigest()[:12]
     d = root / key
     gch = d / "torch" / "extension.h.gch"
@@ -417,11 +416,11 @@ def _compile_only(build_dir: Path, cuda: list[str], kwargs: dict, candidate_sour
     ``<torch/extension.h>`` is the light header where the sources need no more (toolchain.py).
     Then the C++ sources where they define something, and the link check of the objects
     (linkcheck.py): a symbol no library would resolve fails the check at the line that uses it."""
-    from . import linkcheck, toolchain
+    from . import linkcheck
     cpp = list(cpp)
     log.compile_only = True
-    nvcc = shutil.which("nvcc") or (Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" / "nvcc")
-    if not Path(nvcc).exists():
+    nvcc = toolchain.nvcc()
+    if nvcc is None:
         log.diagnostics.append(Diagnostic("error", "CUDA source, but this machine has neither a CUDA torch "
                                           "nor nvcc: it can be neither built nor checked here", origin="cuda"))
         raise BuildFailed(log.diagnostics, "")
@@ -532,7 +531,6 @@ def _compile_only_cpp_unit(build_dir: Path, cpp: list[str], kwargs: dict, includ
                            root: Path, step):
     """The C++ sources' unit of a compile-only build, where they define something (``kernel.cpp``
     against the precompiled light header, as the direct build compiles it), else None."""
-    from . import toolchain
     stripped = toolchain._strip_comments("\n".join(cpp))
     if "{" not in stripped:
         return None                       # declarations only: no symbol of theirs to resolve
@@ -545,7 +543,7 @@ def _compile_only_cpp_unit(build_dir: Path, cpp: list[str], kwargs: dict, includ
               *[f"-I{p}" for p in includes if p == str(STUB_DIR)], *[f.strip() for f in kwargs.get("extra_cflags") or []]]
     light, _ = toolchain.header_dir(root / "_pch", "light", kflags)
     text = ("#include <torch/extension.h>\n" if implicit else "") + "\n".join(cpp) + "\n"
-    return toolchain._unit("kernel.cpp", build_dir, text, [toolchain._cxx(), "-c", f"-I{light}",
+    return toolchain._unit("kernel.cpp", build_dir, text, [toolchain.cxx(), "-c", f"-I{light}",
                            *[f"-I{p}" for p in extra], "-DTORCH_EXTENSION_NAME=" + build_dir.name, *kflags],
                            root / "_objects")
 
@@ -570,7 +568,6 @@ def _compile_only_split(build_dir: Path, cuda: list[str], kwargs: dict, includes
     against the precompiled light header, side by side (toolchain.compile_split, as the GPU's
     build). (None, None) when the source is built whole; (split, None) when both compiled;
     (split, (output, unit)) for the first to fail."""
-    from . import toolchain
     try:
         sp = cuda_split.split(cuda, offset=3)
     except cuda_split.CannotSplit as e:
@@ -583,7 +580,7 @@ def _compile_only_split(build_dir: Path, cuda: list[str], kwargs: dict, includes
     device_cmd = [*nvcc_cmd, "-std=c++17", f"-arch={arch}", "-c", "-Xcompiler", "-fPIC", *NO_HALF,
                   *[f for inc in includes for f in ("-isystem", inc)],     # c10's Half, if named
                   *(kwargs.get("extra_cuda_cflags") or [])]
-    host_cmd = [toolchain._cxx(), "-c", f"-I{light}", *cxx, "-DTORCH_EXTENSION_NAME=" + build_dir.name]
+    host_cmd = [toolchain.cxx(), "-c", f"-I{light}", *cxx, "-DTORCH_EXTENSION_NAME=" + build_dir.name]
     try:
         toolchain.compile_split(build_dir, sp, device_cmd, host_cmd, build_dir / "_objects", step, log,
                                 others=list(others))

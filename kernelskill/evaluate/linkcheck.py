@@ -136,7 +136,8 @@ def _loaded() -> dict[str, Path]:
 def _cxx_file(name: str, store: Path | None = None) -> Path | None:
     """A file the C++ compiler links by default (``-print-file-name``), or None; kept in ``store``
     per compiler (a driver's start is ~10 ms)."""
-    cxx = os.environ.get("CXX", "c++")
+    from .toolchain import cxx as _compiler
+    cxx = _compiler()
     kept = None
     if store is not None:
         exe = shutil.which(cxx) or cxx
@@ -166,7 +167,8 @@ def _cxx_file(name: str, store: Path | None = None) -> Path | None:
 def cudart_path(nvcc: str | None = None) -> Path | None:
     """The CUDA runtime (libcudart.so) of the nvcc that compiled the objects, where it has one."""
     from .toolchain import cuda_include_dir
-    nvcc = nvcc or shutil.which("nvcc")
+    from .toolchain import nvcc as _nvcc
+    nvcc = nvcc or _nvcc()
     if not nvcc:
         return None
     inc = cuda_include_dir(str(nvcc))

@@ -82,7 +82,8 @@ def _count_cpus(cpu_list: str) -> int:
 
 def compiler() -> str:
     """The C++ compiler torch's extensions build with (``$CXX``, else ``c++``) and its version line."""
-    cxx = os.environ.get("CXX") or "c++"
+    from .toolchain import cxx as _compiler
+    cxx = _compiler()
     path = shutil.which(cxx)
     if path is None:
         return f"{cxx} (not found on PATH: C++ and CUDA candidates cannot build)"

@@ -264,15 +264,22 @@ def _cuda_arch_flags(cuda_cflags: list[str]) -> list[str]:
     return list(ext._get_cuda_arch_flags(list(cuda_cflags)))
 
 
-def _cxx() -> str:
-    return os.environ.get("CXX", "c++")
+def cxx() -> str:
+    """The C++ compiler every build and check runs: ``$CXX``, else ``c++`` (as torch's own build)."""
+    return os.environ.get("CXX") or "c++"
+
+
+def nvcc() -> str | None:
+    """The nvcc every build and check runs: the one in torch's CUDA_HOME (what torch's own build
+    runs; from $CUDA_HOME, the PATH's nvcc or /usr/local/cuda), else the PATH's; None without one."""
+    import torch.utils.cpp_extension as ext
+    path = Path(ext.CUDA_HOME or os.environ.get("CUDA_HOME") or "/usr/local/cuda") / "bin" / "nvcc"
+    return str(path) if path.exists() else shutil.which("nvcc")
 
 
 def _nvcc() -> str:
-    import torch.utils.cpp_extension as ext
-    home = ext.CUDA_HOME or "/usr/local/cuda"
-    path = Path(home) / "bin" / "nvcc"
-    return str(path) if path.exists() else (shutil.which("nvcc") or str(path))
+    """nvcc, or where it would be (its command then fails with a clear 'not found')."""
+    return nvcc() or "/usr/local/cuda/bin/nvcc"
 
 
 def _digest(obj) -> str:
@@ -285,7 +292,7 @@ def header_dir(root: Path, kind: str, flags: list[str], make: bool = True) -> tu
     ("bind"), the light one with CUDA's context for host units ("cudahost") or the light one for
     nvcc, which uses no PCH ("cuda") — and whether its precompiled
     ``.gch`` (made with ``flags``) is ready. Not ready: a detached process makes it (``make``)."""
-    cmd = [_cxx(), *flags]
+    cmd = [cxx(), *flags]
     d = root / f"{kind}-{_digest(cmd)[:12]}"
     header = d / "torch" / "extension.h"
     if not header.exists():
@@ -476,7 +483,7 @@ def bindings_command(p: Plan, cache: Path) -> list[str]:
     """The compile command of ``p``'s bindings unit (``bind.cpp``), against their precompiled header."""
     bflags = [*_torch_flags(p.with_cuda)[0], *BIND_FLAGS]
     full, _ = header_dir(cache / "_pch", "bind", bflags)
-    return [_cxx(), "-c", f"-I{full}", *[f"-I{i}" for i in p.include_paths], f"-DTORCH_EXTENSION_NAME={p.defs}",
+    return [cxx(), "-c", f"-I{full}", *[f"-I{i}" for i in p.include_paths], f"-DTORCH_EXTENSION_NAME={p.defs}",
             *bflags]
 
 
@@ -522,12 +529,12 @@ def build(p: Plan, cache: Path, on_step=None, log=None) -> Path:
     light, _ = header_dir(pch_root, "light", kflags)
     kernel_src = ("#include <torch/extension.h>\n" if p.implicit else "") + "\n".join(p.cpp) + "\n"
     units = [_unit("kernel.cpp", d, kernel_src,
-                   [_cxx(), "-c", f"-I{light}", *[f"-I{i}" for i in p.include_paths], name_flag,
+                   [cxx(), "-c", f"-I{light}", *[f"-I{i}" for i in p.include_paths], name_flag,
                     *kflags], objects)]
     # the bindings
     bind_cmd = bindings_command(p, cache)
     units.append(_unit("bind.cpp", d, bind_source(p), bind_cmd, objects, nice=10))
-    units.append(_unit("names.cpp", d, names_source(p), [_cxx(), "-c", "-fPIC", "-O0"], objects))
+    units.append(_unit("names.cpp", d, names_source(p), [cxx(), "-c", "-fPIC", "-O0"], objects))
     # The module's init is in bind.o under the bindings' name (PyInit_<defs>) and renamed to this
     # extension's before the link (name_module): two extensions with the same bindings share bind.o,
     # never a module name (Python would hand the second one the first's module), and no unit is
@@ -559,7 +566,7 @@ def build(p: Plan, cache: Path, on_step=None, log=None) -> Path:
             # (host_header_dir; cuda_split.py).
             host_header = host_header_dir(pch_root, kflags, sp.host) or light
             try:
-                units = compile_split(d, sp, nvcc_cmd(None), [_cxx(), "-c", f"-I{host_header}",
+                units = compile_split(d, sp, nvcc_cmd(None), [cxx(), "-c", f"-I{host_header}",
                                       *[f"-I{i}" for i in p.include_paths], name_flag, *kflags], objects, step, log,
                                       others=units)
             except UnitFailed as e:
@@ -589,7 +596,7 @@ def build(p: Plan, cache: Path, on_step=None, log=None) -> Path:
     so = d / f"{p.unique}.so"
     step("link")
     tmp = so.with_suffix(f".{os.getpid()}.tmp.so")
-    proc = subprocess.run([_cxx(), *[str(u.obj) for u in units], *ld_flags, *p.ldflags, "-o", str(tmp)],
+    proc = subprocess.run([cxx(), *[str(u.obj) for u in units], *ld_flags, *p.ldflags, "-o", str(tmp)],
                           capture_output=True, text=True)
     if proc.returncode != 0:
         tmp.unlink(missing_ok=True)
@@ -855,7 +862,7 @@ def warm(cache: Path, flag_sets: list[list[str]], wait: bool = True, say=print) 
         if ready:
             say(f"[{i}/{len(sets)}] {what} header ({extra}): ready")
         else:
-            (d / "cmd.json").write_text(json.dumps([_cxx(), *flags]))
+            (d / "cmd.json").write_text(json.dumps([cxx(), *flags]))
             todo.append((i, f"{what} header ({extra})", d))
 
     def one(item):
