@@ -427,10 +427,10 @@ def test_the_light_nvcc_header_holds_the_ops_the_sources_name_and_compiles(tmp_p
         "blockIdx.x * blockDim.x + threadIdx.x", "0")
     (tmp_path / "host.cpp").write_text(host)
     cxx, _, _ = toolchain._torch_flags(False)
-    r = subprocess.run([toolchain._cxx(), "-fsyntax-only", f"-I{inc}", *cxx, str(tmp_path / "host.cpp")],
+    r = subprocess.run([toolchain.cxx(), "-fsyntax-only", f"-I{inc}", *cxx, str(tmp_path / "host.cpp")],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
-    bad = subprocess.run([toolchain._cxx(), "-fsyntax-only", f"-I{inc}", *cxx, "-x", "c++", "-"],
+    bad = subprocess.run([toolchain.cxx(), "-fsyntax-only", f"-I{inc}", *cxx, "-x", "c++", "-"],
                          input=host.replace("torch::empty_like", "torch::acc_type"), capture_output=True, text=True)
     assert bad.returncode != 0                                  # the test above can fail
 
