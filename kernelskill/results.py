@@ -244,7 +244,7 @@ class RaceEntry(JsonMixin):
 @dataclass
 class RaceResult(JsonMixin):
     """Candidates timed head to head, interleaved with eager (``evaluate.race``)."""
-    status: str                                  # ok | failed
+    status: str                                  # a RaceStatus: ok | failed
     entries: list[RaceEntry] = field(default_factory=list)
     winner: int | None = None                    # index into entries: the fastest with confidence, else None
     ratio: float | None = None                   # median(entries[0]) / median(entries[1]): > 1, the second is faster

@@ -16,9 +16,9 @@ from typing import Iterator
 from .events import BaselineMeasured, BestImproved, CandidateEvaluated, Event, NodeRetimed
 from .mechanisms import similar, spans_overlap
 from .results import EvalResult, ProfileResult
-from .vocab import FAILURES, Status
+from .vocab import FAILURES, NodeStatus, Status
 
-INVALID = "invalid"                  # the agents produced no usable candidate (malformed, blocked)
+INVALID = NodeStatus.invalid         # the agents produced no usable candidate (malformed, blocked)
 
 
 @dataclass
@@ -56,7 +56,7 @@ class Node:
     changed: list[int] = field(default_factory=list)   # lines of the parent's code inside the spans
     diagnosis: str = ""                  # the debugger's, for repairs
     result: EvalResult | None = None
-    status: str = "pending"              # an EvalResult status, or "invalid"
+    status: str = NodeStatus.pending     # a Status of its EvalResult, or a NodeStatus
     speedup: float | None = None
     message: str = ""
     duplicate_of: str | None = None      # identical code was evaluated as this node

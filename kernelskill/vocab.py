@@ -56,6 +56,25 @@ class WorkerStatus(StrEnum):
     stopped = "stopped"                # the parent's verdict said not to profile (the candidate failed its checks)
 
 
+class NodeStatus(StrEnum):
+    """A search node's own states beside its evaluation's Status (``Node.status`` is one or the other)."""
+    pending = "pending"            # not evaluated yet
+    invalid = "invalid"            # the agents produced no usable candidate (malformed, blocked)
+
+
+class RaceStatus(StrEnum):
+    """Whether a head-to-head re-time (``evaluate.race``) measured its candidates."""
+    ok = "ok"
+    failed = "failed"
+
+
+class Outcome(StrEnum):
+    """A skill's outcome on one attempt, as its statistics count it (and MCP's record_attempt takes)."""
+    success = "success"            # correct and faster
+    failure = "failure"            # not correct
+    no_gain = "no_gain"            # correct, not faster
+
+
 class RowStatus(StrEnum):
     """A bench row's status where no evaluation's verdict stands for it (a row that has one carries
     that Status)."""

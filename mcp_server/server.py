@@ -26,7 +26,7 @@ from pydantic import Field
 from kernelskill import __version__
 from kernelskill.errors import UserError, one_line
 from kernelskill.evaluate.isolation import Cancelled
-from kernelskill.skills import SkillBook
+from kernelskill.skills import OUTCOMES, SkillBook
 from kernelskill.vocab import Backend, Bottleneck, Status
 
 from .exporting import ExportedKernel
@@ -366,7 +366,7 @@ def _add_tools(server: MCPServer) -> None:  # noqa: C901 - one short function pe
     async def record_attempt(
             task: TaskArg, source: SourceArg, ctx: Context,
             skill_id: Annotated[str, Field(description="The id of the skill you applied (from lookup_skills).")],
-            outcome: Annotated[Literal["success", "failure", "no_gain"], Field(description=(
+            outcome: Annotated[Literal[OUTCOMES], Field(description=(
                 "success: correct and faster; no_gain: correct but not faster; failure: not correct."))],
             speedup: Annotated[float | None, Field(gt=0, allow_inf_nan=False, description=(
                 "Measured speedup; ignored when this server evaluated the same source (it uses its own)."))] = None,

@@ -16,7 +16,7 @@ from kernelskill.events import (AgentFinished, BaselineMeasured, BestImproved, B
 from kernelskill.results import ProfileResult
 from kernelskill.runs import REASONS, RunState
 from kernelskill.trajectory import INVALID, Node, Trajectory
-from kernelskill.vocab import FAILURES, Status, covering
+from kernelskill.vocab import FAILURES, NodeStatus, Status, covering
 
 # Status → (mark, style) for trees, tables and labels; beside the verdicts, a node can be invalid
 # (no usable candidate) or pending (not evaluated yet).
@@ -24,7 +24,7 @@ STATUS_STYLE = covering(Status, {
     Status.ok: ("✓", "green"), Status.incorrect: ("✗", "red"), Status.compile_error: ("✗", "red"),
     Status.runtime_error: ("✗", "red"), Status.crashed: ("✗", "red"), Status.timeout: ("⏱", "red"),
     Status.flagged: ("⚑", "magenta"), Status.stochastic: ("⚠", "yellow"),
-    INVALID: ("∅", "yellow"), "pending": ("…", "dim")}, "tui.model.STATUS_STYLE")
+    NodeStatus.invalid: ("∅", "yellow"), NodeStatus.pending: ("…", "dim")}, "tui.model.STATUS_STYLE")
 BUDGET_REASONS = ("attempts", "tokens", "usd", "minutes")
 
 

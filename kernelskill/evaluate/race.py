@@ -15,7 +15,7 @@ import time
 
 from ..candidate import Candidate
 from ..results import MeasurementQuality, RaceEntry, RaceResult
-from ..vocab import WorkerStatus
+from ..vocab import RaceStatus, WorkerStatus
 from .isolation import run_worker
 from .options import Options, request, resolve, resolve_device, workdir
 from .quality import GOOD, RoundJudge
@@ -40,7 +40,7 @@ def race(task, candidates: list, *, opts: Options | None = None, server=None) ->
     task, _ = resolve(task, None)
     cands = [c if isinstance(c, Candidate) else Candidate.from_source(str(c)) for c in candidates]
     if not cands:
-        return RaceResult(status="failed", message="no candidates to race")
+        return RaceResult(status=RaceStatus.failed, message="no candidates to race")
     device = resolve_device(opts.device, cands[0].backend)
     timing = opts.timing or TimingConfig()
     ref_dir = reference(task, device, opts)
@@ -72,7 +72,7 @@ def _run(task, cands, names, device, opts, req, judge, ref_dir, meta, base, serv
         reply = out.result
         if not reply or reply.status != WorkerStatus.ok:
             why = (reply.error if reply else None) or out.died or (reply.status if reply else None) or "no result"
-            return RaceResult(status="failed", message=f"race failed: {why}"[:1000],
+            return RaceResult(status=RaceStatus.failed, message=f"race failed: {why}"[:1000],
                               seconds=round(time.perf_counter() - started, 3))
         times = reply.timing["times"]
         ref_outs, dists = reference_outputs(ref_dir, server), meta["distributions"]
@@ -86,7 +86,7 @@ def _run(task, cands, names, device, opts, req, judge, ref_dir, meta, base, serv
         if opts.keep_dir is None:
             shutil.rmtree(base, ignore_errors=True)
     q = judge.summary(reply.timing.get("chosen_rounds") or reply.timing.get("chosen_round"))
-    result = RaceResult(status="ok", entries=entries, quality=MeasurementQuality.from_dict(q) if q else None)
+    result = RaceResult(status=RaceStatus.ok, entries=entries, quality=MeasurementQuality.from_dict(q) if q else None)
     if len(names) > 1:
         result.ratio, result.ratio_ci = speedup_ci(times[names[0]]["ms"], times[names[1]]["ms"],
                                                    rounds=times[names[1]].get("rounds"))

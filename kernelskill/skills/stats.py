@@ -20,13 +20,14 @@ from typing import Any, Iterable, Iterator
 import tomli_w
 
 from ..errors import UserError
+from ..vocab import Outcome
 
 try:  # POSIX only; elsewhere writes stay atomic but are not serialized.
     import fcntl
 except ImportError:  # pragma: no cover
     fcntl = None  # type: ignore[assignment]
 
-OUTCOMES = ("success", "failure", "no_gain")
+OUTCOMES = tuple(o.value for o in Outcome)      # plain strings: error messages show them
 MAX_SPEEDUPS = 50
 # Beta(1, 1) prior for the ranking only: an untried skill ranks between one success and one failure.
 # It is never shown as a rate: a skill untried in a context has no rate there.
