@@ -51,8 +51,10 @@ class _Evaluates:
     def _options(self, device: str, threads: int | None):
         from ..evaluate.api import Options
         from ..evaluate.timing import TimingConfig
+        # --shapes: a solution's correct verdict is followed by the check at derived shapes.
         return Options(device=device, trials=self.trials, timing=TimingConfig(**self.timing),
-                       baseline=self.baseline, flags=self.flags, threads=threads)
+                       baseline=self.baseline, flags=self.flags, threads=threads,
+                       shapes=getattr(self, "shapes", None))
 
 
 @dataclass
@@ -71,6 +73,7 @@ class EvalJob(_Shippable, _Evaluates):
     files: dict = field(default_factory=dict, repr=False)
     kind: str = "eval"
     flags: str = "default"
+    shapes: str | None = None                     # --shapes: auto or preset names (evaluate.shapes)
     builds: ClassVar[bool] = True                 # the pool builds it before the timing phase
 
     def build(self, device: str) -> str:

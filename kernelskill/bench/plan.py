@@ -37,6 +37,7 @@ class BenchSettings:
     threads: int | None = None                    # per evaluation on a CPU (the executor's)
     optimize_config: dict | None = None           # Config.data for --optimize
     runs_dir: str | None = None                   # where --optimize stores its runs
+    shapes: str | None = None                     # solutions checked at derived shapes too: auto | presets
 
     @property
     def device_kind(self) -> str:
@@ -59,6 +60,11 @@ def plan(tasks: list[SuiteTask], s: BenchSettings) -> list[TaskPlan]:
         if missing:
             raise UserError(f"--preset {s.preset}: not defined by {', '.join(missing[:5])}"
                             f"{' …' if len(missing) > 5 else ''} (presets live in each task's task.toml)")
+    if s.shapes and s.mode != "solutions":
+        raise UserError(f"--shapes {s.shapes}: checks the shipped solutions at derived shapes; not with "
+                        f"--{s.mode} (run `kernelskill eval --shapes` on a candidate instead)")
+    if s.shapes:
+        _check_shape_presets(tasks, s.shapes)
     plans = []
     # Rows timed before eager ran under the user's flags (TF32 convolutions off) are not reused.
     flags = f"flags-{FLAGS_PROTOCOL}-{s.flags}"
@@ -85,15 +91,40 @@ def plan(tasks: list[SuiteTask], s: BenchSettings) -> list[TaskPlan]:
         else:
             for path, expected in t.solutions(s.backends or BACKENDS[s.device_kind], s.include_wrong):
                 source = path.read_text()
-                key = job_key("eval", task.hash, source_hash(source), s.device, p.preset, s.trials, s.timing,
-                              s.baseline, s.threads, flags)
+                parts = ["eval", task.hash, source_hash(source), s.device, p.preset, s.trials, s.timing,
+                         s.baseline, s.threads, flags]
+                # A row checked at derived shapes is another row than one not checked: never reused
+                # for the other. Without --shapes the key is the one it always was (old files resume).
+                if s.shapes:
+                    parts.append(f"shapes-{_normal_shapes(s.shapes)}")
+                key = job_key(*parts)
                 rel = path.relative_to(t.path if t.path.is_dir() else t.path.parent).as_posix()
                 p.jobs.append(EvalJob(key, t.id, str(t.path), p.preset, rel, source, expected, s.trials,
-                                      dict(s.timing), s.baseline, files, flags=s.flags))
+                                      dict(s.timing), s.baseline, files, flags=s.flags, shapes=s.shapes))
             if not any(j.expected == "ok" for j in p.jobs):
                 p.note = f"no {' or '.join(s.backends or BACKENDS[s.device_kind])} solution for {s.device}"
         plans.append(p)
     return plans
+
+
+def _normal_shapes(spec: str) -> str:
+    """``--shapes`` as a key part: its names without spaces, in their order (``auto,small``)."""
+    return ",".join(n.strip() for n in spec.split(",") if n.strip())
+
+
+def _check_shape_presets(tasks: list[SuiteTask], spec: str) -> None:
+    """``--shapes small,large``: every task must define those presets (``auto`` takes whatever a
+    task has). Refused before any run, as ``--preset`` is."""
+    names = [n for n in _normal_shapes(spec).split(",") if n]
+    if not names:
+        raise UserError(f"--shapes {spec!r}: expected auto or preset names separated by commas (small,large)")
+    wanted = [n for n in names if n != "auto"]
+    missing = [f"{t.id} ({', '.join(n for n in wanted if not _has_preset(t, n))})" for t in tasks
+               if not all(_has_preset(t, n) for n in wanted)]
+    if missing:
+        raise UserError(f"--shapes {spec}: presets not defined by {', '.join(missing[:5])}"
+                        f"{' …' if len(missing) > 5 else ''} (presets live in each task's task.toml; or --shapes "
+                        f"auto: each task's presets and its size constants halved, doubled and made a prime)")
 
 
 def _has_preset(t: SuiteTask, preset: str) -> bool:

@@ -45,6 +45,27 @@ def summary_line(s: dict) -> str:
                f"{', '.join(s.get('timing_not_good_tasks', [])[:5])}" if apart else ""))
 
 
+def _shapes_counts_text(c: dict) -> str:
+    return (f"{c['yes']} of {c['checked']} ({_pct(c['share'])}) · specialised {c['specialised']} · "
+            f"incorrect at a shape {c['no']}")
+
+
+def shapes_line(s: dict) -> str | None:
+    """``--shapes``: ``generalize: 1 of 2 (50%) · specialised 1 · incorrect at a shape 0`` — of the
+    solutions correct at the task's sizes and checked at derived shapes — then per backend when
+    there are several; None when no solution was checked (a run without --shapes)."""
+    sh = s.get("shapes")
+    if not sh:
+        return None
+    text = "generalize to other shapes: " + _shapes_counts_text(sh) + " (correct solutions checked at derived shapes)"
+    if sh.get("none_ran"):
+        text += f" · {sh['none_ran']} with no shape run (the reference runs at none): not counted"
+    by = sh.get("by_backend") or {}
+    if len(by) > 1:
+        text += " · " + "; ".join(f"{b}: {_shapes_counts_text(c)}" for b, c in by.items())
+    return text
+
+
 def _sp(r: dict) -> str:
     """A speedup with its interval, marked when its measurement was not good."""
     text = _x(r.get("speedup")) + (f" [{r['ci'][0]:.2f}–{r['ci'][1]:.2f}]" if r.get("speedup") and r.get("ci") else "")
@@ -111,14 +132,19 @@ def _s(v: float | None) -> str:
 
 
 def solutions_markdown(rows: list[dict]) -> str:
-    """Every solution: examples_table's table (verdict, eager and solution times, speedup with CI)."""
-    lines = ["| task | level | solution | verdict | eager (ms) | solution (ms) | speedup [95% CI] | custom share |",
-             "|---|---|---|---|---|---|---|---|"]
-    for r in (s for row in rows for s in row["solutions"]):
+    """Every solution: examples_table's table (verdict, eager and solution times, speedup with CI);
+    with --shapes, a column: generalizes (yes, specialised, no; - unchecked) and its summary."""
+    sols = [s for row in rows for s in row["solutions"]]
+    shapes = any(s.get("generalizes") for s in sols)
+    lines = ["| task | level | solution | verdict | eager (ms) | solution (ms) | speedup [95% CI] | custom share |"
+             + (" other shapes |" if shapes else ""), "|---|---|---|---|---|---|---|---|" + ("---|" if shapes else "")]
+    for r in sols:
         sp = _sp(r)
         verdict = r["status"] + ("" if r["as_expected"] else f" (expected {r['expected']})")
+        gen = (f" {r['generalizes']}: {_short(r.get('shapes_summary') or '', 70)} |" if r.get("generalizes")
+               else " - |") if shapes else ""
         lines.append(f"| {r['task']} | {r['level']} | {r['solution']} | {verdict} | {_ms(r['eager_ms'])} | "
-                     f"{_ms(r['cand_ms'])} | {sp} | {_pct(r['custom_share'])} |")
+                     f"{_ms(r['cand_ms'])} | {sp} | {_pct(r['custom_share'])} |" + gen)
     return "\n".join(lines)
 
 
@@ -130,7 +156,7 @@ def verdicts_line(s: dict) -> str:
 
 
 CSV_FIELDS = ("task", "level", "preset", "status", "speedup", "quality", "speedup_vs_compile", "custom_share", "eager_ms",
-              "compile_ms", "floor_ms", "eager_fraction", "bottleneck", "solution", "message")
+              "compile_ms", "floor_ms", "eager_fraction", "bottleneck", "solution", "message", "generalizes")
 
 
 def row_gpus_lines(doc: dict) -> list[str]:
@@ -170,6 +196,8 @@ def report_markdown(doc: dict) -> str:
                   "|---|---|---|---|---|---|---|",
                   f"| {s['n']} | {s['correct_rate']:.3f} | {s['fast_0']:.3f} | {s['fast_1']:.3f} | "
                   f"{s['fast_1_5']:.3f} | {s['fast_2']:.3f} | {_x(s['geomean_speedup'])} |"]
+        if shapes_line(s):
+            lines += ["", shapes_line(s)]
     lines += ["", "## Tasks", ""]
     if doc.get("mode") == "reference":
         lines += [reference_markdown(doc["tasks"])]

@@ -37,9 +37,55 @@ def solution_row(p: TaskPlan, job, rec: Row) -> dict:
            # The row is plain JSON-ready data: the class's name, not the enum.
            "bottleneck": str(prof.bottleneck) if prof and prof.bottleneck else None, "op_classes": rec.op_classes,
            "phases": (res.phases if res else None) or {}}
+    row.update(_shapes_fields(job, res))
     if job.kind == "optimize":
         row.update({k: getattr(rec, k) for k in ("run_dir", "attempts", "reason", "tokens", "usd")})
     return row
+
+
+def _shapes_fields(job, res) -> dict:
+    """The solution's backend and, where it was checked at derived shapes (``--shapes``), its label:
+    ``generalizes`` yes | specialised | no, or None when unchecked (not correct at the task's sizes, or
+    run without --shapes); ``shapes_ran`` the shapes it ran at (the skipped ones, where the reference
+    does not run, left out)."""
+    backend = res.compile.backend if res and res.compile and res.compile.backend else None
+    if backend is None and getattr(job, "source", None):
+        from ..candidate import detect_backend
+        backend = detect_backend(job.source)
+    s = res.shapes if res else None
+    return {"backend": backend, "generalizes": s.generalizes if s else None,
+            "shapes_ran": sum(c.verdict != "skipped" for c in s.shapes) if s else None,
+            "shapes_summary": s.summary if s else None}
+
+
+# The labels of ``--shapes`` (evaluate.shapes): ok at every shape it ran at; a clean refusal at some
+# (and nothing worse); a wrong value or a crash at some (its verdict then is incorrect or a crash).
+SHAPE_LABELS = ("yes", "specialised", "no")
+
+
+def shapes_counts(sols: list[dict]) -> dict:
+    """Over solutions: ``checked`` correct at the task's sizes and run at one derived shape or more;
+    of them ``yes`` (generalize), ``specialised``, ``no`` (incorrect or crashed at some shape);
+    ``share`` = yes / checked (None when none was checked). ``none_ran``: checked, but at no shape
+    (the reference runs at none of them): apart, neither generalizing nor not. A solution without
+    a shapes check (incorrect at the task's sizes, or run without --shapes) counts nowhere."""
+    labelled = [s for s in sols if s.get("generalizes")]
+    checked = [s for s in labelled if s.get("shapes_ran")]
+    out = {"checked": len(checked), **{k: sum(s["generalizes"] == k for s in checked) for k in SHAPE_LABELS},
+           "none_ran": len(labelled) - len(checked)}
+    out["share"] = out["yes"] / len(checked) if checked else None
+    return out
+
+
+def shapes_summary(rows: list[dict]) -> dict | None:
+    """``--shapes`` over a suite's solutions: ``shapes_counts`` overall and per backend; None when no
+    solution was checked at derived shapes (a run without --shapes says nothing about it)."""
+    sols = [s for r in rows for s in r["solutions"] if s.get("generalizes")]
+    if not sols:
+        return None
+    backends = sorted({s.get("backend") or "?" for s in sols})
+    return {**shapes_counts(sols),
+            "by_backend": {b: shapes_counts([s for s in sols if (s.get("backend") or "?") == b]) for b in backends}}
 
 
 def task_rows(plans: list[TaskPlan], records: dict[str, Row]) -> list[dict]:
@@ -64,6 +110,7 @@ def task_rows(plans: list[TaskPlan], records: dict[str, Row]) -> list[dict]:
                      "quality": best["quality"] if best else None,
                      "speedup_vs_compile": best["speedup_vs_compile"] if best else None,
                      "custom_share": best["custom_share"] if best else None,
+                     "generalizes": best.get("generalizes") if best else None,
                      "eager_ms": (first or {}).get("eager_ms"), "solution": best["solution"] if best else None,
                      "message": message, "solutions": sols,
                      # What the task itself costs (the same in every solution's run): from the first.
@@ -140,6 +187,9 @@ def summarize(rows: list[dict]) -> dict:
                        "honest_rejected": sum(s["status"] != "ok" for s in honest),
                        "faster_than_eager": sum(s["status"] == "ok" and (s["speedup"] or 0) > 1 for s in honest),
                        "honest": len(honest)}
+    shapes = shapes_summary(rows)
+    if shapes is not None:
+        out["shapes"] = shapes
     return out
 
 

@@ -23,6 +23,7 @@ EPILOG = """examples:
   kernelskill bench examples --levels 1 --limit 5 --json
   kernelskill bench examples --include-wrong --md      # the wrong solutions too: each gets its expected verdict?
   kernelskill bench examples --device cuda --baseline both     # also the speedup vs torch.compile
+  kernelskill bench examples --shapes auto             # also: does each solution work at other sizes?
   kernelskill bench examples --executor ray --ray-address auto # the same jobs on a Ray cluster
   kernelskill bench KernelBench/level1 --optimize --limit 10 --base-url http://localhost:8000/v1 \\
       --model qwen2.5-coder-32b --budget 20
@@ -176,7 +177,7 @@ def setup(args):
                         f"(with --base-url and --model, or [llm] in kernelskill.toml)")
     env = {}
     settings = BenchSettings(device=device, mode=mode, preset=args.preset, include_wrong=args.include_wrong,
-                             baseline=args.baseline, flags=args.flags, trials=args.trials or 5,
+                             baseline=args.baseline, flags=args.flags, trials=args.trials or 5, shapes=args.shapes,
                              timing={**DEFAULT_TIMING, **({"time_cap_s": args.time_cap} if args.time_cap else {}),
                                      # A reference timed against itself: its speedup is a check on the
                                      # harness, not a decision; one worker process times it.
@@ -236,6 +237,7 @@ def cmd_bench(args) -> int:
     doc = {"suite": str(suite), "device": settings.device, "preset": label, "mode": settings.mode,
            "out": str(out), "machine": rows_machine(rows) if args.report_only else machine_info(executor),
            "settings": {"trials": settings.trials, "timing": settings.timing, "baseline": settings.baseline,
+                        **({"shapes": settings.shapes} if settings.shapes else {}),
                         "include_wrong": settings.include_wrong, "executor": executor.name,
                         "threads": settings.threads},
            "summary": summarize(rows), "tasks": rows, "jobs": len(unique_jobs(plans)), "reused": reused,
@@ -255,10 +257,13 @@ def cmd_bench(args) -> int:
 
 
 def _print(doc: dict, args) -> None:
-    from ..bench.report import CSV_FIELDS, reference_line, reference_markdown, summary_line, tasks_markdown
+    from ..bench.report import (CSV_FIELDS, reference_line, reference_markdown, shapes_line, summary_line,
+                                tasks_markdown)
     rows = doc["tasks"]
     reference = doc["mode"] == "reference"
     summary = reference_line(doc["summary"]) if reference else summary_line(doc["summary"])
+    if not reference and shapes_line(doc["summary"]):
+        summary += "\n" + shapes_line(doc["summary"])
     if doc.get("compare"):
         from ..bench.baseline import compare_line
         summary += "\n" + compare_line(doc["compare"])
@@ -297,6 +302,8 @@ def _print(doc: dict, args) -> None:
                                                                                        if vs_compile else "")
             cs = f"{r['custom_share']:.0%}" if r["custom_share"] is not None else "-"
             detail = r["solution"] or (r["message"][:60] if r["status"] != "ok" else "")
+            if r.get("generalizes"):              # --shapes: the best solution's label
+                detail += f" (other shapes: {r['generalizes']})"
             print(f"{r['task'][:28]:<28} {str(r['level'] or '-'):>5}  {r['status']:<14} {sp:>8}{vc} {cs:>7}  {detail}")
         print(f"\n{summary}")
         print(f"report: {Path(doc['out']) / 'report.md'} ({doc['evaluated']} run, {doc['reused']} reused, "
@@ -330,6 +337,11 @@ def add_parser(sub) -> None:
                    help="PyTorch backend flags the timings run under: default (PyTorch's own, as a user's process has "
                    "them) or strict (TF32 off everywhere; speedups say so)")
     p.add_argument("--trials", type=int, metavar="N", help="correctness trials per solution (default 5)")
+    p.add_argument("--shapes", metavar="auto|PRESETS", help="each solution correct at the task's sizes is checked "
+                   "again at derived shapes (auto: the task's other presets, each size constant halved, doubled and "
+                   "made a prime; or preset names, small,large) and labelled generalizes yes, specialised (a clean "
+                   "refusal) or no (a wrong value or crash there: its verdict fails); the summary gives the share "
+                   "that generalize. Default off")
     p.add_argument("--time-cap", type=float, metavar="S",
                    help=f"seconds of timing per model at most (default {3.0:g})")
     g = p.add_argument_group("executors")
