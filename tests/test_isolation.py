@@ -115,3 +115,21 @@ def test_interrupting_the_caller_kills_the_worker(tmp_path, fast):
     pid = int(pid_file.read_text())
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+def test_a_failed_worker_is_explained_one_way_everywhere(tmp_path):
+    """WorkerOutcome.failure(): None for an ok reply; else the worker's own error, how it died,
+    its status, or the caller's default, in that order (api, race, reference, ncu and ceilings ask it)."""
+    from kernelskill.evaluate.isolation import WorkerOutcome
+    from kernelskill.evaluate.reply import WorkerReply
+    from kernelskill.vocab import WorkerStatus
+
+    def outcome(reply, rc=0, timed_out=False):
+        return WorkerOutcome(result=reply, returncode=rc, phase="run", timed_out=timed_out, seconds=1.0,
+                             log_tail="", out_dir=tmp_path)
+    assert outcome(WorkerReply(status=WorkerStatus.ok)).failure() is None
+    assert outcome(WorkerReply(status=WorkerStatus.runtime_error, error="CUDA error")).failure() == "CUDA error"
+    assert outcome(WorkerReply(status=WorkerStatus.task_error)).failure() == "task_error"
+    assert outcome(None, rc=-9).failure() == "worker died with SIGKILL (killed (out of memory?)) in the run phase"
+    assert outcome(None, timed_out=True).failure().startswith("timed out in the run phase")
+    assert outcome(WorkerReply(), rc=0).failure("nothing said") == "nothing said"

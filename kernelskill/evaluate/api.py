@@ -15,7 +15,7 @@ from typing import Callable
 from ..candidate import Candidate
 from ..errors import UserError
 from ..results import EvalResult
-from ..vocab import Status, WorkerStatus
+from ..vocab import Status
 from . import machine as mach
 from .build import cache_root, store_json
 from .ceilings import ceilings, store_raised_ceiling
@@ -95,8 +95,8 @@ def machine(device: str, opts: Options | None = None, refresh: bool = False) -> 
                              run_timeout=opts.run_timeout, keep=base, cancel=opts.cancel)
             shutil.rmtree(base, ignore_errors=True)
             reply = out.result
-            if not reply or reply.status != WorkerStatus.ok:
-                why = (reply.error if reply else None) or out.died or "no result"
+            why = out.failure()
+            if why:
                 raise UserError(f"cannot read the GPU's properties on {device}: {why}")
             profile["gpu"], profile["env"] = reply.gpu, reply.env
         else:

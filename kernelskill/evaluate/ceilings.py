@@ -14,7 +14,7 @@ import time
 import torch
 
 from ..results import EvalResult
-from ..vocab import Status, WorkerStatus
+from ..vocab import Status
 from . import own_builds, quality, roofline
 from .build import cache_root
 from .isolation import run_worker
@@ -65,7 +65,7 @@ def ceilings(device: str, worker_env: dict, opts: Options, refresh: bool = False
         if paused:
             own_builds.resume()
         shutil.rmtree(base, ignore_errors=True)
-    if not out.result or out.result.status != WorkerStatus.ok:
+    if out.failure():
         return hit or {}
     new = dict(out.result.ceilings)
     if paused:

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..vocab import RECHECK_PHASE
+from ..vocab import RECHECK_PHASE, WorkerStatus
 from . import lifeline, quality
 from .build import cache_root, tail
 from .reply import WorkerReply
@@ -79,6 +79,15 @@ class WorkerOutcome:
                     "SIGILL": "illegal instruction"}.get(name, name)
             return f"worker died with {name} ({what}) in the {self.phase} phase"
         return f"worker exited with code {rc} in the {self.phase} phase before reporting a result"
+
+    def failure(self, default: str = "no result") -> str | None:
+        """Why the worker's mode did not finish its work, in words (its own error, how it died, its
+        status), ``default`` when nothing says; None when it replied ok. Every caller that must
+        explain a failed worker asks this."""
+        reply = self.result
+        if reply is not None and reply.status == WorkerStatus.ok:
+            return None
+        return (reply.error if reply else None) or self.died or (reply.status if reply else None) or default
 
 
 # ---- prestarted workers -----------------------------------------------------------------------

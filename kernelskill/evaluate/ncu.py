@@ -131,6 +131,6 @@ def run_ncu(result, task, cand, device: str, ref_dir, opts) -> None:
             prof.bottleneck = roofline.classify(prof.roofline, prof.candidate.median_ms,
                                                 gpu=True, ncu=summary)
     else:
-        why = (out.result.error if out.result else None) or out.died or "no kernels were profiled"
+        why = out.failure() or "no kernels were profiled"
         prof.notes.append(f"ncu: no metrics ({why}); ncu said: {(text or out.log_tail)[-300:].strip()}")
     shutil.rmtree(base, ignore_errors=True)

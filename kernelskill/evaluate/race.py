@@ -15,7 +15,7 @@ import time
 
 from ..candidate import Candidate
 from ..results import MeasurementQuality, RaceEntry, RaceResult
-from ..vocab import RaceStatus, WorkerStatus
+from ..vocab import RaceStatus
 from .isolation import run_worker
 from .options import Options, request, resolve, resolve_device, workdir
 from .quality import GOOD, RoundJudge
@@ -70,8 +70,8 @@ def _run(task, cands, names, device, opts, req, judge, ref_dir, meta, base, serv
         out = run_worker(req, build_timeout=opts.build_timeout, run_timeout=opts.run_timeout, keep=base,
                          on_phase=judge.on_phase, on_poll=judge.poll, on_round=judge.on_round, cancel=opts.cancel)
         reply = out.result
-        if not reply or reply.status != WorkerStatus.ok:
-            why = (reply.error if reply else None) or out.died or (reply.status if reply else None) or "no result"
+        why = out.failure()
+        if why:
             return RaceResult(status=RaceStatus.failed, message=f"race failed: {why}"[:1000],
                               seconds=round(time.perf_counter() - started, 3))
         times = reply.timing["times"]

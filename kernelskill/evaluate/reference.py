@@ -59,8 +59,8 @@ def reference(task: Task, device: str, opts: Options) -> Path:
     out = run_worker(req, build_timeout=opts.build_timeout, run_timeout=opts.run_timeout, keep=base,
                      cancel=opts.cancel)
     reply = out.result
-    if reply is None or reply.status != WorkerStatus.ok:
-        why = (reply.error if reply else None) or out.died or "unknown failure"
+    why = out.failure("unknown failure")
+    if why:
         if reply and reply.status == WorkerStatus.task_error:
             raise TaskError(why)
         raise TaskError(f"{task.path}: the reference failed on {device}: {why}\n{out.log_tail[-1500:]}")
@@ -128,7 +128,7 @@ class RefServer:
                 raise Cancelled("cancelled while the reference recomputed its outputs")
             if not self._thread.is_alive() or time.monotonic() > deadline:
                 outcome = self.outcome
-                why = (outcome.died or (outcome.result.error if outcome.result else None)) if outcome else "timed out"
+                why = outcome.failure("it stopped") if outcome else "timed out"
                 raise TaskError(f"the reference worker that recomputes trial outputs stopped: {why}\n"
                                 + (outcome.log_tail[-1500:] if outcome else ""))
             time.sleep(0.01)
