@@ -48,7 +48,7 @@ import torch  # noqa: E402
 
 from build_cost import CPP_FLAGS, source, stop_on_sigterm  # noqa: E402
 from kernelskill import Candidate  # noqa: E402
-from kernelskill.evaluate import compile, isolation, quality, toolchain  # noqa: E402
+from kernelskill.evaluate import compile, host, isolation, toolchain  # noqa: E402
 from kernelskill.evaluate.build import build_root  # noqa: E402
 
 
@@ -68,12 +68,12 @@ class Around:
     """The host over one measurement: pressure stalls as a share of its seconds, throttling, busy cores."""
 
     def __enter__(self):
-        self.t, self.p, self.th, self.b = time.monotonic(), pressure(), quality.cpu_throttled_s(), quality._cpu_busy_s()
+        self.t, self.p, self.th, self.b = time.monotonic(), pressure(), host.cpu_throttled_s(), host._cpu_busy_s()
         return self
 
     def __exit__(self, *exc):
         dt = max(1e-6, time.monotonic() - self.t)
-        p1, th1, b1 = pressure(), quality.cpu_throttled_s(), quality._cpu_busy_s()
+        p1, th1, b1 = pressure(), host.cpu_throttled_s(), host._cpu_busy_s()
         self.host = {f"{k}_stall": round((p1[k] - self.p[k]) / dt, 3) for k in p1 if k in self.p}
         if th1 is not None and self.th is not None:
             self.host["throttled_s"] = round(th1 - self.th, 3)
@@ -151,7 +151,7 @@ def main() -> None:
               + "  " + " ".join(f"{k} {v}" for k, v in host.items()), flush=True)
         if args.json:
             tmp = Path(args.json).with_suffix(".tmp")
-            tmp.write_text(json.dumps({"device": args.device, "backend": backend, "cpu_quota": quality.cpu_quota(),
+            tmp.write_text(json.dumps({"device": args.device, "backend": backend, "cpu_quota": host.cpu_quota(),
                                        "cores": os.cpu_count(), "rows": rows}, indent=2))
             os.replace(tmp, args.json)
 
@@ -196,18 +196,18 @@ def main() -> None:
     except KeyboardInterrupt:
         print("  interrupted: the rows so far follow", flush=True)
     isolation.stop_spares()
-    print(f"\n{quality.host_line(quality.host_busy_cores(), 'after the run')}\n")
+    print(f"\n{host.host_line(host.host_busy_cores(), 'after the run')}\n")
     print("| row | n | build (s), median | call (s), median | compiler CPU (s) | cpu stall | memory stall | "
           "io stall |")
     print("|---|---|---|---|---|---|---|---|")
     for label in dict.fromkeys(r["row"] for r in rows):
         rs = [r for r in rows if r["row"] == label]
         med = lambda key: statistics.median(r[key] for r in rs)  # noqa: E731
-        host = lambda key: f"{statistics.median(r['host'].get(key, 0.0) for r in rs):.2f}"  # noqa: E731
+        around = lambda key: f"{statistics.median(r['host'].get(key, 0.0) for r in rs):.2f}"  # noqa: E731
         call = f"{med('call_s'):.2f}" if rs[0]["call_s"] is not None else "-"
         cpu = f"{med('compiler_cpu_s'):.2f}" if rs[0]["compiler_cpu_s"] is not None else "-"
-        print(f"| {label} | {len(rs)} | {med('build_s'):.2f} | {call} | {cpu} | {host('cpu_stall')} | "
-              f"{host('memory_stall')} | {host('io_stall')} |")
+        print(f"| {label} | {len(rs)} | {med('build_s'):.2f} | {call} | {cpu} | {around('cpu_stall')} | "
+              f"{around('memory_stall')} | {around('io_stall')} |")
 
 
 if __name__ == "__main__":

@@ -3,13 +3,15 @@ next evaluation measures again; a raise from eager's rate is stored only from a 
 from __future__ import annotations
 
 import json
-import types
+from pathlib import Path
 
 import pytest
 
 from kernelskill.evaluate import ceilings as ceil_mod
 from kernelskill.evaluate import roofline
 from kernelskill.evaluate.api import Options
+from kernelskill.evaluate.isolation import WorkerOutcome
+from kernelskill.evaluate.reply import WorkerReply
 from kernelskill.evaluate.ceilings import ceilings, ceilings_key, store_raised_ceiling
 from kernelskill.evaluate.verdict import _roofline
 from kernelskill.results import CompileResult, EvalResult, MeasurementQuality, ProfileResult, TimingStats
@@ -67,8 +69,9 @@ class _Measurer:
         self.calls += 1
         q = self.qualities.pop(0)
         data = {**H100ISH, "quality": q, "measured_unix": float(self.calls), "others_cores": 1.5 if q != "good" else 0.0}
-        reply = types.SimpleNamespace(status=WorkerStatus.ok, ceilings=data)
-        return types.SimpleNamespace(result=reply)
+        reply = WorkerReply(status=WorkerStatus.ok, ceilings=data)
+        return WorkerOutcome(result=reply, returncode=0, phase="done", timed_out=False, seconds=0.1, log_tail="",
+                             out_dir=Path(req.get("out_dir") or "."))
 
 
 def test_only_a_good_measurement_is_stored_and_reused(tmp_path, monkeypatch):

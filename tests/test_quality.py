@@ -13,7 +13,8 @@ import pytest
 from kernelskill import Candidate
 from kernelskill.evaluate import evaluate
 from kernelskill.evaluate.api import Options
-from kernelskill.evaluate.quality import CONTENDED, GOOD, NOISY, HostSampler, RoundJudge, assess
+from kernelskill.evaluate.quality import CONTENDED, GOOD, NOISY, RoundJudge, assess
+from kernelskill.evaluate.host import HostSampler
 from kernelskill.evaluate.race import race
 from kernelskill.evaluate.timing import TimingConfig, speedup_ci
 from kernelskill.results import EvalResult
@@ -336,7 +337,7 @@ def test_retimes_zero_reports_the_first_round(retimes):
 
 
 def test_only_our_workers_are_ours_on_the_gpu_a_callers_other_child_competes():
-    from kernelskill.evaluate.quality import _ours
+    from kernelskill.evaluate.host import _ours
     import os
     code = "import time\nprint('up', flush=True)\ntime.sleep(30)"
     worker = subprocess.Popen([sys.executable, "-c", code, "-m", "kernelskill.evaluate.worker"],
@@ -357,18 +358,18 @@ def test_only_our_workers_are_ours_on_the_gpu_a_callers_other_child_competes():
 def test_a_benchmark_says_when_its_host_was_busy(monkeypatch):
     """build_cost and loop_throughput print whether the machine was quiet around their run: a busy
     process is seen as a busy core, and the line then says the figures are a busy machine's."""
-    from kernelskill.evaluate import quality
+    from kernelskill.evaluate import host
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
-        busy = quality.host_busy_cores(0.5)
+        busy = host.host_busy_cores(0.5)
     finally:
         spinner.kill()
         spinner.wait()
     assert busy is not None and busy >= 0.8, busy
-    monkeypatch.setattr(quality, "cores", lambda: 64)
-    assert quality.host_line(30.0, "before the run").startswith("host before the run: BUSY (30.0 of 64 cores")
-    assert quality.host_line(2.0) == "host: quiet (2.0 of 64 cores busy)"
-    assert "busy machine's figures" in quality.host_line(7.0)        # over a tenth of the cores
+    monkeypatch.setattr(host, "cores", lambda: 64)
+    assert host.host_line(30.0, "before the run").startswith("host before the run: BUSY (30.0 of 64 cores")
+    assert host.host_line(2.0) == "host: quiet (2.0 of 64 cores busy)"
+    assert "busy machine's figures" in host.host_line(7.0)        # over a tenth of the cores
 
 
 def _cgroup(root, rel: str, **files: str) -> None:
@@ -381,37 +382,37 @@ def _cgroup(root, rel: str, **files: str) -> None:
 def test_a_cgroup_cpu_quota_is_read_on_the_way_up_v2_and_v1(tmp_path):
     """A container given 4 CPUs on a 64-core host sees 64 cores: the quota (cgroup v2 cpu.max, or
     v1's cfs quota over its period) is what its threads get, and the tightest level up the tree wins."""
-    from kernelskill.evaluate import quality
+    from kernelskill.evaluate import host
     v2 = tmp_path / "v2"
     _cgroup(v2, "", cpu_max="max 100000\n")
     _cgroup(v2, "kube/pod", cpu_max="400000 100000\n", cpu_stat="usage_usec 9\nthrottled_usec 2500000\n")
-    assert quality.cpu_quota(v2, "0::/kube/pod\n") == 4.0
-    assert quality.cpu_throttled_s(v2, "0::/kube/pod\n") == 2.5
+    assert host.cpu_quota(v2, "0::/kube/pod\n") == 4.0
+    assert host.cpu_throttled_s(v2, "0::/kube/pod\n") == 2.5
     _cgroup(v2, "kube", cpu_max="150000 100000\n")             # the parent allows less
-    assert quality.cpu_quota(v2, "0::/kube/pod\n") == 1.5
-    assert quality.cpu_quota(v2, "0::/\n") is None            # unlimited at the root: no quota
+    assert host.cpu_quota(v2, "0::/kube/pod\n") == 1.5
+    assert host.cpu_quota(v2, "0::/\n") is None            # unlimited at the root: no quota
     v1 = tmp_path / "v1"
     _cgroup(v1, "cpu,cpuacct/docker/abc", cpu_cfs_quota_us="200000\n", cpu_cfs_period_us="100000\n",
             cpu_stat="nr_periods 5\nnr_throttled 2\nthrottled_time 750000000\n")
     proc = "4:memory:/docker/abc\n3:cpu,cpuacct:/docker/abc\n"
-    assert quality.cpu_quota(v1, proc) == 2.0
-    assert quality.cpu_throttled_s(v1, proc) == 0.75
+    assert host.cpu_quota(v1, proc) == 2.0
+    assert host.cpu_throttled_s(v1, proc) == 0.75
     _cgroup(v1, "cpu,cpuacct/docker/abc", cpu_cfs_quota_us="-1\n")
-    assert quality.cpu_quota(v1, proc) is None
-    assert quality.cpu_quota(tmp_path / "none", proc) is None  # nothing mounted there: nothing says
+    assert host.cpu_quota(v1, proc) is None
+    assert host.cpu_quota(tmp_path / "none", proc) is None  # nothing mounted there: nothing says
 
 
 def test_cores_and_the_host_line_follow_the_quota(monkeypatch):
-    from kernelskill.evaluate import isolation, quality
-    monkeypatch.setattr(quality, "_affinity", lambda: 64)
-    monkeypatch.setattr(quality, "cpu_quota", lambda: 3.5)
-    assert quality.cores() == 4                                # 3.5 CPUs of quota: four threads, not 64
+    from kernelskill.evaluate import host, isolation
+    monkeypatch.setattr(host, "_affinity", lambda: 64)
+    monkeypatch.setattr(host, "cpu_quota", lambda: 3.5)
+    assert host.cores() == 4                                # 3.5 CPUs of quota: four threads, not 64
     assert isolation.worker_threads() == 4
     assert isolation.worker_threads(2) == 2                    # an explicit count stays
-    line = quality.host_line(0.2, "before the run")
+    line = host.host_line(0.2, "before the run")
     assert line == "host before the run: quiet (0.2 of 4 cores busy; a CPU quota of 3.5 cores for 64 visible)", line
-    monkeypatch.setattr(quality, "cpu_quota", lambda: None)
-    assert quality.cores() == 64 and "quota" not in quality.host_line(0.2)
+    monkeypatch.setattr(host, "cpu_quota", lambda: None)
+    assert host.cores() == 64 and "quota" not in host.host_line(0.2)
 
 
 # ---- several worker processes (issue 43, item 4) --------------------------------------------------

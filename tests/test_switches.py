@@ -44,7 +44,7 @@ def test_every_variable_the_code_reads_is_in_the_settings_table():
     # KERNELSKILL_API is the prefix the workers' environment filter drops (keys), not a variable.
     used.discard("KERNELSKILL_API")
     assert used - documented == set(), f"read by the code, missing from the table in {DOC.name}"
-    assert documented - used == set(), f"in the table, read by no code"
+    assert documented - used == set(), "in the table, read by no code"
     assert not used & set(RETIRED), "a retired switch is read again"
 
 

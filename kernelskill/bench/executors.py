@@ -43,9 +43,9 @@ class Job(Protocol):
 
 def cpu_cores() -> int:
     """Cores this process may use (the affinity mask, not the machine's count; a cgroup CPU quota's
-    worth where that is fewer: ``quality.cores``)."""
-    from ..evaluate import quality
-    return quality.cores()
+    worth where that is fewer: ``host.cores``)."""
+    from ..evaluate import host
+    return host.cores()
 
 
 def gpu_devices(device: str, limit: int | None = None) -> list[str]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..vocab import RECHECK_PHASE, WorkerStatus
-from . import lifeline, quality
+from . import host, lifeline
 from .build import cache_root, tail
 from .reply import WorkerReply
 
@@ -226,8 +226,8 @@ def wait_for_spares(timeout: float = 300.0) -> bool:
 
 def worker_threads(threads: int | None = None) -> int:
     """The threads a worker pins torch and OpenMP to: ``threads``, else every core this process may
-    use (fewer where a cgroup CPU quota allows less: ``quality.cores``)."""
-    return threads or quality.cores()
+    use (fewer where a cgroup CPU quota allows less: ``host.cores``)."""
+    return threads or host.cores()
 
 
 def worker_env_vars(threads: int) -> dict:

@@ -109,11 +109,11 @@ def cpu_facts() -> dict:
     first = info[0] if info else {}
     flags = set((first.get("flags") or first.get("Features") or "").split())
     cores = {(c.get("physical id", "0"), c.get("core id")) for c in info if c.get("core id") is not None}
-    from . import quality
-    usable = quality.cores()
+    from . import host
+    usable = host.cores()
     return {"model": first.get("model name") or platform.processor() or platform.machine(),
             "arch": platform.machine(), "logical_cores": os.cpu_count(), "physical_cores": len(cores) or None,
-            "usable_cores": usable, "cpu_quota": quality.cpu_quota(), "isa": [f for f in CPU_ISA if f in flags],
+            "usable_cores": usable, "cpu_quota": host.cpu_quota(), "isa": [f for f in CPU_ISA if f in flags],
             "caches": _caches(),
             "compiler": compiler(), "parallel_backend": parallel_backend(),
             "torch_threads": torch.get_num_threads(), "torch": torch.__version__}
@@ -194,7 +194,7 @@ def gpu_max_clock_mhz(props=None, uuid: str | None = None) -> tuple[float | None
     khz = getattr(props, "clock_rate", None) if props is not None else None
     if khz:
         return float(khz) / 1e3, "torch.cuda.get_device_properties().clock_rate"
-    from .quality import _smi
+    from .host import _smi
     q = _smi(["--query-gpu=uuid,clocks.max.sm", "--format=csv,noheader,nounits"])
     want = f"GPU-{uuid}" if uuid and not str(uuid).startswith("GPU-") else uuid
     for line in (q or "").strip().splitlines():
@@ -250,12 +250,12 @@ def cpu_limits(threads: int | None = None) -> dict:
     """The CPU's fp32 FMA peak = cores × FMA units × SIMD fp32 lanes × 2 FLOP × max clock, counting
     the cores ``threads`` can use (hyper-threads share a core's units), from /proc/cpuinfo's flags;
     what cannot be read is said under "unknown"."""
-    from . import quality
+    from . import host
     info = _cpuinfo()
     first = info[0] if info else {}
     flags = set((first.get("flags") or first.get("Features") or "").split())
     physical = len({(c.get("physical id", "0"), c.get("core id")) for c in info if c.get("core id") is not None})
-    cores = min(x for x in (threads or quality.cores(), quality.cores(), physical or quality.cores()) if x)
+    cores = min(x for x in (threads or host.cores(), host.cores(), physical or host.cores()) if x)
     out: dict = {"cores": cores, "unknown": []}
     mhz, clock_src = _cpu_max_mhz(first)
     out["clock_mhz"] = mhz

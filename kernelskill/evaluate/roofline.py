@@ -128,7 +128,7 @@ def measure(device: str) -> dict:
         out["limits"] = machine.cpu_limits(out["threads"])
         out["cache_bytes"], out["cache"] = machine.llc_bytes(), "LLC"
         n_copy, shapes = (1 << 26), ((1024, 1024, 1024),)        # 256 MiB; 1024³ (2 GFLOP)
-    from .quality import HostSampler
+    from .host import HostSampler
     host = HostSampler()
     host.start(os.getpid())
     ms = _copy_ms(n_copy, dev, device, 10 if cuda else 5)

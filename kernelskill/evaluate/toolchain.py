@@ -440,8 +440,8 @@ def make_pch(d: Path) -> bool:
 def maker_slots() -> int:
     """How many headers may be made at once: a core each beyond one left free, 2 GB of available
     memory each; at least one."""
-    from . import quality
-    cores = quality.cores()
+    from . import host
+    cores = host.cores()
     try:
         with open("/proc/meminfo") as f:
             avail = next(int(line.split()[1]) for line in f if line.startswith("MemAvailable:")) / 2**20

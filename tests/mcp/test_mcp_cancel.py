@@ -13,7 +13,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from kernelskill.evaluate.quality import HostSampler, cores
+from kernelskill.evaluate.host import HostSampler, cores
 from kernelskill.mcp_server.locks import hold_device
 
 from helpers import DATA
