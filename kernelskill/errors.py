@@ -19,6 +19,11 @@ class StochasticTask(TaskError):
     candidate can be verified against it (the evaluator's ``stochastic`` verdict)."""
 
 
+def tail(text: str, lines: int = 40, chars: int = 4000) -> str:
+    """The last ``lines`` lines of a log, at most ``chars`` characters (what a result carries)."""
+    return "\n".join(text.splitlines()[-lines:])[-chars:]
+
+
 def one_line(text: str, limit: int = 300) -> str:
     """``text`` as one line of at most ``limit`` characters (for a log line or a tool's error: a
     message may quote a megabyte argument)."""

@@ -27,7 +27,7 @@ def lock_dir() -> Path:
     every server and process of this machine that shares the cache shares too (one evaluation per
     device among them). The test suite gives each of its parallel workers its own."""
     import os
-    from kernelskill.evaluate.build import cache_root
+    from kernelskill.evaluate.cache import cache_root
     return Path(os.environ.get("KERNELSKILL_LOCKS") or cache_root() / "locks")
 
 

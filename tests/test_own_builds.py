@@ -20,7 +20,8 @@ import numpy as np
 from kernelskill import Candidate, Task
 from kernelskill.evaluate import compile, evaluate, own_builds, quality, toolchain
 from kernelskill.evaluate.api import Options
-from kernelskill.evaluate.build import build_root, cache_root
+from kernelskill.evaluate.build import build_root
+from kernelskill.evaluate.cache import cache_root
 from kernelskill.evaluate.quality import CONTENDED, RoundJudge
 from kernelskill.evaluate.timing import TimingConfig
 

@@ -10,7 +10,7 @@ from kernelskill import Candidate
 from kernelskill.cli import main
 from kernelskill.evaluate import evaluate
 from kernelskill.evaluate import ncu, roofline
-from kernelskill.evaluate.build import cache_root
+from kernelskill.evaluate.cache import cache_root
 from kernelskill.evaluate.verdict import _roofline
 from kernelskill.results import KernelStat, ProfileResult, TimingStats
 from kernelskill.task import Task

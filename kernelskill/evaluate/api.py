@@ -17,7 +17,7 @@ from ..errors import UserError
 from ..results import EvalResult
 from ..vocab import Status
 from . import machine as mach
-from .build import cache_root, store_json
+from .cache import cache_root, store_json
 from .ceilings import ceilings, store_raised_ceiling
 from .compiling import check_triton, compile, user_paths
 from .evaluation import Evaluation

@@ -21,7 +21,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..paths import cache_root  # noqa: F401 — the evaluator's modules import it from here
+from ..errors import tail
+from ..paths import cache_root
 from ..results import Diagnostic
 from . import cuda_split, toolchain
 from .toolchain import cuda_include_dir, locate  # noqa: F401 — callers import them from here too
@@ -34,18 +35,6 @@ PCH_AFTER = 3          # cold builds of a flag set before a PCH
 _GCC = re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:(?P<col>\d+):)? (?P<sev>fatal error|error|warning|note): (?P<msg>.*)$")
 _NVCC = re.compile(r"^(?P<file>[^\s(][^(]*)\((?P<line>\d+)\): (?P<sev>error|warning|remark)(?: #[\w-]+)?: (?P<msg>.*)$")
 _LINK = re.compile(r"(undefined (?:reference to|symbol:?) .*)")
-
-
-def store_json(path: Path, data) -> Path:
-    """Write a cache file whole or not at all (concurrent evaluations read and write the cache)."""
-    import json
-    import tempfile
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=2)
-    os.replace(tmp, path)
-    return path
 
 
 def env_key() -> str:
@@ -637,5 +626,3 @@ def _map_into_candidate(diag: Diagnostic, pieces: list[str], header_lines: int, 
     diag.file = f"{diag.file} (generated)"
 
 
-def tail(text: str, lines: int = 40, chars: int = 4000) -> str:
-    return "\n".join(text.splitlines()[-lines:])[-chars:]

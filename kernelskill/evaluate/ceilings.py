@@ -16,7 +16,7 @@ import torch
 from ..results import EvalResult
 from ..vocab import Status
 from . import own_builds, quality, roofline
-from .build import cache_root
+from .cache import cache_root
 from .isolation import run_worker
 from .options import Options, host_env, request, workdir
 

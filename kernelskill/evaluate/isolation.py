@@ -19,7 +19,8 @@ from pathlib import Path
 
 from ..vocab import RECHECK_PHASE, WorkerStatus
 from . import host, lifeline
-from .build import cache_root, tail
+from ..errors import tail
+from .cache import cache_root
 from .reply import WorkerReply
 
 _SECRET = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION)", re.I)

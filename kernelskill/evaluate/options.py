@@ -24,7 +24,7 @@ from ..task import Task, _Expr
 from ..vocab import Backend
 from . import flags as flags_mod
 from . import isolation
-from .build import cache_root
+from .cache import cache_root
 from .timing import TimingConfig
 
 BASELINES = ("eager", "compile", "both")

@@ -18,7 +18,7 @@ import torch
 from ..errors import TaskError
 from ..task import Task
 from ..vocab import WorkerStatus
-from .build import cache_root
+from .cache import cache_root
 from .isolation import Cancelled, WorkerOutcome, run_worker
 from .options import Options, backend_flags, mkdir, request, workdir
 

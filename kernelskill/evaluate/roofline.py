@@ -212,7 +212,7 @@ def cached(root: Path, key: str) -> dict | None:
 
 
 def store(root: Path, key: str, data: dict) -> Path:
-    from .build import store_json
+    from .cache import store_json
     return store_json(root / "ceilings" / f"{key}.json", data)
 
 

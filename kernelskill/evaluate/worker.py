@@ -36,6 +36,7 @@ from kernelskill.evaluate import guards  # noqa: E402
 from kernelskill.evaluate import handoff  # noqa: E402
 from kernelskill.evaluate import lifeline  # noqa: E402
 from kernelskill.evaluate import trials as trials_mod  # noqa: E402
+from kernelskill.errors import tail  # noqa: E402
 from kernelskill.evaluate.timing import TimingConfig, fresh_allocations, merge_rounds, time_pair  # noqa: E402
 from kernelskill.task import Task, _Expr  # noqa: E402
 from kernelskill.vocab import RECHECK_PHASE, WorkerStatus  # noqa: E402
@@ -400,7 +401,7 @@ def _compile_failure(e: BaseException, log: _build.BuildLog, req: dict) -> dict:
     diag = Diagnostic("error", f"{type(e).__name__}: {what}".strip()[:1000], line=line, column=getattr(e, "offset", None)
                       if isinstance(e, SyntaxError) else None, source_line=text or "", origin="python")
     log.diagnostics.append(diag)
-    log.log_tail = _build.tail(traceback.format_exc())
+    log.log_tail = tail(traceback.format_exc())
     return {"status": WorkerStatus.compile_error, "build": _buildlog(log), "error": diag.message}
 
 
@@ -917,14 +918,14 @@ def main(argv: list[str]) -> int:
         result = MODES[req["mode"]](req, out)
     except torch.OutOfMemoryError as e:
         result = {"status": WorkerStatus.runtime_error, "error": f"out of memory: {str(e).splitlines()[0]}",
-                  "traceback": _build.tail(traceback.format_exc())}
+                  "traceback": tail(traceback.format_exc())}
     except Exception as e:  # noqa: BLE001 — the worker reports every failure as data
         line, text = guards.candidate_line(e)
         task_error = guards.is_task_error(e)          # its message names the file and line already
         result = {"status": WorkerStatus.task_error if task_error else WorkerStatus.runtime_error,
                   "error": (str(e) if task_error else f"{type(e).__name__}: {e}")[:2000], "line": line,
                   "source_line": text,
-                  "traceback": _build.tail(traceback.format_exc())}
+                  "traceback": tail(traceback.format_exc())}
         if guards.is_triton_compile_error(e):
             result["status"] = WorkerStatus.compile_error
     result.pop("module", None)
