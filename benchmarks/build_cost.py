@@ -46,7 +46,8 @@ import torch  # noqa: E402
 from kernelskill import Candidate  # noqa: E402
 from kernelskill.evaluate import compile  # noqa: E402
 from kernelskill.evaluate.options import Options  # noqa: E402
-from kernelskill.evaluate import host, isolation, toolchain  # noqa: E402
+from kernelskill.evaluate import host as hostinfo  # noqa: E402
+from kernelskill.evaluate import isolation, toolchain  # noqa: E402
 from kernelskill.evaluate.build import build_root  # noqa: E402
 
 CPP_FLAGS = ["-O3"]
@@ -275,17 +276,17 @@ class HostWatch:
     and how long the cgroup's CPU quota held the run back in between."""
 
     def __init__(self) -> None:
-        self.busy = [host.host_busy_cores(), None]
-        self._throttled0 = host.cpu_throttled_s()
+        self.busy = [hostinfo.host_busy_cores(), None]
+        self._throttled0 = hostinfo.cpu_throttled_s()
         self.throttled_s: float | None = None
 
     def end(self) -> list[str]:
         """Sample the host after the run; the lines that say how it was."""
-        self.busy[1] = host.host_busy_cores()
-        throttled = host.cpu_throttled_s()
+        self.busy[1] = hostinfo.host_busy_cores()
+        throttled = hostinfo.cpu_throttled_s()
         if throttled is not None and self._throttled0 is not None:
             self.throttled_s = round(throttled - self._throttled0, 3)
-        lines = [host.host_line(self.busy[0], "before the run"), host.host_line(self.busy[1], "after it")]
+        lines = [hostinfo.host_line(self.busy[0], "before the run"), hostinfo.host_line(self.busy[1], "after it")]
         if self.throttled_s:
             lines.append(f"the cgroup's CPU quota held this run back for {self.throttled_s:.1f} s")
         return lines
@@ -295,7 +296,7 @@ def write_json(path: str, machine: str, host: HostWatch, rows: list[dict], compl
     """The results file, rewritten whole (atomically) each time: a run cut off leaves its rounds.
     ``rows`` go under ``key`` (loop_throughput's are "results")."""
     data = {"machine": machine, "complete": complete, "host_busy_cores": host.busy,
-            "cpu_quota": host.cpu_quota(), "cpu_throttled_s": host.throttled_s, key: rows}
+            "cpu_quota": hostinfo.cpu_quota(), "cpu_throttled_s": host.throttled_s, key: rows}
     tmp = Path(path).with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=2))
     os.replace(tmp, path)

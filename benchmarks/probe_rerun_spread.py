@@ -762,7 +762,7 @@ def main(argv=None) -> int:
         return child(args)
     signal.signal(signal.SIGTERM, _interrupted)        # `timeout`'s SIGTERM: print and keep what finished
     say = lambda m: print(m, flush=True)  # noqa: E731
-    from kernelskill.evaluate import host
+    from kernelskill.evaluate import host as hostinfo
     from kernelskill.evaluate.isolation import prestart_workers, stop_spares
     names = list(KERNELS) if args.kernels == "all" else [n.strip() for n in args.kernels.split(",") if n.strip()]
     kernels = resolve_kernels(names, args.kb40, say)
@@ -770,12 +770,13 @@ def main(argv=None) -> int:
     gpu = (smi or {}).get("name")
     out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / f"probe_rerun_spread_{card_name(gpu)}.json"
     data: dict = {"probe": "probe_rerun_spread", "complete": False, "argv": sys.argv[1:], "gpu": gpu,
-                  "started": time.strftime("%Y-%m-%d %H:%M:%S"), "host": host.host_line(host.host_busy_cores(1.0), "before"),
+                  "started": time.strftime("%Y-%m-%d %H:%M:%S"), "host": hostinfo.host_line(hostinfo.host_busy_cores(1.0), "before"),
                   "prestart": not args.no_prestart, "evals": args.evals, "procs": args.procs, "reps": args.reps,
                   "quick": args.quick, "timing": args.timing_fields, "no_gpu_state": args.no_gpu_state,
                   "smi_start": smi, "kernels": {}}
-    if args.no_gpu_state:
-        host.gpu_state = lambda uuid, pid: None
+    if args.no_gpu_state:                  # the round judge (quality.py) reads the GPU's state through this name
+        from kernelskill.evaluate import quality
+        quality.gpu_state = lambda uuid, pid: None
     say(f"probe_rerun_spread on {gpu or 'an unknown GPU'}: kernels {', '.join(kernels)}; steps {', '.join(args.steps)}; "
         f"{args.evals} evaluations, {args.procs} processes, {args.reps} calls per setting -> {out}")
     say(data["host"])

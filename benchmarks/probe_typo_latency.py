@@ -48,7 +48,8 @@ import torch  # noqa: E402
 
 from build_cost import CPP_FLAGS, source, stop_on_sigterm  # noqa: E402
 from kernelskill import Candidate  # noqa: E402
-from kernelskill.evaluate import compile, host, isolation, toolchain  # noqa: E402
+from kernelskill.evaluate import compile, isolation, toolchain  # noqa: E402
+from kernelskill.evaluate import host as hostinfo  # noqa: E402
 from kernelskill.evaluate.build import build_root  # noqa: E402
 
 
@@ -68,12 +69,12 @@ class Around:
     """The host over one measurement: pressure stalls as a share of its seconds, throttling, busy cores."""
 
     def __enter__(self):
-        self.t, self.p, self.th, self.b = time.monotonic(), pressure(), host.cpu_throttled_s(), host._cpu_busy_s()
+        self.t, self.p, self.th, self.b = time.monotonic(), pressure(), hostinfo.cpu_throttled_s(), hostinfo._cpu_busy_s()
         return self
 
     def __exit__(self, *exc):
         dt = max(1e-6, time.monotonic() - self.t)
-        p1, th1, b1 = pressure(), host.cpu_throttled_s(), host._cpu_busy_s()
+        p1, th1, b1 = pressure(), hostinfo.cpu_throttled_s(), hostinfo._cpu_busy_s()
         self.host = {f"{k}_stall": round((p1[k] - self.p[k]) / dt, 3) for k in p1 if k in self.p}
         if th1 is not None and self.th is not None:
             self.host["throttled_s"] = round(th1 - self.th, 3)
@@ -151,7 +152,7 @@ def main() -> None:
               + "  " + " ".join(f"{k} {v}" for k, v in host.items()), flush=True)
         if args.json:
             tmp = Path(args.json).with_suffix(".tmp")
-            tmp.write_text(json.dumps({"device": args.device, "backend": backend, "cpu_quota": host.cpu_quota(),
+            tmp.write_text(json.dumps({"device": args.device, "backend": backend, "cpu_quota": hostinfo.cpu_quota(),
                                        "cores": os.cpu_count(), "rows": rows}, indent=2))
             os.replace(tmp, args.json)
 
@@ -196,7 +197,7 @@ def main() -> None:
     except KeyboardInterrupt:
         print("  interrupted: the rows so far follow", flush=True)
     isolation.stop_spares()
-    print(f"\n{host.host_line(host.host_busy_cores(), 'after the run')}\n")
+    print(f"\n{hostinfo.host_line(hostinfo.host_busy_cores(), 'after the run')}\n")
     print("| row | n | build (s), median | call (s), median | compiler CPU (s) | cpu stall | memory stall | "
           "io stall |")
     print("|---|---|---|---|---|---|---|---|")
