@@ -21,8 +21,8 @@ from kernelskill.trajectory import Node
 
 from chat_server import ChatServer
 from helpers import eval_result
-from scenario import (EVAL_FLAGS, GOOD, RELU_TASK, allowed_skills, at_root, coder_reply, current_code, planner_reply,
-                      project_toml)
+from scenario import (EVAL_FLAGS, GOOD, RELU_TASK, Scenario, allowed_skills, at_root, coder_reply, current_code,
+                      planner_reply, project_toml)
 
 
 class Racer:
@@ -106,12 +106,9 @@ def _outcomes(skill: str) -> int:
     return st.tried + st.failed + sum(st.unranked.values())
 
 
-class RetimeScript:
+class RetimeScript(Scenario):
     """Root plan → n1 (the good kernel); then the planner asks to re-time n1; then a plan of two
     skills → n2 (the same kernel, a comment apart)."""
-
-    def __init__(self):
-        self.seen: list[tuple[str, list[dict]]] = []
 
     def __call__(self, role: str, messages: list[dict]) -> str:
         self.seen.append((role, messages))
@@ -126,9 +123,6 @@ class RetimeScript:
                 reply = reply.replace('"plan":', f'"secondary": "{skills[1]}", "plan":', 1)
             return reply
         return coder_reply(GOOD if n == 1 else GOOD + "# the same kernel, planned with two skills\n")
-
-    def from_request(self, body: dict) -> str:
-        return self({"planner-model": "planner", "coder-model": "coder"}[body["model"]], body["messages"])
 
 
 def test_the_planner_asks_for_a_retime_and_plans_with_two_skills_over_http(tmp_path, monkeypatch, capsys):
