@@ -22,7 +22,7 @@ import torch  # noqa: E402
 from kernelskill import Candidate  # noqa: E402
 from kernelskill.evaluate import compile, evaluate  # noqa: E402
 from kernelskill.evaluate.api import Options  # noqa: E402
-from kernelskill.evaluate.timing import TimingConfig  # noqa: E402
+from kernelskill.evaluate.worker.timing import TimingConfig  # noqa: E402
 
 from helpers import RELU_TASK, toolkit_candidate  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""What a build costs, the direct build (evaluate/toolchain.py) against torch's own (load_inline's ninja
+"""What a build costs, the direct build (evaluate/build/direct.py) against torch's own (load_inline's ninja
 build, Options(build="torch")), measured in one run on one machine:
 
 - compile error: a one-token typo (`flot` for `float`) until its diagnostic is back;
@@ -47,8 +47,9 @@ from kernelskill import Candidate  # noqa: E402
 from kernelskill.evaluate import compile  # noqa: E402
 from kernelskill.evaluate.options import Options  # noqa: E402
 from kernelskill.evaluate import host as hostinfo  # noqa: E402
-from kernelskill.evaluate import isolation, toolchain  # noqa: E402
-from kernelskill.evaluate.build import build_root  # noqa: E402
+from kernelskill.evaluate.launch import isolation
+from kernelskill.evaluate.build import direct as toolchain  # noqa: E402
+from kernelskill.evaluate.build.extensions import build_root  # noqa: E402
 
 CPP_FLAGS = ["-O3"]
 CPP = r'''import torch
@@ -168,7 +169,7 @@ def _wait_for_header_makers(limit_s: float = 300.0) -> None:
     import subprocess
     t = time.monotonic()
     while time.monotonic() - t < limit_s and subprocess.run(
-            ["pgrep", "-f", "kernelskill.evaluate.toolchain pch"], capture_output=True).returncode == 0:
+            ["pgrep", "-f", "kernelskill.evaluate.build.direct pch"], capture_output=True).returncode == 0:
         time.sleep(1.0)
 
 

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from kernelskill import Task
-from kernelskill.evaluate.roofline import floor_ms
+from kernelskill.evaluate.judge.roofline import floor_ms
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"

@@ -324,7 +324,7 @@ def kb_build_child(req: dict):
 def _ours_import():
     from kernelskill.candidate import Candidate
     from kernelskill.evaluate.api import Options, compile, evaluate
-    from kernelskill.evaluate.isolation import prestarting
+    from kernelskill.evaluate.launch.isolation import prestarting
     from kernelskill.task import Task
     return Candidate, Options, compile, evaluate, prestarting, Task
 

@@ -1,4 +1,4 @@
-"""What the link check of a compile-only build costs (evaluate/linkcheck.py; issue 44, item 5).
+"""What the link check of a compile-only build costs (evaluate/build/linkcheck.py; issue 44, item 5).
 
 On a machine without a CUDA torch, a CUDA candidate is compiled only; the link check then resolves
 its objects' undefined symbols against torch's libraries, the C/C++ runtimes, Python and nvcc's
@@ -38,8 +38,8 @@ TIMED = r"""
 import sys, time, json
 from pathlib import Path
 import torch  # noqa: F401 — the worker has it imported: its libraries are mapped
-from kernelskill.evaluate import linkcheck
-from kernelskill.evaluate.build import build_root
+from kernelskill.evaluate.build import linkcheck
+from kernelskill.evaluate.build.extensions import build_root
 t0 = time.perf_counter()
 objs = [Path(p) for p in sys.argv[1:]]
 prov = linkcheck.providers(build_root())
@@ -57,8 +57,8 @@ def main() -> None:
     args = ap.parse_args()
     from kernelskill import Candidate
     from kernelskill.evaluate import compile
-    from kernelskill.evaluate.build import build_root
-    from kernelskill.evaluate import linkcheck
+    from kernelskill.evaluate.build.extensions import build_root
+    from kernelskill.evaluate.build import linkcheck
     from test_build import CUDA
 
     out: dict = {"machine": f"{platform.node()} {os.cpu_count()} cores", "fresh": [], "examples": {}}

@@ -33,7 +33,8 @@ import torch  # noqa: E402
 
 from build_cost import HostWatch, source, stop_on_sigterm, write_json  # noqa: E402
 from kernelskill import Candidate, Task  # noqa: E402
-from kernelskill.evaluate import compile, evaluate, isolation  # noqa: E402
+from kernelskill.evaluate import compile, evaluate
+from kernelskill.evaluate.launch import isolation  # noqa: E402
 from kernelskill.evaluate.api import Options  # noqa: E402
 
 TASK = '''import torch

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from kernelskill.evaluate.api import Options, evaluate  # noqa: E402
-from kernelskill.evaluate.timing import TimingConfig  # noqa: E402
+from kernelskill.evaluate.worker.timing import TimingConfig  # noqa: E402
 from kernelskill.task import Task  # noqa: E402
 
 HOG = """

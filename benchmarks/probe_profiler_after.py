@@ -4,7 +4,7 @@
     python3 benchmarks/probe_profiler_after.py      # a GPU machine
 """
 import statistics, time, torch
-from kernelskill.evaluate.timing import TimingConfig, time_pair
+from kernelskill.evaluate.worker.timing import TimingConfig, time_pair
 from torch.profiler import ProfilerActivity, profile
 small = torch.randn(1024, device="cuda")
 big = torch.randn(8192, 8192, device="cuda")

@@ -8,7 +8,7 @@ launch-bound model (20 small relus) and a 256 MB relu are timed with the evaluat
 import statistics, sys, time
 import torch
 from torch.profiler import ProfilerActivity, profile
-from kernelskill.evaluate.timing import TimingConfig, time_pair
+from kernelskill.evaluate.worker.timing import TimingConfig, time_pair
 v = sys.argv[1]
 torch.zeros(1, device="cuda"); torch.cuda.synchronize()
 def session():

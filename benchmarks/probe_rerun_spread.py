@@ -327,7 +327,7 @@ def smi_state() -> dict | None:
 def run_evaluations(task: str, cand: str, k: int, say, timing: dict | None = None) -> list[dict]:
     from kernelskill.evaluate import evaluate
     from kernelskill.evaluate.options import Options
-    from kernelskill.evaluate.timing import TimingConfig
+    from kernelskill.evaluate.worker.timing import TimingConfig
     rows = []
     for i in range(k):
         keep = Path(tempfile.mkdtemp(prefix="probe-eval-"))
@@ -366,7 +366,7 @@ def eval_row(res, keep: Path) -> dict:
                metrics=q.metrics if q else {},
                history=q.history if q else [], speedup=prof.speedup, speedup_ci=list(prof.speedup_ci), cost_s=prof.cost_s,
                reported={"candidate": asdict(prof.candidate), "eager": asdict(prof.baseline) if prof.baseline else None})
-    from kernelskill.evaluate.timing import merge_rounds
+    from kernelskill.evaluate.worker.timing import merge_rounds
     # The reported rounds' raw samples, merged as the evaluator merged them.
     rounds = []
     for k in ((q.chosen_rounds or [q.chosen_round]) if q else [0]):
@@ -455,9 +455,9 @@ class Bench:
 
         import torch
 
-        from kernelskill.evaluate import build as _build
-        from kernelskill.evaluate import guards
-        from kernelskill.evaluate import trials as trials_mod
+        from kernelskill.evaluate.build import extensions as _build
+        from kernelskill.evaluate.worker import guards
+        from kernelskill.evaluate.worker import trials as trials_mod
         from kernelskill.task import Task
         self.torch, self.say, self.dev = torch, say, device
         task = Task.load(task_path)
@@ -545,7 +545,7 @@ class Bench:
             self.prelude(sets)
         in_ptr = next((_addr(x.data_ptr()) for x in sets[0] if isinstance(x, torch.Tensor)), None)
         if s.loop == "time_pair":
-            from kernelskill.evaluate.timing import TimingConfig, time_pair
+            from kernelskill.evaluate.worker.timing import TimingConfig, time_pair
             res = time_pair({"eager": self.ref, "candidate": self.cand}, sets, self.dev, TimingConfig())
             ms = {n: res["times"][n]["ms"] for n in ("candidate", "eager")}
             outs = [_first(o).data_ptr() for o in res["last_outputs"]["candidate"].values()]
@@ -763,7 +763,7 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGTERM, _interrupted)        # `timeout`'s SIGTERM: print and keep what finished
     say = lambda m: print(m, flush=True)  # noqa: E731
     from kernelskill.evaluate import host as hostinfo
-    from kernelskill.evaluate.isolation import prestart_workers, stop_spares
+    from kernelskill.evaluate.launch.isolation import prestart_workers, stop_spares
     names = list(KERNELS) if args.kernels == "all" else [n.strip() for n in args.kernels.split(",") if n.strip()]
     kernels = resolve_kernels(names, args.kb40, say)
     smi = smi_state()
@@ -775,7 +775,7 @@ def main(argv=None) -> int:
                   "quick": args.quick, "timing": args.timing_fields, "no_gpu_state": args.no_gpu_state,
                   "smi_start": smi, "kernels": {}}
     if args.no_gpu_state:                  # the round judge (quality.py) reads the GPU's state through this name
-        from kernelskill.evaluate import quality
+        from kernelskill.evaluate.judge import quality
         quality.gpu_state = lambda uuid, pid: None
     say(f"probe_rerun_spread on {gpu or 'an unknown GPU'}: kernels {', '.join(kernels)}; steps {', '.join(args.steps)}; "
         f"{args.evals} evaluations, {args.procs} processes, {args.reps} calls per setting -> {out}")

@@ -48,9 +48,11 @@ import torch  # noqa: E402
 
 from build_cost import CPP_FLAGS, source, stop_on_sigterm  # noqa: E402
 from kernelskill import Candidate  # noqa: E402
-from kernelskill.evaluate import compile, isolation, toolchain  # noqa: E402
+from kernelskill.evaluate import compile
+from kernelskill.evaluate.launch import isolation
+from kernelskill.evaluate.build import direct as toolchain  # noqa: E402
 from kernelskill.evaluate import host as hostinfo  # noqa: E402
-from kernelskill.evaluate.build import build_root  # noqa: E402
+from kernelskill.evaluate.build.extensions import build_root  # noqa: E402
 
 
 def pressure() -> dict[str, float]:

@@ -18,8 +18,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kernelskill.evaluate.api import Options, profile, reference  # noqa: E402
-from kernelskill.evaluate.isolation import prestarting  # noqa: E402
-from kernelskill.evaluate.timing import TimingConfig  # noqa: E402
+from kernelskill.evaluate.launch.isolation import prestarting  # noqa: E402
+from kernelskill.evaluate.worker.timing import TimingConfig  # noqa: E402
 from kernelskill.bench import DEFAULT_TIMING, op_classes  # noqa: E402
 from kernelskill.task import Task  # noqa: E402
 

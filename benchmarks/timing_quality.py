@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from kernelskill.evaluate.timing import TimingConfig, time_pair  # noqa: E402
+from kernelskill.evaluate.worker.timing import TimingConfig, time_pair  # noqa: E402
 
 
 def kernels(device: str) -> dict:
@@ -125,7 +125,8 @@ def whole_evaluate(device: str, gap_s: float = 15.0) -> dict:
     one-shot call (a fresh worker), and one in a session (workers started ahead, as in the
     optimizer, the bench or the MCP server; ``gap_s`` stands for the agents' turn between two)."""
     from kernelskill import Candidate, Task
-    from kernelskill.evaluate import compile, evaluate, isolation
+    from kernelskill.evaluate import compile, evaluate
+    from kernelskill.evaluate.launch import isolation
     from kernelskill.evaluate.api import Options
     task_dir = ROOT / "examples" / "softmax_rows"
     gpu = device.startswith("cuda")

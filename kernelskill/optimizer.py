@@ -20,7 +20,7 @@ from typing import Any, Callable
 from .candidate import Candidate
 from .config import ROLES, Budget, Config, load_config  # Budget: kernelskill.Budget is read from here
 from .errors import StochasticTask, TaskError, UserError
-from .evaluate.quality import baseline_noise_only
+from kernelskill.evaluate.judge.quality import baseline_noise_only
 from .events import (BaselineMeasured, BestImproved, BudgetUpdate, CandidateEvaluated, Event, EventBus,
                      EvaluationStep, FinalistsRetimed, NodeRetimed, NodeSelected, RunError, RunFinished, RunStarted)
 from .runs import RunState, RunStore, load_run, new_run_id
@@ -76,8 +76,8 @@ class RunOutcome:
 
 def eval_options(config: Config, device: str):
     """Evaluator Options from the [eval] table."""
-    from .evaluate.api import Options
-    from .evaluate.timing import TimingConfig
+    from kernelskill.evaluate.api import Options
+    from kernelskill.evaluate.worker.timing import TimingConfig
     e = config.eval
     return Options(device=device, trials=e.trials, build_timeout=e.build_timeout_s, run_timeout=e.run_timeout_s,
                    flags=e.flags, shapes="auto" if config.search.require_generalize else None,
@@ -89,7 +89,7 @@ def eval_options(config: Config, device: str):
 
 def resolve_target(config: Config) -> tuple[str, str]:
     """(backend, device): auto picks cpp on a CPU, cuda on a GPU."""
-    from .evaluate.api import resolve_device
+    from kernelskill.evaluate.api import resolve_device
     backend, device = config.agents.backend, config.eval.device
     if device == "auto":
         device = "cpu" if backend == Backend.cpp else resolve_device("auto")
@@ -143,9 +143,9 @@ class Optimizer:
         self.backend, self.device = resolve_target(self.config)
         self.eval_opts = eval_opts or eval_options(self.config, self.device)
         if racer is None and evaluator is None:
-            from .evaluate.race import race as racer
+            from kernelskill.evaluate.race import race as racer
         if evaluator is None:
-            from .evaluate.api import evaluate as evaluator
+            from kernelskill.evaluate.api import evaluate as evaluator
         self.evaluator = evaluator
         # Head-to-head re-times (evaluate.race): a child whose interval overlaps the best's, and the
         # finalists at the end. None (a custom evaluator without one): the low ends of the intervals decide.
@@ -208,7 +208,7 @@ class Optimizer:
     # ---- the loop --------------------------------------------------------------------------
     def run(self) -> RunOutcome:
         """Run until a budget is reached, nothing is left to try, or ``stop()``; UserError on a user's mistake."""
-        from .evaluate.isolation import prestarting
+        from kernelskill.evaluate.launch.isolation import prestarting
         with prestarting():      # each evaluation's worker starts while the agents think
             return self._run()
 
@@ -262,8 +262,8 @@ class Optimizer:
     def _machine(self) -> str:
         """The machine profile the agents read (``evaluate.machine``): measured once per machine and
         cached, so a resumed run's prompts say the same."""
-        from .evaluate.api import machine
-        from .evaluate.machine import render
+        from kernelskill.evaluate.api import machine
+        from kernelskill.evaluate.machine import render
         try:
             return render(machine(self.device, self.eval_opts), self.backend)
         except (UserError, OSError) as e:

@@ -97,7 +97,7 @@ class CompileResult(JsonMixin):
     log_tail: str = ""
     extensions: list[str] = field(default_factory=list)
     # How it was built: "direct" (split units, cached objects, precompiled light header:
-    # evaluate/toolchain.py) or "torch" (load_inline's own build; `fallback` says why), and the
+    # evaluate/build/direct.py) or "torch" (load_inline's own build; `fallback` says why), and the
     # seconds each translation unit took to compile (none: every object came from the cache).
     path: str = ""
     fallback: str = ""
@@ -132,7 +132,7 @@ class VerifyResult(JsonMixin):
     atol: float | None = None
     rtol: float | None = None
     seconds: float = 0.0
-    memory_plan: dict = field(default_factory=dict)   # how the trials were held (evaluate/trials.py)
+    memory_plan: dict = field(default_factory=dict)   # how the trials were held (evaluate/worker/trials.py)
     # Per output: the task's tolerance, how far PyTorch's default-flag eager is from the strict
     # reference (in multiples of it) and the tolerance compared with (evaluate/verdict.tolerances).
     tolerances: list[dict] = field(default_factory=list)
@@ -150,7 +150,7 @@ class TimingStats(JsonMixin):
 
 @dataclass
 class MeasurementQuality(JsonMixin):
-    """Whether a timing can be acted on (evaluate/quality.py): good | noisy | contended, and why."""
+    """Whether a timing can be acted on (evaluate/judge/quality.py): good | noisy | contended, and why."""
     verdict: str = "good"
     reasons: list[str] = field(default_factory=list)
     metrics: dict = field(default_factory=dict)   # interval width, median ÷ min, drift, host and GPU state

@@ -1,7 +1,7 @@
 """One-line summaries and next steps for an agent reading a result (deterministic, from the data)."""
 from __future__ import annotations
 
-from kernelskill.evaluate.roofline import fraction_text
+from kernelskill.evaluate.judge.roofline import fraction_text
 from kernelskill.results import CompileResult, EvalResult
 from kernelskill.vocab import Status, covering
 

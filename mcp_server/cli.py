@@ -68,7 +68,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         raise UserError(f"the MCP server needs the mcp package ({e.name} is missing): "
                         f"pip install 'kernelskill[mcp]'") from None
     from kernelskill.evaluate.api import Options, resolve_device
-    from kernelskill.evaluate.timing import TimingConfig
+    from kernelskill.evaluate.worker.timing import TimingConfig
 
     if args.trials < 1:
         raise UserError(f"--trials {args.trials}: at least 1")

@@ -16,14 +16,14 @@ import tempfile
 from pathlib import Path
 
 from kernelskill.errors import TaskError
-from kernelskill.evaluate.isolation import kill_group, spawn
+from kernelskill.evaluate.launch.isolation import kill_group, spawn
 
 from .roots import ResolvedTask
 
 _MARK = "\n@@kernelskill-describe@@"
 _CHILD = r"""
 import json, sys
-from kernelskill.evaluate.lifeline import hold
+from kernelskill.evaluate.launch.lifeline import hold
 hold()
 from kernelskill.errors import UserError
 from kernelskill.task import Task

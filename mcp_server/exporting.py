@@ -23,8 +23,8 @@ from typing import Callable
 from pydantic import BaseModel, Field
 
 from kernelskill.errors import UserError
-from kernelskill.evaluate import lifeline
-from kernelskill.evaluate.isolation import Cancelled, kill_group, scrubbed_env, spawn
+from kernelskill.evaluate.launch import lifeline
+from kernelskill.evaluate.launch.isolation import Cancelled, kill_group, scrubbed_env, spawn
 from kernelskill.paths import cache_root
 
 Progress = Callable[[float, float, str], None]
@@ -36,7 +36,7 @@ _MARK = "\n@@kernelskill-export@@"
 
 _EXPORT_CHILD = r"""
 import json, sys
-from kernelskill.evaluate.lifeline import hold
+from kernelskill.evaluate.launch.lifeline import hold
 hold()
 from pathlib import Path
 from kernelskill.errors import UserError
@@ -59,7 +59,7 @@ sys.stdout.flush()
 
 _CHECK_CHILD = r"""
 import json, sys
-from kernelskill.evaluate.lifeline import hold
+from kernelskill.evaluate.launch.lifeline import hold
 hold()
 req = json.loads(sys.argv[1])
 sys.path.insert(0, req["dir"])

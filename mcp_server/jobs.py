@@ -17,7 +17,7 @@ from typing import Any, Callable, Literal
 from pydantic import BaseModel, Field
 
 from kernelskill.errors import UserError, one_line
-from kernelskill.evaluate.isolation import Cancelled
+from kernelskill.evaluate.launch.isolation import Cancelled
 
 JobKind = Literal["verify", "evaluate", "profile"]
 JobStatus = Literal["running", "done", "failed", "cancelled"]

@@ -53,7 +53,7 @@ def _wait(try_once: Callable[[], bool], cancel: threading.Event | None) -> None:
     ends the wait with Cancelled."""
     while not try_once():
         if cancel is not None and cancel.is_set():
-            from kernelskill.evaluate.isolation import Cancelled
+            from kernelskill.evaluate.launch.isolation import Cancelled
             raise Cancelled("cancelled while waiting for the device")
         time.sleep(0.05)
 

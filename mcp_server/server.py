@@ -25,7 +25,7 @@ from pydantic import Field
 
 from kernelskill import __version__
 from kernelskill.errors import UserError, one_line
-from kernelskill.evaluate.isolation import Cancelled
+from kernelskill.evaluate.launch.isolation import Cancelled
 from kernelskill.skills import OUTCOMES, SkillBook
 from kernelskill.vocab import Backend, Bottleneck, Status
 
@@ -406,7 +406,7 @@ def _add_resources(server: MCPServer, book: SkillBook) -> None:
 def serve(config: ServerConfig, transport: str = "stdio", http: HttpPolicy | None = None, sock=None) -> None:
     """Run the server until it is stopped (stdio, or HTTP with the policy in ``http``, on ``sock``
     when the caller bound it already)."""
-    from kernelskill.evaluate.isolation import prestarting
+    from kernelskill.evaluate.launch.isolation import prestarting
     server = build_server(config)
     with prestarting():     # an agent calls verify/evaluate again and again: the next worker waits ready
         if transport == "stdio":

@@ -36,7 +36,7 @@ def _home(tmp_path_factory):
 def fast():
     """Evaluation options for tests: few timing reps, short caps."""
     from kernelskill.evaluate.api import Options
-    from kernelskill.evaluate.timing import TimingConfig
+    from kernelskill.evaluate.worker.timing import TimingConfig
     return Options(device="cpu", timing=TimingConfig(warmup=1, min_reps=5, max_reps=20, time_cap_s=0.5, retimes=0),
                    build_timeout=600, run_timeout=60)
 
@@ -46,7 +46,7 @@ def pytest_sessionfinish(session, exitstatus):
     end (waited for, bounded), else the run fails and names them."""
     import time
 
-    from kernelskill.evaluate.isolation import _kill_live, stop_spares
+    from kernelskill.evaluate.launch.isolation import _kill_live, stop_spares
     from procs import cmdline, descendants
     stop_spares()
     _kill_live()

@@ -9,7 +9,7 @@ import pytest
 
 from kernelskill import Candidate
 from kernelskill.evaluate import compile, evaluate
-from kernelskill.evaluate.build import locate, parse_diagnostics
+from kernelskill.evaluate.build.extensions import locate, parse_diagnostics
 
 from helpers import RELU_TASK, toolkit_candidate
 
@@ -171,7 +171,7 @@ def test_precompiled_header_is_made_by_one_build_at_a_time(tmp_path):
     one holds the flag set's lock, the others build without the header and do not wait."""
     import fcntl
 
-    from kernelskill.evaluate.build import precompiled_header
+    from kernelskill.evaluate.build.extensions import precompiled_header
     assert precompiled_header(tmp_path, ["-O2"], []) is None          # first cold build: counted
     (d,) = [p for p in tmp_path.iterdir() if p.is_dir()]
     assert (d / "seen").read_text() == "1"
@@ -188,7 +188,7 @@ def test_a_build_killed_midway_does_not_block_later_builds():
     the extension's build directory, and every later build of that source waited on it until its own
     build timeout (seen on the H100: a candidate 'stuck' in the build phase for 200 s)."""
     from kernelskill.evaluate.api import Options
-    from kernelskill.evaluate.build import build_root
+    from kernelskill.evaluate.build.extensions import build_root
     cand = Candidate.from_source(toolkit_candidate("return ext.relu2(x)"))
     first = compile(cand)
     assert first.ok                                                # built (or already cached)

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from kernelskill.evaluate import ceilings as ceil_mod
-from kernelskill.evaluate import roofline
+from kernelskill.evaluate.judge import ceilings as ceil_mod
+from kernelskill.evaluate.judge import roofline
 from kernelskill.evaluate.api import Options
-from kernelskill.evaluate.isolation import WorkerOutcome
-from kernelskill.evaluate.reply import WorkerReply
-from kernelskill.evaluate.ceilings import ceilings, ceilings_key, store_raised_ceiling
-from kernelskill.evaluate.verdict import _roofline
+from kernelskill.evaluate.launch.isolation import WorkerOutcome
+from kernelskill.evaluate.launch.reply import WorkerReply
+from kernelskill.evaluate.judge.ceilings import ceilings, ceilings_key, store_raised_ceiling
+from kernelskill.evaluate.judge.verdict import _roofline
 from kernelskill.results import CompileResult, EvalResult, MeasurementQuality, ProfileResult, TimingStats
 from kernelskill.task import Task
 from kernelskill.vocab import WorkerStatus

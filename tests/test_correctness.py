@@ -7,7 +7,7 @@ import pytest
 
 import torch
 
-from kernelskill.evaluate.correctness import compare_trial, verify_outputs
+from kernelskill.evaluate.judge.correctness import compare_trial, verify_outputs
 
 
 def test_exact_match_and_tolerance():
@@ -85,7 +85,7 @@ def test_a_mismatchs_first_line_is_whole_on_its_own():
 def test_a_comparison_in_passes_gives_the_verdict_and_report_of_one_pass(monkeypatch):
     # Gigabyte outputs are compared CHUNK elements at a time (bounded temporaries on the GPU): the
     # errors, the fraction and the worst elements named must be those of a single pass.
-    from kernelskill.evaluate import correctness
+    from kernelskill.evaluate.judge import correctness
     g = torch.Generator().manual_seed(3)
     want = torch.randn(37, 53, generator=g)
     got = want + torch.randn(37, 53, generator=g) * 1e-6

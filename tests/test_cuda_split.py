@@ -1,4 +1,4 @@
-"""The split CUDA build (evaluate/cuda_split.py): the kernels in a unit nvcc compiles with CUDA's
+"""The split CUDA build (evaluate/build/cuda_split.py): the kernels in a unit nvcc compiles with CUDA's
 headers only, the host functions in a unit the C++ compiler compiles against torch's, one launcher
 per launch site between them — compiled and linked for real where nvcc is installed — what is built
 whole instead, and which errors of a split unit are the candidate's."""
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from kernelskill.evaluate import cuda_split, toolchain
-from kernelskill.evaluate.build import STUB_DIR, cuda_include_dir
-from kernelskill.evaluate.cuda_split import CannotSplit, candidates_error, split
+from kernelskill.evaluate.build import cuda_split, direct as toolchain
+from kernelskill.evaluate.build.extensions import STUB_DIR, cuda_include_dir
+from kernelskill.evaluate.build.cuda_split import CannotSplit, candidates_error, split
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -351,8 +351,9 @@ def test_a_host_unit_including_the_cuda_context_builds_against_its_header_once_i
     import uuid
 
     from kernelskill import Candidate
-    from kernelskill.evaluate import compile, toolchain
-    from kernelskill.evaluate.build import build_root
+    from kernelskill.evaluate import compile
+    from kernelskill.evaluate.build import direct as toolchain
+    from kernelskill.evaluate.build.extensions import build_root
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from build_cost import source
 

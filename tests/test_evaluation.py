@@ -5,7 +5,7 @@ import dataclasses
 
 from kernelskill import Candidate
 from kernelskill.evaluate.evaluation import Evaluation
-from kernelskill.evaluate.reply import WorkerReply
+from kernelskill.evaluate.launch.reply import WorkerReply
 from kernelskill.task import Task
 
 from helpers import RELU_TASK, toolkit_candidate

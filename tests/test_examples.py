@@ -15,7 +15,7 @@ import pytest
 from kernelskill import Candidate, Task
 from kernelskill.evaluate import evaluate
 from kernelskill.evaluate.api import Options
-from kernelskill.evaluate.timing import TimingConfig
+from kernelskill.evaluate.worker.timing import TimingConfig
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 TASKS = sorted(p for p in EXAMPLES.iterdir() if (p / "task.toml").exists())

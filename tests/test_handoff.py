@@ -1,4 +1,4 @@
-"""Outputs shared on the GPU (evaluate/handoff.py): the description a candidate's worker writes is
+"""Outputs shared on the GPU (evaluate/worker/handoff.py): the description a candidate's worker writes is
 untrusted JSON, so every field is checked before anything is opened. The sharing itself needs a
 GPU (tests/adversarial: test_cuda_with_nothing_stored, tests/gpu/test_gpu_memory.py); what can be
 checked without one is here."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernelskill.evaluate import handoff
+from kernelskill.evaluate.worker import handoff
 
 
 def good(**over) -> dict:
@@ -34,7 +34,7 @@ def test_a_cpu_output_opens_in_another_process_as_the_same_memory(tmp_path):
     script = tmp_path / "share.py"
     script.write_text(
         "import json, sys, torch\n"
-        "from kernelskill.evaluate import handoff\n"
+        "from kernelskill.evaluate.worker import handoff\n"
         "x = torch.arange(24, dtype=torch.float32).reshape(4, 6)\n"
         "outs = [x.t(), torch.tensor([7, 8], dtype=torch.int64), torch.empty(0, 3)]\n"
         "print(json.dumps(handoff.describe(outs, device='cpu')), flush=True)\n"

@@ -7,7 +7,7 @@ import pytest
 
 from kernelskill import Candidate
 from kernelskill.evaluate import evaluate
-from kernelskill.evaluate.isolation import scrubbed_env
+from kernelskill.evaluate.launch.isolation import scrubbed_env
 
 from helpers import RELU_TASK, toolkit_candidate
 
@@ -96,7 +96,7 @@ def test_interrupting_the_caller_kills_the_worker(tmp_path, fast):
     import time
 
     from kernelskill.evaluate.options import request
-    from kernelskill.evaluate.isolation import run_worker
+    from kernelskill.evaluate.launch.isolation import run_worker
     pid_file = tmp_path / "pid"
     cand = Candidate.from_source(f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
                                  "time.sleep(300)\nclass ModelNew:\n    pass\n")
@@ -120,8 +120,8 @@ def test_interrupting_the_caller_kills_the_worker(tmp_path, fast):
 def test_a_failed_worker_is_explained_one_way_everywhere(tmp_path):
     """WorkerOutcome.failure(): None for an ok reply; else the worker's own error, how it died,
     its status, or the caller's default, in that order (api, race, reference, ncu and ceilings ask it)."""
-    from kernelskill.evaluate.isolation import WorkerOutcome
-    from kernelskill.evaluate.reply import WorkerReply
+    from kernelskill.evaluate.launch.isolation import WorkerOutcome
+    from kernelskill.evaluate.launch.reply import WorkerReply
     from kernelskill.vocab import WorkerStatus
 
     def outcome(reply, rc=0, timed_out=False):

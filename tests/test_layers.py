@@ -142,6 +142,8 @@ def test_the_graph_sees_what_python_sees():
     """The reader must resolve the forms the code uses, or the checks below would pass on nothing."""
     g = graph()
     assert "kernelskill.evaluate.api" in g["kernelskill.cli.evaluate"]           # from ..evaluate.api import
+    assert "kernelskill.evaluate.launch.isolation" in g["kernelskill.evaluate.api"]   # from .launch.isolation import
+    assert "kernelskill.evaluate.worker.core" in g["kernelskill.evaluate.worker.run"]  # from .core import (…)
     assert "kernelskill.features" in g["kernelskill.task"]                      # from .features import
     assert "kernelskill.patterns" in g["kernelskill.features"]                  # from . import patterns
     assert "kernelskill.runs" in g["kernelskill.tui.app"]                       # from kernelskill.runs import
@@ -177,3 +179,43 @@ def test_the_top_level_stays_small():
     """About 19 modules at the top; a group that grows becomes a package (cli/, bench/, evaluate/, …)."""
     top = sorted(p.stem for p in (ROOT / "kernelskill").glob("*.py") if p.stem not in ("__init__", "__main__"))
     assert len(top) <= 19, top
+
+
+# Inside the evaluator: rooms and the steps that use them (README's tree, kernelskill/evaluate/).
+EVALUATE = "kernelskill.evaluate"
+ROOMS = ("build", "launch", "worker", "judge")
+STEPS = ("api", "evaluation", "reference", "race", "ncu", "shapes")       # each runs workers and decides
+WORKER_MODES = ("__main__", "core", "candidate", "reference", "run", "refserve", "probes")
+
+
+def _room(module: str) -> str | None:
+    rest = module[len(EVALUATE) + 1:].split(".") if module.startswith(EVALUATE + ".") else []
+    return rest[0] if rest and (rest[0] in ROOMS or rest[0] in STEPS) else None
+
+
+def test_the_evaluator_rooms_use_no_step_and_launch_stands_alone():
+    """build/, launch/, worker/ and judge/ serve the steps (api, evaluation, reference, race, ncu,
+    shapes) and never import one; launch/ imports no other room."""
+    g = graph()
+    wrong = []
+    for m, targets in sorted(g.items()):
+        here = _room(m)
+        if here not in ROOMS:
+            continue
+        for t in sorted(targets):
+            there = _room(t)
+            if there in STEPS or (here == "launch" and there in ROOMS and there != "launch"):
+                wrong.append(f"{m} imports {t}")
+    assert wrong == []
+    assert any(_room(m) == r for m in g for r in ROOMS if m != f"{EVALUATE}.{r}")   # the rooms exist
+
+
+def test_only_the_worker_imports_its_modes():
+    """The worker's modes run candidate code; the trusted parent reads worker/timing and worker/trials
+    and never imports a mode (its process would then hold what only a worker may)."""
+    modes = {f"{EVALUATE}.worker.{m}" for m in WORKER_MODES}
+    g = graph()
+    assert modes <= set(g), sorted(modes - set(g))
+    wrong = [f"{m} imports {t}" for m, targets in sorted(g.items()) for t in sorted(targets)
+             if t in modes and not m.startswith(f"{EVALUATE}.worker.")]
+    assert wrong == []

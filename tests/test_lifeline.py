@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "optimizer"))
 
 from helpers import RELU_TASK  # noqa: E402
 from procs import cmdline, proc_stat, descendants, running_candidate  # noqa: E402
-from kernelskill.evaluate import lifeline  # noqa: E402
+from kernelskill.evaluate.launch import lifeline  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
 
@@ -96,7 +96,7 @@ def _start(args: list[str], cwd: Path, stdin=subprocess.DEVNULL) -> subprocess.P
 # ---- the guard itself ----------------------------------------------------------------------------
 OWNER = textwrap.dedent("""\
     import os, subprocess, sys
-    from kernelskill.evaluate import lifeline
+    from kernelskill.evaluate.launch import lifeline
     env = dict(os.environ)
     child = subprocess.Popen([sys.executable, "-c", sys.argv[1]], env=env, start_new_session=True,
                              **lifeline.child_options(env))
@@ -104,7 +104,7 @@ OWNER = textwrap.dedent("""\
 """)
 STUCK = textwrap.dedent("""\
     import ctypes, subprocess, sys
-    from kernelskill.evaluate import lifeline
+    from kernelskill.evaluate.launch import lifeline
     lifeline.hold()
     subprocess.Popen(["sleep", "600"])                  # a grandchild in the same group
     print("stuck", flush=True)
@@ -142,7 +142,7 @@ LAUNCHER = textwrap.dedent("""\
     sys.stdin.readline()                                # lives on (as ncu writes its report) until told
     print("launcher done", flush=True)
 """)
-ENDS = "from kernelskill.evaluate import lifeline; print(lifeline.hold())"
+ENDS = "from kernelskill.evaluate.launch import lifeline; print(lifeline.hold())"
 
 
 def test_the_guard_ends_with_its_worker_and_spares_the_launcher():
@@ -172,7 +172,7 @@ def test_the_guard_ends_with_its_worker_and_spares_the_launcher():
 
 
 def test_a_child_without_a_lifeline_holds_none():
-    r = subprocess.run([sys.executable, "-c", "from kernelskill.evaluate import lifeline; print(lifeline.hold())"],
+    r = subprocess.run([sys.executable, "-c", "from kernelskill.evaluate.launch import lifeline; print(lifeline.hold())"],
                        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert r.stdout.strip() == "None", r.stderr
 

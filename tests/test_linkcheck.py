@@ -13,8 +13,8 @@ import torch
 
 from kernelskill import Candidate
 from kernelskill.evaluate import compile, evaluate
-from kernelskill.evaluate import linkcheck
-from kernelskill.evaluate.build import build_root
+from kernelskill.evaluate.build import linkcheck
+from kernelskill.evaluate.build.extensions import build_root
 
 from helpers import RELU_TASK
 

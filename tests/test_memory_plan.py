@@ -9,8 +9,8 @@ import pytest
 from kernelskill import Candidate
 from kernelskill.evaluate import evaluate
 from kernelskill.evaluate.api import Options, reference
-from kernelskill.evaluate.timing import TimingConfig
-from kernelskill.evaluate.trials import GB, describe, make_plan
+from kernelskill.evaluate.worker.timing import TimingConfig
+from kernelskill.evaluate.worker.trials import GB, describe, make_plan
 from kernelskill.task import Task
 
 from helpers import RELU_TASK, toolkit_candidate
@@ -66,7 +66,7 @@ def test_a_task_that_cannot_fit_the_gpu_says_how_much_it_needs(tmp_path):
 def test_the_signed_trial_is_drawn_in_place_and_can_consume_its_source():
     # level1/45_Average_Pooling_2D's input is 16 GiB: drawing its signed variant with temporaries
     # (rand * 2 - 1) took four copies and ran the run worker out of memory on an H100.
-    from kernelskill.evaluate.trials import signed_variant
+    from kernelskill.evaluate.worker.trials import signed_variant
     x = [torch.rand(50, 7), torch.randn(9), torch.arange(4), 3.0]
     # The formula it always had, temporaries and all: a uniform draw for every float input, then a
     # normal one for inputs that were signed already.

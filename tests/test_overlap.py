@@ -14,7 +14,9 @@ import pytest
 import torch
 
 from kernelskill import Candidate, Task
-from kernelskill.evaluate import evaluate, isolation, verdict
+from kernelskill.evaluate import evaluate
+from kernelskill.evaluate.launch import isolation
+from kernelskill.evaluate.judge import verdict
 from kernelskill.evaluate.options import request
 from kernelskill.evaluate.reference import reference
 
@@ -273,7 +275,7 @@ def test_a_spare_exits_when_its_parent_dies(tmp_path):
         "import os, sys\n"
         f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
         "from kernelskill import Candidate\n"
-        "from kernelskill.evaluate import isolation\n"
+        "from kernelskill.evaluate.launch import isolation\n"
         "from kernelskill.evaluate.api import compile\n"
         "from helpers import toolkit_candidate\n"
         "isolation.prestart_workers(True)\n"
@@ -309,10 +311,10 @@ import dataclasses, os, sys, threading, time
 from pathlib import Path
 sys.path.insert(0, {tests!r})
 from kernelskill import Candidate, Task
-from kernelskill.evaluate import isolation
+from kernelskill.evaluate.launch import isolation
 from kernelskill.evaluate.options import Options, request
 from kernelskill.evaluate.reference import reference
-from kernelskill.evaluate.timing import TimingConfig
+from kernelskill.evaluate.worker.timing import TimingConfig
 from helpers import RELU_TASK, toolkit_candidate
 opts = Options(device="cpu", timing=TimingConfig(warmup=1, min_reps=5, max_reps=20, time_cap_s=0.5, retimes=0))
 task = Task.load(RELU_TASK)

@@ -1,6 +1,6 @@
 """The tool's own background builds (a precompiled header's detached maker) never run beside a timing: paused.
 
-Real makers (``toolchain.make_pch`` in a detached ``python -m kernelskill.evaluate.toolchain pch``),
+Real makers (``toolchain.make_pch`` in a detached ``python -m kernelskill.evaluate.build.direct pch``),
 whose compiler is a stand-in that burns CPU; real evaluations on the CPU. Every wait here is on a
 state (a marker appears, a process ends), with a deadline only as a guard."""
 from __future__ import annotations
@@ -18,12 +18,14 @@ from pathlib import Path
 import numpy as np
 
 from kernelskill import Candidate, Task
-from kernelskill.evaluate import compile, evaluate, own_builds, quality, toolchain
+from kernelskill.evaluate import compile, evaluate
+from kernelskill.evaluate.build import own_builds, direct as toolchain
+from kernelskill.evaluate.judge import quality
 from kernelskill.evaluate.api import Options
-from kernelskill.evaluate.build import build_root
+from kernelskill.evaluate.build.extensions import build_root
 from kernelskill.evaluate.cache import cache_root
-from kernelskill.evaluate.quality import CONTENDED, RoundJudge
-from kernelskill.evaluate.timing import TimingConfig
+from kernelskill.evaluate.judge.quality import CONTENDED, RoundJudge
+from kernelskill.evaluate.worker.timing import TimingConfig
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 SOFTMAX = EXAMPLES / "softmax_rows"
@@ -137,7 +139,7 @@ def test_a_maker_paused_by_a_process_that_died_goes_on(tmp_path, monkeypatch):
     d, go = _stand_in_maker(build_root() / "_pch", tmp_path, work=50)
     _until(lambda: _marker_of(d), "the maker's marker")
     # Another process pauses it and dies mid-timing, never resuming it.
-    subprocess.run([sys.executable, "-c", "import os; from kernelskill.evaluate import own_builds; "
+    subprocess.run([sys.executable, "-c", "import os; from kernelskill.evaluate.build import own_builds; "
                     "assert own_builds.pause(); os._exit(0)"], check=True, env=dict(os.environ))
     [b] = _marker_of(d)                                   # the look itself continues it: no live pauser
     assert not b["paused"] and _state(b["pid"]) != "T"

@@ -9,9 +9,10 @@ import pytest
 from kernelskill import Candidate
 from kernelskill.cli import main
 from kernelskill.evaluate import evaluate
-from kernelskill.evaluate import ncu, roofline
+from kernelskill.evaluate import ncu
+from kernelskill.evaluate.judge import roofline
 from kernelskill.evaluate.cache import cache_root
-from kernelskill.evaluate.verdict import _roofline
+from kernelskill.evaluate.judge.verdict import _roofline
 from kernelskill.results import KernelStat, ProfileResult, TimingStats
 from kernelskill.task import Task
 from kernelskill.vocab import BOTTLENECKS
@@ -173,7 +174,7 @@ def test_a_candidate_just_faster_than_the_floor_gets_a_note_and_raises_nothing()
 
 
 def test_the_raise_is_stored_in_the_ceilings_cache_and_later_floors_use_it(monkeypatch, tmp_path):
-    from kernelskill.evaluate.ceilings import ceilings_key, store_raised_ceiling
+    from kernelskill.evaluate.judge.ceilings import ceilings_key, store_raised_ceiling
     from kernelskill.results import CompileResult, EvalResult
     monkeypatch.setenv("KERNELSKILL_CACHE", str(tmp_path))
     env = {"gpu": "NVIDIA H100 80GB HBM3"}
@@ -210,7 +211,7 @@ def test_the_raise_is_stored_in_the_ceilings_cache_and_later_floors_use_it(monke
 
 
 def test_a_candidate_never_raises_a_ceiling(monkeypatch, tmp_path):
-    from kernelskill.evaluate.ceilings import ceilings_key, store_raised_ceiling
+    from kernelskill.evaluate.judge.ceilings import ceilings_key, store_raised_ceiling
     from kernelskill.results import CompileResult, EvalResult
     monkeypatch.setenv("KERNELSKILL_CACHE", str(tmp_path))
     key, _ = ceilings_key("cuda", {"gpu": "G"})
@@ -312,7 +313,7 @@ def test_timed_outputs_are_rechecked_while_the_worker_profiles(fast, monkeypatch
     # Correct in the trials, then it replays its last result: only the re-check of the timed
     # calls' outputs can see it. With profiling on, the parent runs that check while the worker
     # profiles (reading the file in full: the worker is alive); without, after the worker exits.
-    from kernelskill.evaluate import verdict
+    from kernelskill.evaluate.judge import verdict
     calls, phases = [], []
     real = verdict.replay_flags
 
@@ -366,8 +367,8 @@ def test_baseline_flag_is_validated():
 def test_repetitions_stop_at_the_devices_precision_target(monkeypatch):
     import types
 
-    from kernelskill.evaluate import timing
-    from kernelskill.evaluate.timing import TimingConfig, time_pair
+    from kernelskill.evaluate.worker import timing
+    from kernelskill.evaluate.worker.timing import TimingConfig, time_pair
     cfg = TimingConfig(warmup=1, min_reps=10, max_reps=60, time_cap_s=5.0, warmup_s=0.0, flush_l2=False)
     assert cfg.target("cuda:0") == 0.0025 and cfg.target("cpu") == 0.01
     assert TimingConfig(target_rel_ci=0.05).target("cuda:0") == 0.05
@@ -398,7 +399,7 @@ def test_timing_holds_only_the_outputs_it_will_recheck():
 
     import torch
 
-    from kernelskill.evaluate.timing import TimingConfig, time_pair
+    from kernelskill.evaluate.worker.timing import TimingConfig, time_pair
     refs: dict[str, list] = {"eager": [], "compile": [], "candidate": []}
 
     def model(name):
@@ -471,7 +472,7 @@ def test_a_kernel_two_profiler_events_carry_is_counted_once():
 
     import torch
 
-    from kernelskill.evaluate.guards import FORWARD_SCOPE, MODULE_SCOPE, _by_module
+    from kernelskill.evaluate.worker.guards import FORWARD_SCOPE, MODULE_SCOPE, _by_module
     cpu = torch.autograd.DeviceType.CPU
     fwd = NS(name="kernelskill::forward", cpu_parent=None)
     scope = NS(name=MODULE_SCOPE + "stem.conv", cpu_parent=fwd)
@@ -487,7 +488,7 @@ def test_a_kernel_two_profiler_events_carry_is_counted_once():
 
 
 def test_gpu_kernels_that_do_not_add_up_to_the_median_say_why():
-    from kernelskill.evaluate.verdict import reconcile_note
+    from kernelskill.evaluate.judge.verdict import reconcile_note
     # Host gaps: kernels 0.6 ms of a 1.0 ms call.
     gap = reconcile_note(0.6, 1.0, 40)
     assert "the kernels add to 0.600 ms of the 1.000 ms median" in gap and "(40 kernel launches a call)" in gap

@@ -13,10 +13,10 @@ import pytest
 from kernelskill import Candidate
 from kernelskill.evaluate import evaluate
 from kernelskill.evaluate.api import Options
-from kernelskill.evaluate.quality import CONTENDED, GOOD, NOISY, RoundJudge, assess
+from kernelskill.evaluate.judge.quality import CONTENDED, GOOD, NOISY, RoundJudge, assess
 from kernelskill.evaluate.host import HostSampler
 from kernelskill.evaluate.race import race
-from kernelskill.evaluate.timing import TimingConfig, speedup_ci
+from kernelskill.evaluate.worker.timing import TimingConfig, speedup_ci
 from kernelskill.results import EvalResult
 
 from helpers import RELU_TASK, Busy, toolkit_candidate
@@ -120,7 +120,7 @@ def test_the_interval_over_rounds_spans_every_rounds_speedup():
 
 
 def test_a_round_sampled_longer_does_not_outweigh_the_others():
-    from kernelskill.evaluate.timing import stats
+    from kernelskill.evaluate.worker.timing import stats
     rng = np.random.default_rng(6)
     # As on an H100 (a conv epilogue): a disturbed round, noisy so sampled to its cap (170 calls, the
     # candidate 5 % slow), beside a clean one of 60, then a third clean one.
@@ -142,7 +142,7 @@ def test_a_round_sampled_longer_does_not_outweigh_the_others():
 
 def test_good_rounds_that_contradict_each_other_get_a_third_that_decides(tmp_path, monkeypatch):
     import json
-    from kernelskill.evaluate.quality import disjoint
+    from kernelskill.evaluate.judge.quality import disjoint
     monkeypatch.setenv("KERNELSKILL_CACHE", str(tmp_path / "cache"))
     rng = np.random.default_rng(10)
     judge = RoundJudge("cuda", None, retimes=2, backoff_s=0.5, min_rounds=2)
@@ -168,7 +168,7 @@ def test_good_rounds_that_contradict_each_other_get_a_third_that_decides(tmp_pat
 
 
 def test_rounds_merge_keeps_every_sample_and_the_split():
-    from kernelskill.evaluate.timing import merge_rounds
+    from kernelskill.evaluate.worker.timing import merge_rounds
     r0 = {"eager": {"ms": [1.0, 1.1], "host_ms": [1.2, 1.3]}, "candidate": {"ms": [0.5, 0.6], "host_ms": [0.7, 0.8]}}
     r1 = {"eager": {"ms": [1.2], "host_ms": [1.4]}, "candidate": {"ms": [0.4], "host_ms": [0.5]}}
     m = merge_rounds([r0, r1])
@@ -179,7 +179,7 @@ def test_rounds_merge_keeps_every_sample_and_the_split():
 
 def test_fresh_allocations_move_every_input_and_keep_its_values():
     import torch
-    from kernelskill.evaluate.timing import fresh_allocations
+    from kernelskill.evaluate.worker.timing import fresh_allocations
     sets = [[torch.randn(1000), 3, torch.arange(7)], [torch.randn(1000), "x", torch.arange(7)]]
     before = [[x.data_ptr() if isinstance(x, torch.Tensor) else x for x in s] for s in sets]
     values = [[x.clone() if isinstance(x, torch.Tensor) else x for x in s] for s in sets]
@@ -403,7 +403,8 @@ def test_a_cgroup_cpu_quota_is_read_on_the_way_up_v2_and_v1(tmp_path):
 
 
 def test_cores_and_the_host_line_follow_the_quota(monkeypatch):
-    from kernelskill.evaluate import host, isolation
+    from kernelskill.evaluate import host
+    from kernelskill.evaluate.launch import isolation
     monkeypatch.setattr(host, "_affinity", lambda: 64)
     monkeypatch.setattr(host, "cpu_quota", lambda: 3.5)
     assert host.cores() == 4                                # 3.5 CPUs of quota: four threads, not 64
@@ -435,7 +436,7 @@ def _raced(sp: float, ci: list[float], verdict: str = GOOD, reasons=(), flags=()
 
 
 def test_two_processes_that_agree_make_one_good_speedup_spanning_both():
-    from kernelskill.evaluate.verdict import fold_processes
+    from kernelskill.evaluate.judge.verdict import fold_processes
     # KernelBench's LayerNorm on an H100: the same kernel, eager 1.5 % apart between processes.
     prof = _timed(27.44, [27.42, 27.46])
     assert fold_processes(prof, [_raced(27.06, [27.03, 27.09])], "cuda") == []
@@ -448,7 +449,7 @@ def test_two_processes_that_agree_make_one_good_speedup_spanning_both():
 
 
 def test_processes_that_disagree_or_fail_make_no_decision():
-    from kernelskill.evaluate.verdict import fold_processes
+    from kernelskill.evaluate.judge.verdict import fold_processes
     from kernelskill.results import RaceResult
     prof = _timed(1.62, [1.61, 1.63])
     fold_processes(prof, [_raced(1.50, [1.49, 1.51])], "cuda")
@@ -476,7 +477,7 @@ def test_a_good_measurement_is_timed_again_in_a_second_worker_process(monkeypatc
     """The wiring, for real: a second worker (a race of the candidate alone) times it after the
     evaluation's own, and the speedup spans both. The parent's round verdicts are forced good so
     that a busy machine cannot skip the second process (only a good measurement gets one)."""
-    from kernelskill.evaluate import quality as quality_mod
+    from kernelskill.evaluate.judge import quality as quality_mod
     real = quality_mod.assess
 
     def always_good(*a, **kw):
@@ -506,8 +507,7 @@ def test_a_good_measurement_is_timed_again_in_a_second_worker_process(monkeypatc
 
 # ---- eager's spread between evaluations (issue 43, item 4) -----------------------------------------
 def test_the_interval_spans_eagers_medians_of_earlier_evaluations(tmp_path):
-    from kernelskill.evaluate.verdict import (EAGER_RUNS, EAGER_RUNS_KEPT, eager_runs, record_eager_run,
-                                              span_eager_runs)
+    from kernelskill.evaluate.judge.verdict import EAGER_RUNS, EAGER_RUNS_KEPT, eager_runs, record_eager_run, span_eager_runs
     from kernelskill.results import TimingStats
     here = {"gpu": "NVIDIA H100 80GB HBM3", "fingerprint": "f", "flags": "default"}
     # KernelBench's LayerNorm on an H100: eager 8.22 ms in four evaluations, 8.09 ms in one.
@@ -539,9 +539,9 @@ def test_the_interval_spans_eagers_medians_of_earlier_evaluations(tmp_path):
 def test_good_evaluations_record_eager_and_the_next_spans_it(monkeypatch, tmp_path):
     """For real, on the CPU where it is asked for: the first good evaluation records its eager
     median beside the cached reference; the second's interval spans both evaluations' eager."""
-    from kernelskill.evaluate import quality as quality_mod
+    from kernelskill.evaluate.judge import quality as quality_mod
     from kernelskill.evaluate.reference import reference_dir
-    from kernelskill.evaluate.verdict import EAGER_RUNS
+    from kernelskill.evaluate.judge.verdict import EAGER_RUNS
     from kernelskill.task import Task
     monkeypatch.setenv("KERNELSKILL_CACHE", str(tmp_path / "cache"))
     real = quality_mod.assess
@@ -574,7 +574,7 @@ def test_good_evaluations_record_eager_and_the_next_spans_it(monkeypatch, tmp_pa
 
 
 def test_a_gpu_interval_is_never_narrower_than_what_a_rerun_moves():
-    from kernelskill.evaluate.verdict import RERUN_FLOOR, rerun_floor
+    from kernelskill.evaluate.judge.verdict import RERUN_FLOOR, rerun_floor
     # Two evaluations of one kernel on a quiet H100: 27.504× [27.46–27.538] and 27.564× [27.543–27.603],
     # each sure of a speedup the other excludes, 0.2 % apart.
     a, b = _timed(27.504, [27.46, 27.538]), _timed(27.564, [27.543, 27.603])

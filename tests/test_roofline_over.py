@@ -10,8 +10,9 @@ import pytest
 
 from kernelskill.agents.analyzer import analyze
 from kernelskill.cli.report import _print_roofline
-from kernelskill.evaluate import machine, roofline
-from kernelskill.evaluate.verdict import _roofline
+from kernelskill.evaluate import machine
+from kernelskill.evaluate.judge import roofline
+from kernelskill.evaluate.judge.verdict import _roofline
 from kernelskill.results import EvalResult, CompileResult, KernelStat, ProfileResult, TimingStats
 from kernelskill.task import Task
 from kernelskill.vocab import Bottleneck

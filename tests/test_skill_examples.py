@@ -184,7 +184,7 @@ def candidate_views(sid: str) -> list[tuple[str, str]]:
 
 
 def cheat_flags(source: str) -> list[str]:
-    from kernelskill.evaluate.static import check_source, is_cheat
+    from kernelskill.evaluate.judge.static import check_source, is_cheat
     return [f for f in check_source(source) if is_cheat(f)]
 
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelskill.evaluate.static import check_source, is_cheat
+from kernelskill.evaluate.judge.static import check_source, is_cheat
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -50,7 +50,7 @@ def test_honest_example_solutions_raise_no_cheat_flag():
 
 
 def test_own_kernel_names_of_every_gpu_solution():
-    from kernelskill.evaluate.guards import own_kernel_names
+    from kernelskill.evaluate.worker.guards import own_kernel_names
     src = ('K = r"""\n__global__ void __launch_bounds__(256) fused(float* y) {}\n'
            'template <int B> __global__ void tiled_k(const float* x) {}\n"""\n'
            'import triton\n@triton.autotune(configs=[], key=["n"])\n@triton.jit\ndef tk(x, n):\n    pass\n'

@@ -15,7 +15,7 @@ from kernelskill import Candidate
 from kernelskill.errors import UserError
 from kernelskill.evaluate import compile
 from kernelskill.evaluate.options import Options
-from kernelskill.evaluate.build import build_root, compile_arch
+from kernelskill.evaluate.build.extensions import build_root, compile_arch
 
 from helpers import toolkit_candidate
 

@@ -1,4 +1,4 @@
-"""The direct build (evaluate/toolchain.py): declarations read from the sources, what goes to torch's
+"""The direct build (evaluate/build/direct.py): declarations read from the sources, what goes to torch's
 own build, a compile error from the candidate's unit alone, a one-line change rebuilding one unit,
 the light header's misses caught, the precompiled headers' lock, the build steps reported."""
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 
 from kernelskill import Candidate
 from kernelskill.evaluate import compile, evaluate
-from kernelskill.evaluate import toolchain
+from kernelskill.evaluate.build import direct as toolchain
 from kernelskill.evaluate.api import Options
 from kernelskill.bench.executors import BuildEta
 
@@ -78,7 +78,7 @@ def test_two_extensions_sharing_their_bindings_are_two_modules_in_one_process(tm
     # the link. Loaded side by side in one process, each must run its own code, not the first one's.
     import importlib.util
     import torch
-    from kernelskill.evaluate.build import build_root
+    from kernelskill.evaluate.build.extensions import build_root
     token = uuid.uuid4().hex[:8]
     mods = []
     for k in (2, 3):
@@ -130,7 +130,7 @@ def test_the_bindings_depend_on_the_types_not_the_names(tmp_path):
 
 def _build_one(tmp_path, name: str, src: str, functions, steps=None):
     import importlib.util
-    from kernelskill.evaluate.build import build_root
+    from kernelskill.evaluate.build.extensions import build_root
     d = tmp_path / name
     d.mkdir()
     p = toolchain.plan(name, d, [src], [], (), {"functions": functions})
@@ -178,7 +178,7 @@ def test_each_of_many_functions_is_bound_to_its_own_name(tmp_path):
 def test_bindings_built_ahead_serve_a_candidate_of_that_signature(tmp_path):
     """`kernelskill warm` builds the bindings of the common signatures the way a candidate's build
     keys them: a candidate with those types, whatever its names, then compiles no bindings."""
-    from kernelskill.evaluate.build import build_root
+    from kernelskill.evaluate.build.extensions import build_root
     sig = "torch::Tensor a, torch::Tensor b, torch::Tensor c, torch::Tensor d, torch::Tensor e, double s, bool f"
     (unit,) = toolchain.common_bindings(build_root(), tmp_path / "warm", False, [sig])
     unit.cached.unlink(missing_ok=True)                     # never built: warm must build it
@@ -386,7 +386,7 @@ class ModelNew(torch.nn.Module):
 def test_a_symbol_the_candidate_does_not_declare_still_goes_to_torchs_build():
     """Only the candidate's own declarations are judged at once: a missing library symbol (not
     declared in the sources) is left to torch's build, which may link what this one did not."""
-    from kernelskill.evaluate.build import _declared_never_defined
+    from kernelskill.evaluate.build.extensions import _declared_never_defined
     src = "torch::Tensor g(torch::Tensor x);\ntorch::Tensor f(torch::Tensor x) { return g(x); }\n"
     err = "/b/x.so: undefined symbol: _Z1gN2at6TensorE"
     assert _declared_never_defined(err, [src], src).line == 1
@@ -492,7 +492,7 @@ def test_torch_flags_call_no_deprecated_torch_helper():
     flag helper. The flags are taken with every warning an error, in a fresh process (the flags are
     cached per process)."""
     code = ("import warnings\nwarnings.simplefilter('error')\n"
-            "from kernelskill.evaluate import toolchain\n"
+            "from kernelskill.evaluate.build import direct as toolchain\n"
             "cxx, _, ld = toolchain._torch_flags(False)\n"
             "assert '-DTORCH_API_INCLUDE_EXTENSION_H' in cxx and '-shared' in ld\nprint('ok')")
     done = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c", code], capture_output=True,

@@ -9,7 +9,7 @@ import pytest
 
 from kernelskill.agents import analyzer
 from kernelskill.events import CandidateEvaluated, RunStarted, event_from_dict
-from kernelskill.evaluate import roofline
+from kernelskill.evaluate.judge import roofline
 from kernelskill.mcp_server import advice
 from kernelskill.cli.report import _MARK
 from kernelskill.results import CompileResult, EvalResult, ProfileResult, TimingStats

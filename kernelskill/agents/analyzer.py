@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..evaluate.roofline import OVER_MARGIN, fraction_text, limits_text
+from kernelskill.evaluate.judge.roofline import OVER_MARGIN, fraction_text, limits_text
 from ..results import EvalResult
 from ..vocab import Bottleneck, covering
 

@@ -44,7 +44,7 @@ class Job(Protocol):
 def cpu_cores() -> int:
     """Cores this process may use (the affinity mask, not the machine's count; a cgroup CPU quota's
     worth where that is fewer: ``host.cores``)."""
-    from ..evaluate import host
+    from kernelskill.evaluate import host
     return host.cores()
 
 

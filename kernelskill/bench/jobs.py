@@ -49,8 +49,8 @@ class _Evaluates:
     baseline: str
 
     def _options(self, device: str, threads: int | None):
-        from ..evaluate.api import Options
-        from ..evaluate.timing import TimingConfig
+        from kernelskill.evaluate.api import Options
+        from kernelskill.evaluate.worker.timing import TimingConfig
         # --shapes: a solution's correct verdict is followed by the check at derived shapes.
         return Options(device=device, trials=self.trials, timing=TimingConfig(**self.timing),
                        baseline=self.baseline, flags=self.flags, threads=threads,
@@ -80,7 +80,7 @@ class EvalJob(_Shippable, _Evaluates):
         """Fill the build cache (the pool's first phase); failures show again in ``run``. Returns how
         it went, in a few words (the build phase's progress line)."""
         from ..candidate import Candidate
-        from ..evaluate.api import compile
+        from kernelskill.evaluate.api import compile
         try:
             res = compile(Candidate.from_source(self.source), device=device, opts=self._options(device, None))
         except UserError as e:
@@ -93,7 +93,7 @@ class EvalJob(_Shippable, _Evaluates):
 
     def run(self, device: str, threads: int | None) -> dict:
         from ..candidate import Candidate
-        from ..evaluate.api import evaluate
+        from kernelskill.evaluate.api import evaluate
         started = time.perf_counter()
         try:
             cand = Candidate.from_source(self.source, path=Path(self.solution))
@@ -129,7 +129,7 @@ class ReferenceJob(_Shippable, _Evaluates):
         pass                        # nothing to build: the candidate is the reference
 
     def run(self, device: str, threads: int | None) -> dict:
-        from ..evaluate.api import profile
+        from kernelskill.evaluate.api import profile
         started = time.perf_counter()
         classes, task = None, None
         try:
@@ -148,7 +148,7 @@ class ReferenceJob(_Shippable, _Evaluates):
 def reference_op_classes(task: Task, device: str, opts) -> list[str] | None:
     """The op classes the reference worker traced beside its FLOPs (its cached reply); None when it
     has none (a reference that failed, or one cached before it recorded them)."""
-    from ..evaluate.api import reference_dir
+    from kernelskill.evaluate.api import reference_dir
     meta = reference_dir(task, device, opts) / "meta.json"
     try:
         return json.loads(meta.read_text()).get("op_classes")

@@ -6,7 +6,7 @@ import contextlib
 from collections import Counter
 from pathlib import Path
 
-from ..evaluate.roofline import fraction_text
+from kernelskill.evaluate.judge.roofline import fraction_text
 from ..vocab import EVALUATED, Status
 
 

@@ -34,7 +34,7 @@ def run(plans: list[TaskPlan], executor, store: ResultStore, *, fresh: bool = Fa
     reused = len(jobs) - len(todo)
     if on_start:
         on_start(len(todo), reused)
-    from ..evaluate.isolation import prestarting
+    from kernelskill.evaluate.launch.isolation import prestarting
     # On a GPU machine the next worker imports torch while this one runs; on a CPU that would
     # take cores from the evaluations being timed.
     with prestarting(str(getattr(executor, "device", "")).startswith("cuda")):

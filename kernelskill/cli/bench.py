@@ -16,7 +16,7 @@ from pathlib import Path
 from ..errors import UserError
 from ..bench.executors import RUNNING, _clock
 from ..bench.store import Row
-from ..evaluate.roofline import fraction_text
+from kernelskill.evaluate.judge.roofline import fraction_text
 
 EPILOG = """examples:
   kernelskill bench examples                          # the shipped solutions on this machine's device
@@ -157,7 +157,7 @@ def _stored_device(out: str | None) -> str:
 def setup(args):
     """(suite, settings, executor, plans, out dir, preset label) from the flags; UserError on a mistake."""
     from ..bench import DEFAULT_TIMING, BenchSettings, plan
-    from ..evaluate.api import resolve_device
+    from kernelskill.evaluate.api import resolve_device
     from ..bench.executors import cpu_cores, make_executor
     from ..bench.suite import discover, resolve_suite, select
     if args.limit is not None and args.limit < 1:

@@ -10,15 +10,15 @@ from .common import emit, exit_code, load_task, progress, timeouts
 def worker_ahead() -> None:
     """This command's first worker starts importing torch now, beside this process's own import
     (which the lines after this one begin): a one-shot command's call is shorter by one import."""
-    from ..evaluate import isolation
+    from kernelskill.evaluate.launch import isolation
     isolation.start_one_ahead()
 
 
 def cmd_eval(args) -> int:
     worker_ahead()
     from ..candidate import Candidate
-    from ..evaluate.api import Options, evaluate
-    from ..evaluate.timing import TimingConfig
+    from kernelskill.evaluate.api import Options, evaluate
+    from kernelskill.evaluate.worker.timing import TimingConfig
     from .report import print_eval
     task = load_task(args)
     cand = Candidate.from_file(args.candidate)
@@ -39,8 +39,8 @@ def cmd_profile(args) -> int:
     """Breakdown, roofline and bottleneck of the reference (no CANDIDATE) or of a candidate."""
     worker_ahead()
     from ..candidate import Candidate
-    from ..evaluate.api import Options, profile
-    from ..evaluate.timing import TimingConfig
+    from kernelskill.evaluate.api import Options, profile
+    from kernelskill.evaluate.worker.timing import TimingConfig
     from .report import print_profile
     task = load_task(args)
     cand = Candidate.from_file(args.candidate) if args.candidate else None
@@ -58,7 +58,7 @@ def cmd_profile(args) -> int:
 def cmd_compile(args) -> int:
     worker_ahead()
     from ..candidate import Candidate
-    from ..evaluate.api import Options, compile
+    from kernelskill.evaluate.api import Options, compile
     from .report import print_compile
     opts = Options(**timeouts(args))
     with progress(args, opts) as on_phase:
@@ -70,8 +70,8 @@ def cmd_compile(args) -> int:
 
 
 def cmd_machine(args) -> int:
-    from ..evaluate.api import Options, machine, resolve_device
-    from ..evaluate.machine import render
+    from kernelskill.evaluate.api import Options, machine, resolve_device
+    from kernelskill.evaluate.machine import render
     device = resolve_device(args.device)
     profile = machine(device, Options(device=device), refresh=args.refresh)
     if args.json:
@@ -83,8 +83,8 @@ def cmd_machine(args) -> int:
 
 def cmd_warm(args) -> int:
     import shlex
-    from ..evaluate import toolchain
-    from ..evaluate.build import build_root
+    from kernelskill.evaluate.build import direct as toolchain
+    from kernelskill.evaluate.build.extensions import build_root
     sets = [shlex.split(f) for f in args.flags]
     if not args.only:
         sets += [[], ["-O2"], ["-O3"]] + toolchain.shipped_flag_sets()

@@ -1,7 +1,7 @@
 """Human-readable summaries of results for the terminal (the CLI's default output)."""
 from __future__ import annotations
 
-from ..evaluate.roofline import fraction_text, limits_text
+from kernelskill.evaluate.judge.roofline import fraction_text, limits_text
 from ..results import CompileResult, EvalResult
 from ..vocab import RUN_FAILURES, Status, covering
 

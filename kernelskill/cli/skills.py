@@ -157,7 +157,7 @@ def _task_summary(spec: str) -> dict:
 def _backend(value: str | None) -> str | None:
     """--backend's value: auto is this machine's backend, any (or none) is no filter."""
     if value == "auto":
-        from ..evaluate.options import machine_backend
+        from kernelskill.evaluate.options import machine_backend
         return str(machine_backend())
     return None if value in (None, "any") else value
 

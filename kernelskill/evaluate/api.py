@@ -18,10 +18,10 @@ from ..results import EvalResult
 from ..vocab import Status
 from . import machine as mach
 from .cache import cache_root, store_json
-from .ceilings import ceilings, store_raised_ceiling
-from .compiling import check_triton, compile, user_paths
+from .judge.ceilings import ceilings, store_raised_ceiling
+from .build.step import check_triton, compile, user_paths
 from .evaluation import Evaluation
-from .isolation import run_worker
+from .launch.isolation import run_worker
 from .options import BASELINES, Options, request, resolve, resolve_device, worker_threads, workdir
 from .reference import PROTOCOL, RefServer, reference, reference_dir, reference_key, reference_server
 from .shapes import generalize

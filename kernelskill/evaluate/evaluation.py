@@ -26,15 +26,15 @@ from ..errors import TaskError, UserError
 from ..results import CompileResult, Env, EvalResult
 from ..task import Task
 from ..vocab import Backend, Status, WorkerStatus
-from . import static, verdict
-from .ceilings import ceilings, store_raised_ceiling
-from .compiling import check_triton, compile, compile_result, user_paths
-from .isolation import WorkerOutcome, run_worker, write_atomic
+from .judge import static, verdict
+from .judge.ceilings import ceilings, store_raised_ceiling
+from .build.step import check_triton, compile, compile_result, user_paths
+from .launch.isolation import WorkerOutcome, run_worker, write_atomic
 from .ncu import run_ncu
 from .options import BASELINES, Options, host_env, request, resolve_device, workdir
-from .quality import RoundJudge
+from .judge.quality import RoundJudge
 from .reference import RefServer, reference, reference_server
-from .reply import WorkerReply
+from .launch.reply import WorkerReply
 
 # Flags that make a verdict ``flagged`` beside the static checks' own cheats.
 CHEAT_KINDS = ("tensor-subclass", "backend-flag", "replay", "timer-mismatch", "output-type")
@@ -294,7 +294,7 @@ class Evaluation:
         if meta.get("degenerate"):
             flags.append(f"degenerate-task: {meta['degenerate']}; a speedup on it means nothing")
         if meta.get("plan"):
-            from .trials import describe
+            from .worker.trials import describe
             verify.memory_plan = {**meta["plan"], "summary": describe(meta["plan"])}
             if meta["plan"].get("outputs") == "recompute" and self.trials is not None:
                 # How the candidate's outputs reached the comparison: shared on the GPU, or as files.

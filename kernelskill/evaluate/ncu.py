@@ -12,8 +12,8 @@ import io
 import re
 import shutil
 
-from . import roofline
-from .isolation import run_worker
+from .judge import roofline
+from .launch.isolation import run_worker
 from .options import request, workdir
 
 SECTIONS = ("SpeedOfLight", "Occupancy", "WarpStateStats", "LaunchStats")

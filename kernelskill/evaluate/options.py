@@ -23,9 +23,9 @@ from ..results import Env
 from ..task import Task, _Expr
 from ..vocab import Backend
 from . import flags as flags_mod
-from . import isolation
+from .launch import isolation
 from .cache import cache_root
-from .timing import TimingConfig
+from .worker.timing import TimingConfig
 
 BASELINES = ("eager", "compile", "both")
 BUILDS = ("direct", "torch")

@@ -16,12 +16,12 @@ import time
 from ..candidate import Candidate
 from ..results import MeasurementQuality, RaceEntry, RaceResult
 from ..vocab import RaceStatus
-from .isolation import run_worker
+from .launch.isolation import run_worker
 from .options import Options, request, resolve, resolve_device, workdir
-from .quality import GOOD, RoundJudge
+from .judge.quality import GOOD, RoundJudge
 from .reference import reference, reference_server
-from .timing import TimingConfig, speedup_ci, stats
-from .verdict import reference_outputs, replay_flags
+from .worker.timing import TimingConfig, speedup_ci, stats
+from .judge.verdict import reference_outputs, replay_flags
 
 MIN_GAIN = (0.02, 0.01)      # (CPU, GPU): a confident win must also be at least this much faster
 NOISY_GAIN = 0.5             # ... and in a round that was not good, at least this much by the interval's low end

@@ -19,7 +19,7 @@ from ..errors import TaskError
 from ..task import Task
 from ..vocab import WorkerStatus
 from .cache import cache_root
-from .isolation import Cancelled, WorkerOutcome, run_worker
+from .launch.isolation import Cancelled, WorkerOutcome, run_worker
 from .options import Options, backend_flags, mkdir, request, workdir
 
 PROTOCOL = "v11"   # bump when the reference cache's contents change (v5: one file per trial, memory plan;

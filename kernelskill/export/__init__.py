@@ -38,7 +38,7 @@ from pathlib import Path
 
 from ..candidate import Candidate
 from .errors import ExportError
-from ..evaluate.toolchain import split_params
+from kernelskill.evaluate.build.direct import split_params
 from .templates import render_package
 
 __all__ = ["ExportError", "Extension", "OpSpec", "export", "parse_params", "resolve_source"]
@@ -140,7 +140,7 @@ def _capture(source: str, path: Path | None):
     evaluator's cached build: ([(args, kwargs, recorder)], the module, compile_only). ``compile_only``:
     a CUDA extension on a machine without a GPU passed nvcc's compile-only check and was not built."""
     import torch.utils.cpp_extension as cpp_ext
-    from ..evaluate.build import BuildFailed, BuildLog, CompileOnly, install
+    from kernelskill.evaluate.build.extensions import BuildFailed, BuildLog, CompileOnly, install
     calls: list = []
     state = {"compile_only": False}
     install(source, BuildLog())
@@ -221,7 +221,7 @@ def _describe_out(out):
 
 
 def _extensions(calls) -> list[Extension]:
-    from ..evaluate.toolchain import Unsupported, _strip_comments, signature
+    from kernelskill.evaluate.build.direct import Unsupported, _strip_comments, signature
     exts, used_ops = [], set()
     for args, kwargs, rec in calls:
         name = args[0] if args else kwargs.get("name")
@@ -483,7 +483,7 @@ def _record(task, mod, device: str, recorders: list) -> list[str]:
     derived shapes), so that each output dim is matched to the one input dim that moves with it. A
     derived shape where the candidate refuses or differs is dropped with its calls. The labels of the
     derived shapes kept."""
-    from ..evaluate.shapes import derive_shapes
+    from kernelskill.evaluate.shapes import derive_shapes
     from ..task import Task
     _run_once(task, mod, device, strict=True)
     kept = []
@@ -507,7 +507,7 @@ def _record(task, mod, device: str, recorders: list) -> list[str]:
 def _run_once(task, mod, device: str, strict: bool) -> bool:
     import torch
 
-    from ..evaluate.guards import align_weights
+    from kernelskill.evaluate.worker.guards import align_weights
     ref_mod = task.module()
     init = task.init_inputs(ref_mod)
     torch.manual_seed(0)

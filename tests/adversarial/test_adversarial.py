@@ -6,7 +6,7 @@ import pytest
 from kernelskill import Candidate
 from kernelskill.evaluate import evaluate
 from kernelskill.evaluate.api import Options
-from kernelskill.evaluate.timing import TimingConfig
+from kernelskill.evaluate.worker.timing import TimingConfig
 
 from adversarial.cases import CASES, DATA, source
 
@@ -71,7 +71,7 @@ def test_cpp_with_nothing_stored(case):
 
 
 # The same on a GPU: the candidate's outputs are not written but shared with the reference worker
-# through CUDA IPC (evaluate/handoff.py) and compared there, the timed calls' outputs too.
+# through CUDA IPC (evaluate/worker/handoff.py) and compared there, the timed calls' outputs too.
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", [c for c in CASES if c.name in PLANNED and "cuda" in c.backends],
                          ids=lambda c: c.name)

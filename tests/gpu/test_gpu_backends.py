@@ -10,7 +10,7 @@ import pytest
 from kernelskill import Candidate
 from kernelskill.evaluate import compile, evaluate
 from kernelskill.evaluate.api import Options
-from kernelskill.evaluate.timing import TimingConfig
+from kernelskill.evaluate.worker.timing import TimingConfig
 
 from helpers import RELU_TASK
 

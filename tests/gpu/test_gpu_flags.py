@@ -14,7 +14,7 @@ import pytest
 from kernelskill.evaluate import evaluate
 from kernelskill.evaluate.api import Options
 from kernelskill.evaluate.reference import reference_dir
-from kernelskill.evaluate.timing import TimingConfig
+from kernelskill.evaluate.worker.timing import TimingConfig
 from kernelskill.task import Task
 from kernelskill.vocab import Status
 

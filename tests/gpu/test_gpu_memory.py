@@ -12,7 +12,7 @@ import pytest
 from kernelskill import Candidate
 from kernelskill.evaluate import evaluate
 from kernelskill.evaluate.api import Options, reference
-from kernelskill.evaluate.timing import TimingConfig
+from kernelskill.evaluate.worker.timing import TimingConfig
 from kernelskill.task import Task
 
 from gpu.test_gpu_backends import CUDA

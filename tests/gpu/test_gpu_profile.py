@@ -11,7 +11,7 @@ from kernelskill import Candidate
 from kernelskill.evaluate import evaluate
 from kernelskill.evaluate.api import Options
 from kernelskill.evaluate.ncu import ncu_binary
-from kernelskill.evaluate.timing import TimingConfig
+from kernelskill.evaluate.worker.timing import TimingConfig
 from kernelskill.vocab import BOTTLENECKS
 
 from gpu.test_gpu_backends import CUDA
@@ -103,7 +103,7 @@ def test_gpu_kernels_are_attributed_to_the_module_that_launched_them():
     import torch
     import torch.nn as nn
 
-    from kernelskill.evaluate.guards import FORWARD_SCOPE, kernel_breakdown
+    from kernelskill.evaluate.worker.guards import FORWARD_SCOPE, kernel_breakdown
 
     class Block(nn.Module):
         def __init__(self):

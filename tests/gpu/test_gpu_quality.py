@@ -14,9 +14,9 @@ import pytest
 from kernelskill import Candidate
 from kernelskill.evaluate import evaluate
 from kernelskill.evaluate.api import Options
-from kernelskill.evaluate.quality import CONTENDED, NOISY
+from kernelskill.evaluate.judge.quality import CONTENDED, NOISY
 from kernelskill.evaluate.race import race
-from kernelskill.evaluate.timing import TimingConfig
+from kernelskill.evaluate.worker.timing import TimingConfig
 
 pytestmark = pytest.mark.gpu
 

@@ -12,7 +12,7 @@ import pytest
 from kernelskill import Candidate
 from kernelskill.evaluate import evaluate
 from kernelskill.evaluate.api import Options
-from kernelskill.evaluate.timing import TimingConfig
+from kernelskill.evaluate.worker.timing import TimingConfig
 
 from helpers import DROPOUT_TASK
 

@@ -18,7 +18,7 @@ ALLOWED_ORIGIN = "https://agent.example"
 
 def fast_options():
     from kernelskill.evaluate.api import Options
-    from kernelskill.evaluate.timing import TimingConfig
+    from kernelskill.evaluate.worker.timing import TimingConfig
     return Options(device="cpu", trials=2, timing=TimingConfig(warmup=1, min_reps=5, max_reps=20, time_cap_s=0.3, retimes=0),
                    build_timeout=600, run_timeout=60)
 

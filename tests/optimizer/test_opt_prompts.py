@@ -195,7 +195,7 @@ class ModelNew(nn.Module):
 def test_cache_parameters_yes_results_no_in_the_words_of_the_evaluators_guards():
     """A skill's "pack the weights once and cache them" read as a breach of the coder's old "no caching
     of results between calls"; the rule now says what may be cached, where, and what the guards flag."""
-    from kernelskill.evaluate.static import CHEATS, check_source
+    from kernelskill.evaluate.judge.static import CHEATS, check_source
     rule = load_prompts()["coder"]["cpp"].shared["caching"]
     for (role, backend), system in {**_systems(), **_systems(root=True)}.items():
         assert rule in system, (role, backend)

@@ -52,7 +52,7 @@ def _roofed(device: str, roof: dict, bottleneck: str = "compute-bound") -> str:
 
 
 def test_the_roof_is_the_hardwares_never_the_librarys_measured_rate():
-    from kernelskill.evaluate import roofline
+    from kernelskill.evaluate.judge import roofline
     cpu = {"bandwidth": 20e9, "peak_flops": {"float32": 0.21e12}, "limits": {"fp32_fma_tflops": 0.52}}
     # level2/82 on a 2-core CPU: 1.19 GFLOP in 4.4 ms = 0.27 TFLOP/s, above the measured matmul rate
     # (0.21), half the FMA peak (0.52).
@@ -79,7 +79,7 @@ def test_the_roof_is_the_hardwares_never_the_librarys_measured_rate():
 
 
 def test_hardware_peaks_per_dtype_at_the_tasks_accuracy():
-    from kernelskill.evaluate import roofline
+    from kernelskill.evaluate.judge import roofline
     h100 = {"bandwidth": 3.0e12, "peak_flops": {"float32": 51e12, "tf32": 400e12, "bfloat16": 700e12},
             "limits": {"fp32_fma_tflops": 66.9, "tensor": {"tf32": 494.7, "tf32x3": 164.9, "bfloat16": 989.4}}}
     assert roofline.hardware_peak(h100, "float32") == pytest.approx(164.9e12)              # 3xTF32 at fp32 accuracy

@@ -10,7 +10,7 @@ import re
 
 from textual.widgets import Label, Static
 
-from kernelskill.evaluate.roofline import fraction_text
+from kernelskill.evaluate.judge.roofline import fraction_text
 from kernelskill.runs import load_run
 from kernelskill.trajectory import Node
 from kernelskill.tui.app import KernelSkillApp

@@ -10,7 +10,7 @@ from textual.app import ComposeResult
 from textual.containers import ScrollableContainer, Vertical, VerticalScroll
 from textual.widgets import DataTable, Static, TabbedContent, TabPane, TextArea
 
-from kernelskill.evaluate.roofline import fraction_text
+from kernelskill.evaluate.judge.roofline import fraction_text
 from kernelskill.results import ProfileResult, VerifyResult
 from kernelskill.trajectory import Node
 

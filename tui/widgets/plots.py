@@ -15,7 +15,7 @@ from textual.app import ComposeResult
 from textual.containers import Container, Vertical
 from textual.widgets import Label, Static
 
-from kernelskill.evaluate.roofline import fraction_text
+from kernelskill.evaluate.judge.roofline import fraction_text
 from kernelskill.results import TimingStats
 from kernelskill.trajectory import Node
 

@@ -254,7 +254,7 @@ def kernel_breakdown(model, inputs: list, device: str, source: str, calls: int =
     and the same time by the module that ran it (``modules``) with the launches a call makes."""
     from torch.profiler import ProfilerActivity, profile
 
-    from .build import PROFILING
+    from ..build.extensions import PROFILING
     cuda = device.startswith("cuda")
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     own = own_kernel_names(source)

@@ -42,7 +42,7 @@ import re
 import time
 from pathlib import Path
 
-from ..vocab import Bottleneck
+from kernelskill.vocab import Bottleneck
 
 LAUNCH_BOUND_SHARE = 0.5
 LATENCY_FRACTION = 0.10
@@ -110,7 +110,7 @@ def measure(device: str) -> dict:
     cuda = device.startswith("cuda")
     dev = torch.device(device)
     out: dict = {"version": CEILINGS_VERSION, "device": device, "measured_at": time.strftime("%Y-%m-%d %H:%M:%S")}
-    from . import machine
+    from .. import machine
     if cuda:
         props = torch.cuda.get_device_properties(dev)
         out["name"] = props.name
@@ -128,7 +128,7 @@ def measure(device: str) -> dict:
         out["limits"] = machine.cpu_limits(out["threads"])
         out["cache_bytes"], out["cache"] = machine.llc_bytes(), "LLC"
         n_copy, shapes = (1 << 26), ((1024, 1024, 1024),)        # 256 MiB; 1024³ (2 GFLOP)
-    from .host import HostSampler
+    from ..host import HostSampler
     host = HostSampler()
     host.start(os.getpid())
     ms = _copy_ms(n_copy, dev, device, 10 if cuda else 5)
@@ -212,7 +212,7 @@ def cached(root: Path, key: str) -> dict | None:
 
 
 def store(root: Path, key: str, data: dict) -> Path:
-    from .cache import store_json
+    from ..cache import store_json
     return store_json(root / "ceilings" / f"{key}.json", data)
 
 
@@ -366,7 +366,7 @@ def _cache_bytes(ceilings: dict, gpu: bool) -> int | None:
         return int(ceilings["cache_bytes"])
     if gpu:
         return None
-    from .machine import llc_bytes
+    from ..machine import llc_bytes
     return llc_bytes()
 
 

@@ -389,7 +389,7 @@ def make_pch_detached(d: Path, cmd: list[str]) -> None:
     """Start the header's precompilation in its own session: it outlives a killed worker."""
     (d / "cmd.json").write_text(json.dumps(cmd))
     # At the lowest priority: it must not slow the build that asked for it, nor a timing beside it.
-    subprocess.Popen(["nice", "-n", "19", sys.executable, "-m", "kernelskill.evaluate.toolchain", "pch", str(d)],
+    subprocess.Popen(["nice", "-n", "19", sys.executable, "-m", "kernelskill.evaluate.build.direct", "pch", str(d)],
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                      start_new_session=True, cwd=d, env=_detached_env())
 
@@ -400,7 +400,7 @@ def _detached_env() -> dict:
 
 
 def _pythonpath() -> str:
-    here = str(Path(__file__).resolve().parents[2])
+    here = str(Path(__file__).resolve().parents[3])
     return os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
 
 
@@ -440,7 +440,7 @@ def make_pch(d: Path) -> bool:
 def maker_slots() -> int:
     """How many headers may be made at once: a core each beyond one left free, 2 GB of available
     memory each; at least one."""
-    from . import host
+    from .. import host
     cores = host.cores()
     try:
         with open("/proc/meminfo") as f:
@@ -838,7 +838,7 @@ def warm(cache: Path, flag_sets: list[list[str]], wait: bool = True, say=print) 
     if not wait:
         (cache / "_pch").mkdir(parents=True, exist_ok=True)
         with open(cache / "_pch" / "warm.log", "w") as out:
-            subprocess.Popen(["nice", "-n", "19", sys.executable, "-m", "kernelskill.evaluate.toolchain", "warm",
+            subprocess.Popen(["nice", "-n", "19", sys.executable, "-m", "kernelskill.evaluate.build.direct", "warm",
                               str(cache), json.dumps(flag_sets)], stdin=subprocess.DEVNULL, stdout=out,
                              stderr=subprocess.STDOUT, start_new_session=True, env=_detached_env())
         say(f"making them in the background; its log: {cache / '_pch' / 'warm.log'}")
@@ -903,7 +903,7 @@ def _build_bindings(every: list[Unit], slots: int, label: str, say) -> None:
 
 def shipped_flag_sets() -> list[list[str]]:
     """The extra_cflags of the shipped C++ solutions (examples/*/solutions/cpp_*.py)."""
-    from ..paths import EXAMPLES_DIR
+    from kernelskill.paths import EXAMPLES_DIR
     sets = []
     for path in sorted(EXAMPLES_DIR.glob("*/solutions/cpp_*.py")):
         m = re.search(r"extra_cflags\s*=\s*(\[[^\]]*\])", path.read_text())
@@ -923,7 +923,7 @@ if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "warm":
         warm(Path(sys.argv[2]), json.loads(sys.argv[3]), say=lambda text: print(text, flush=True))
         sys.exit(0)
-    sys.exit("usage: python -m kernelskill.evaluate.toolchain pch DIR | warm BUILD_ROOT FLAG_SETS_JSON")
+    sys.exit("usage: python -m kernelskill.evaluate.build.direct pch DIR | warm BUILD_ROOT FLAG_SETS_JSON")
 
 
 @functools.cache

@@ -12,13 +12,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..results import KernelStat, MeasurementQuality, ModuleStat, ProfileResult
-from ..vocab import Bottleneck
+from kernelskill.results import KernelStat, MeasurementQuality, ModuleStat, ProfileResult
+from kernelskill.vocab import Bottleneck
 from . import quality
 from .correctness import compare_trial, summarize, verify_outputs
-from .isolation import write_atomic
-from .reply import WorkerReply
-from .timing import speedup_ci, stats
+from ..launch.isolation import write_atomic
+from ..launch.reply import WorkerReply
+from ..worker.timing import speedup_ci, stats
 
 SPEEDUP_REVIEW = 10.0
 DROP_COMPARED_BYTES = 256 << 20
@@ -187,7 +187,7 @@ class TrialJudge:
     def _compare(self, out_dir, i: int, file) -> None:
         server = self.ref_outs.server
         if server is not None:           # compared on the reference worker's device, not read here
-            from ..results import TrialResult
+            from kernelskill.results import TrialResult
             ans = server.compare(i, file, key=i if file.suffix == ".json" else None, seed=self.seeds[i],
                                  dist=self.dists[i], atol=self.atol, rtol=self.rtol)
             if "unreadable" in ans:

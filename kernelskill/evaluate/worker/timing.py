@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..results import TimingStats
+from kernelskill.results import TimingStats
 
 
 @dataclass

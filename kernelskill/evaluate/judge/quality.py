@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .host import HostSampler, gpu_state
+from ..host import HostSampler, gpu_state
 
 GOOD, NOISY, CONTENDED = "good", "noisy", "contended"
 QUALITIES = (GOOD, NOISY, CONTENDED)
@@ -123,7 +123,7 @@ def assess(times: dict, device: str, speedup: float | None, speedup_ci: list[flo
 # ---- the tool's own background builds ----------------------------------------------------------------
 def own_builds_now(cache: Path | None = None) -> list[dict]:
     """The tool's own background builds running now, not paused (``own_builds.own_builds``)."""
-    from .own_builds import own_builds
+    from ..build.own_builds import own_builds
     return [b for b in own_builds(cache) if not b["paused"]]
 
 
@@ -185,7 +185,7 @@ class RoundJudge:
     def pause_own_builds(self) -> list[dict]:
         """Pause the tool's own background builds running now, for the timing (the evaluation calls
         it when the candidate goes to timing; a round's start calls it too: a race has no ``await``)."""
-        from .own_builds import pause
+        from ..build.own_builds import pause
         got = pause()
         self.paused += [b for b in got if b["marker"] not in {p["marker"] for p in self.paused}]
         return got
@@ -193,7 +193,7 @@ class RoundJudge:
     def resume_own_builds(self) -> None:
         """The timing is over (or the worker ended): the paused builds go on. Idempotent."""
         if self.paused:
-            from .own_builds import resume
+            from ..build.own_builds import resume
             resume()
 
     def on_phase(self, phase: str) -> None:
@@ -222,7 +222,7 @@ class RoundJudge:
     def on_round(self, out_dir, k: int) -> str:
         import json
 
-        from .timing import speedup_ci
+        from ..worker.timing import speedup_ci
         self.poll(out_dir)                       # a round shorter than one poll still gets a sampler
         self._timing = False
         host = self._sampler.stop()
@@ -280,7 +280,7 @@ class RoundJudge:
         "speedup_ci"}. Its interval is ``speedup_ci`` over their samples merged, spanning every round's
         own speedup; it is good only when ``min_rounds`` rounds were good and that interval is
         within the limit (rounds on different allocations agree)."""
-        from .timing import merge_rounds, speedup_ci
+        from ..worker.timing import merge_rounds, speedup_ci
         chosen = chosen or self.chosen()
         rows = [r for r in self.rounds if r["round"] in chosen] or self.rounds[-1:]
         # Reasons and metrics: the widest round's (the worst of those reported).

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..vocab import WorkerStatus
+from kernelskill.vocab import WorkerStatus
 
 
 @dataclass

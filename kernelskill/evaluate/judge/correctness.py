@@ -8,7 +8,7 @@ import math
 
 import torch
 
-from ..results import TrialResult, VerifyResult
+from kernelskill.results import TrialResult, VerifyResult
 
 # Captured at import, before any candidate code could run in this process (none ever does).
 _allclose = torch.allclose

@@ -21,11 +21,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import tail
-from ..paths import cache_root
-from ..results import Diagnostic
-from . import cuda_split, toolchain
-from .toolchain import cuda_include_dir, locate  # noqa: F401 — callers import them from here too
+from kernelskill.errors import tail
+from kernelskill.paths import cache_root
+from kernelskill.results import Diagnostic
+from . import cuda_split, direct as toolchain
+from .direct import cuda_include_dir, locate  # noqa: F401 — callers import them from here too
 
 STUB_DIR = Path(__file__).parent / "cuda_stubs"
 # torch's nvcc flags that change what CUDA's half headers declare (cpp_extension.COMMON_NVCC_FLAGS)

@@ -40,7 +40,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..results import Diagnostic
+from kernelskill.results import Diagnostic
 
 VERSION = "1"            # in the compile-only marker: a check made before this one counts for nothing
 # Defined by the linker itself or by the start files of every shared link (crtbeginS.o, …).
@@ -136,7 +136,7 @@ def _loaded() -> dict[str, Path]:
 def _cxx_file(name: str, store: Path | None = None) -> Path | None:
     """A file the C++ compiler links by default (``-print-file-name``), or None; kept in ``store``
     per compiler (a driver's start is ~10 ms)."""
-    from .toolchain import cxx as _compiler
+    from .direct import cxx as _compiler
     cxx = _compiler()
     kept = None
     if store is not None:
@@ -166,8 +166,8 @@ def _cxx_file(name: str, store: Path | None = None) -> Path | None:
 
 def cudart_path(nvcc: str | None = None) -> Path | None:
     """The CUDA runtime (libcudart.so) of the nvcc that compiled the objects, where it has one."""
-    from .toolchain import cuda_include_dir
-    from .toolchain import nvcc as _nvcc
+    from .direct import cuda_include_dir
+    from .direct import nvcc as _nvcc
     nvcc = nvcc or _nvcc()
     if not nvcc:
         return None
@@ -426,7 +426,7 @@ def _advice(sym: Symbol, prov: Providers, declared: bool) -> str:
 
 def _pieces(sources: list[str], candidate: str):
     """(first line of each source string in the candidate's file or None, its lines without comments)."""
-    from .toolchain import _strip_comments, locate
+    from .direct import _strip_comments, locate
     for piece in sources:
         yield locate(piece, candidate), piece.splitlines(), _strip_comments(piece).splitlines()
 

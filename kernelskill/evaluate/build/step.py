@@ -9,13 +9,13 @@ import sys
 
 import torch
 
-from ..candidate import Candidate
-from ..errors import UserError
-from ..results import CompileResult, Diagnostic
-from ..vocab import Backend, WorkerStatus
-from .isolation import WorkerOutcome, run_worker
-from .options import Options, request, resolve, resolve_device, workdir
-from .reply import WorkerReply
+from kernelskill.candidate import Candidate
+from kernelskill.errors import UserError
+from kernelskill.results import CompileResult, Diagnostic
+from kernelskill.vocab import Backend, WorkerStatus
+from ..launch.isolation import WorkerOutcome, run_worker
+from ..options import Options, request, resolve, resolve_device, workdir
+from ..launch.reply import WorkerReply
 
 # The worker imports the candidate from a copy in its scratch directory (Triton needs a file):
 # tracebacks name that copy, and the user's file is what a person can open.

@@ -17,10 +17,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..vocab import RECHECK_PHASE, WorkerStatus
-from . import host, lifeline
-from ..errors import tail
-from .cache import cache_root
+from kernelskill.vocab import RECHECK_PHASE, WorkerStatus
+from .. import host
+from . import lifeline
+from kernelskill.errors import tail
+from ..cache import cache_root
 from .reply import WorkerReply
 
 _SECRET = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION)", re.I)
@@ -36,7 +37,7 @@ def scrubbed_env(scratch: Path, extra: dict[str, str] | None = None) -> dict[str
                PYTHONUNBUFFERED="1", PYTHONHASHSEED="0")
     env.setdefault("TRITON_CACHE_DIR", str(cache_root() / "triton"))
     # The worker must import this very package, wherever it was imported from.
-    pkg_root = str(Path(__file__).resolve().parents[2])
+    pkg_root = str(Path(__file__).resolve().parents[3])
     env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.update(extra or {})
     return env

@@ -13,12 +13,13 @@ import time
 
 import torch
 
-from ..results import EvalResult
-from ..vocab import Status
-from . import own_builds, quality, roofline
-from .cache import cache_root
-from .isolation import run_worker
-from .options import Options, host_env, request, workdir
+from kernelskill.results import EvalResult
+from kernelskill.vocab import Status
+from ..build import own_builds
+from . import quality, roofline
+from ..cache import cache_root
+from ..launch.isolation import run_worker
+from ..options import Options, host_env, request, workdir
 
 
 def ceilings_key(device: str, worker_env: dict) -> tuple[str, int | None]:

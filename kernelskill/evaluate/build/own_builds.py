@@ -19,7 +19,7 @@ import signal
 import time
 from pathlib import Path
 
-from ..paths import cache_root
+from kernelskill.paths import cache_root
 
 OWN_BUILD_DIR = "busy"
 _own_seq = itertools.count()

@@ -1,0 +1,121 @@
+"""The isolated worker: the only process that imports candidate code.
+
+``python -m kernelskill.evaluate.worker REQUEST.json`` (or ``--spare DIR PARENT [WARM]``: started
+ahead, it waits for its request). Its modes, one module each: ``reference``, ``compile``
+(candidate.py), ``run``, ``profile`` and ``race`` (run.py), ``refserve``, ``ceilings``, ``machine``
+and ``ncu`` (probes.py).
+
+It sends tensors and raw numbers back through files; verdicts are decided by the parent.
+Everything the checks rely on is captured before the candidate is imported (core.py, imported
+first).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+
+from kernelskill.evaluate.build import extensions as _build
+from . import guards
+from kernelskill.evaluate.launch import lifeline
+from kernelskill.errors import tail
+from kernelskill.vocab import WorkerStatus
+from . import core
+from .core import _SET_FLAGS, _WARMED, _clock, _setup, orphaned, set_phase, warm_profiler
+from .candidate import mode_compile
+from .reference import mode_reference
+from .run import mode_profile, mode_race, mode_run
+from .refserve import mode_refserve
+from .probes import mode_ceilings, mode_machine, mode_ncu
+
+
+def worker_env(device: str) -> dict:
+    """What the numbers were measured on (the parent never initialises CUDA itself)."""
+    env = {"threads": torch.get_num_threads(), "flags": dict(_SET_FLAGS)}
+    if device.startswith("cuda") and torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        env.update(gpu=props.name, capability=f"{props.major}.{props.minor}")
+        try:
+            import subprocess
+            env["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                           capture_output=True, text=True, timeout=10).stdout.strip().splitlines()[0]
+        except (OSError, IndexError, subprocess.SubprocessError):
+            pass
+    return env
+
+
+MODES = {"reference": mode_reference, "compile": mode_compile, "run": mode_run, "ceilings": mode_ceilings,
+         "machine": mode_machine, "ncu": mode_ncu, "profile": mode_profile, "race": mode_race, "refserve": mode_refserve}
+
+
+SPARE_IDLE_S = 1800.0
+
+
+def wait_as_spare(out: Path, warm: str | None) -> Path | None:
+    """A prestarted worker: Python, torch and this module are imported (and, for profiling, the
+    profiler set up; for a GPU, CUDA's runtime started: 0.34 s of a build's call on an H100 host
+    otherwise); wait for the request the parent hands over. None: the parent is gone or
+    never came back, and this process just exits. No request, no candidate code: nothing else runs.
+    Its parent is the pid that started it (``_PARENT``: it may have died while this process imported torch)."""
+    if warm == "cuda-runtime":            # isolation.SPARE_CUDA_RUNTIME: the build's arch, read ahead
+        try:
+            _build.gpu_arch()
+        except Exception:  # noqa: BLE001 — a CUDA that fails here fails the request, which reports it
+            pass
+    elif warm:
+        _setup({"device": warm})
+        _WARMED[warm] = warm_profiler(warm)
+    (out / "spare-ready").write_text("")
+    deadline = _clock() + SPARE_IDLE_S
+    path = out / "request.json"
+    while _clock() < deadline and not orphaned():
+        if path.exists():
+            return path
+        time.sleep(0.01)
+    return None
+
+
+def main(argv: list[str]) -> int:
+    lifeline.hold()       # first: from here on this worker's group dies with its owner, stuck or not
+    core._PARENT = int(argv[3]) if argv[1] == "--spare" else os.getppid()
+    if argv[1] == "--spare":
+        path = wait_as_spare(Path(argv[2]), argv[4] if len(argv) > 4 else None)
+        if path is None:
+            os._exit(0)
+        argv = [argv[0], str(path)]
+    req = json.loads(Path(argv[1]).read_text())
+    out = Path(req["out_dir"])
+    set_phase(out, "setup")
+    try:
+        result = MODES[req["mode"]](req, out)
+    except torch.OutOfMemoryError as e:
+        result = {"status": WorkerStatus.runtime_error, "error": f"out of memory: {str(e).splitlines()[0]}",
+                  "traceback": tail(traceback.format_exc())}
+    except Exception as e:  # noqa: BLE001 — the worker reports every failure as data
+        line, text = guards.candidate_line(e)
+        task_error = guards.is_task_error(e)          # its message names the file and line already
+        result = {"status": WorkerStatus.task_error if task_error else WorkerStatus.runtime_error,
+                  "error": (str(e) if task_error else f"{type(e).__name__}: {e}")[:2000], "line": line,
+                  "source_line": text,
+                  "traceback": tail(traceback.format_exc())}
+        if guards.is_triton_compile_error(e):
+            result["status"] = WorkerStatus.compile_error
+    result.pop("module", None)
+    result["env"] = worker_env(req["device"])
+    tmp = out / "result.json.tmp"
+    tmp.write_text(json.dumps(result, default=str))
+    os.replace(tmp, out / "result.json")
+    set_phase(out, "done")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter teardown: a candidate's atexit hooks or broken destructors change nothing now.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
