@@ -169,7 +169,7 @@ def _wait_for_header_makers(limit_s: float = 300.0) -> None:
     import subprocess
     t = time.monotonic()
     while time.monotonic() - t < limit_s and subprocess.run(
-            ["pgrep", "-f", "kernelskill.evaluate.build.direct pch"], capture_output=True).returncode == 0:
+            ["pgrep", "-f", "kernelskill.evaluate.build.pch"], capture_output=True).returncode == 0:
         time.sleep(1.0)
 
 

@@ -2,6 +2,8 @@
 compile-only nvcc check for CUDA sources on a machine without a CUDA torch."""
 from __future__ import annotations
 
+import json
+
 import shutil
 import time
 
@@ -166,21 +168,27 @@ def test_the_compile_only_check_falls_back_to_torchs_header_like_the_gpu_build(m
     assert set(res.units) == {"cuda.cu (light header)", "cuda.cu"}, res.units
 
 
-def test_precompiled_header_is_made_by_one_build_at_a_time(tmp_path):
+def test_precompiled_header_is_made_by_one_build_at_a_time(tmp_path, monkeypatch):
     """Parallel builds of one flag set (a pool or bench) never make the same header twice: while
-    one holds the flag set's lock, the others build without the header and do not wait."""
+    one holds the flag set's lock, the others build without the header and do not wait. The
+    PCH_AFTER-th cold build makes it through the one maker (pch.make_pch), with the command saved."""
     import fcntl
 
-    from kernelskill.evaluate.build.extensions import precompiled_header
-    assert precompiled_header(tmp_path, ["-O2"], []) is None          # first cold build: counted
+    from kernelskill.evaluate.build import pch
+    made = []
+    monkeypatch.setattr(pch, "make_pch", lambda d: made.append(d) or True)
+    assert pch.precompiled_header(tmp_path, ["-O2"], []) is None          # first cold build: counted
     (d,) = [p for p in tmp_path.iterdir() if p.is_dir()]
     assert (d / "seen").read_text() == "1"
-    with open(d / "lock", "w") as held:
+    with open(d / "count.lock", "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
-        assert precompiled_header(tmp_path, ["-O2"], []) is None      # busy: skipped, not counted
+        assert pch.precompiled_header(tmp_path, ["-O2"], []) is None      # busy: skipped, not counted
         assert (d / "seen").read_text() == "1"
-    assert precompiled_header(tmp_path, ["-O2"], []) is None
-    assert (d / "seen").read_text() == "2"
+    assert pch.precompiled_header(tmp_path, ["-O2"], []) is None
+    assert (d / "seen").read_text() == "2" and made == []
+    assert pch.precompiled_header(tmp_path, ["-O2"], []) == d == made[0]   # the third: made
+    cmd = json.loads((d / "cmd.json").read_text())
+    assert cmd[0] == pch.cxx() and "-O2" in cmd and (d / "torch" / "extension.h").exists()
 
 
 def test_a_build_killed_midway_does_not_block_later_builds():

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelskill.evaluate.build import cuda_split, direct as toolchain
+from kernelskill.evaluate.build import cuda_split, direct as toolchain, tools
 from kernelskill.evaluate.build.extensions import STUB_DIR, cuda_include_dir
 from kernelskill.evaluate.build.cuda_split import CannotSplit, candidates_error, split
 
@@ -101,7 +101,7 @@ def _objects(tmp_path: Path, sp) -> tuple[Path, Path, dict]:
         "cuda.cu": subprocess.Popen([nvcc, "-c", "-std=c++17", "-arch=sm_90", "-Xcompiler", "-fPIC",
                                      str(tmp_path / "cuda.cu"), "-o", str(tmp_path / "dev.o")],
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True),
-        "cuda_host.cpp": subprocess.Popen([toolchain.cxx(), "-c", f"-I{light.parent}", *cxx, "-isystem", str(cuda_inc),
+        "cuda_host.cpp": subprocess.Popen([tools.cxx(), "-c", f"-I{light.parent}", *cxx, "-isystem", str(cuda_inc),
                                            f"-I{STUB_DIR}", str(tmp_path / "cuda_host.cpp"), "-o",
                                            str(tmp_path / "host.o")],
                                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)}
@@ -352,7 +352,7 @@ def test_a_host_unit_including_the_cuda_context_builds_against_its_header_once_i
 
     from kernelskill import Candidate
     from kernelskill.evaluate import compile
-    from kernelskill.evaluate.build import direct as toolchain
+    from kernelskill.evaluate.build import pch
     from kernelskill.evaluate.build.extensions import build_root
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from build_cost import source
@@ -369,7 +369,7 @@ def test_a_host_unit_including_the_cuda_context_builds_against_its_header_once_i
     for d in made:                                   # made here if its maker is gone; else wait for it
         with open(d / "lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-        assert toolchain.make_pch(d) and (d / "torch" / "extension.h.gch").exists()
+        assert pch.make_pch(d) and (d / "torch" / "extension.h.gch").exists()
     token = uuid.uuid4().hex[:10]
     typo = source("cuda", token, change="typo")
     res = compile(Candidate.from_source(typo), device="cpu")

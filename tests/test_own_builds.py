@@ -1,6 +1,6 @@
 """The tool's own background builds (a precompiled header's detached maker) never run beside a timing: paused.
 
-Real makers (``toolchain.make_pch`` in a detached ``python -m kernelskill.evaluate.build.direct pch``),
+Real makers (``pch.make_pch`` in a detached ``python -m kernelskill.evaluate.build.pch``),
 whose compiler is a stand-in that burns CPU; real evaluations on the CPU. Every wait here is on a
 state (a marker appears, a process ends), with a deadline only as a guard."""
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 
 from kernelskill import Candidate, Task
 from kernelskill.evaluate import compile, evaluate
-from kernelskill.evaluate.build import own_builds, direct as toolchain
+from kernelskill.evaluate.build import own_builds, pch
 from kernelskill.evaluate.judge import quality
 from kernelskill.evaluate.api import Options
 from kernelskill.evaluate.build.extensions import build_root
@@ -56,7 +56,7 @@ def _until(cond, what: str, deadline_s: float = 300.0, poll_s: float = 0.05):
 
 
 def _stand_in_maker(pch_root: Path, tmp_path: Path, work: int) -> tuple[Path, Path]:
-    """Start a real detached maker (toolchain.make_pch_detached) for a header dir of its own under
+    """Start a real detached maker (pch.make_pch_detached) for a header dir of its own under
     ``pch_root``, whose compiler is the stand-in; returns (header dir, go file)."""
     d = pch_root / f"standin-{uuid.uuid4().hex[:8]}"
     (d / "torch").mkdir(parents=True)
@@ -64,7 +64,7 @@ def _stand_in_maker(pch_root: Path, tmp_path: Path, work: int) -> tuple[Path, Pa
     script = tmp_path / "stand_in.py"
     script.write_text(STAND_IN)
     go = tmp_path / f"go-{d.name}"
-    toolchain.make_pch_detached(d, [sys.executable, str(script), str(go), str(work)])
+    pch.make_pch_detached(d, [sys.executable, str(script), str(go), str(work)])
     return d, go
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from kernelskill import Candidate
 from kernelskill.evaluate import compile, evaluate
-from kernelskill.evaluate.build import direct as toolchain
+from kernelskill.evaluate.build import direct as toolchain, pch, tools
 from kernelskill.evaluate.api import Options
 from kernelskill.bench.executors import BuildEta
 
@@ -294,8 +294,8 @@ def test_a_precompiled_header_has_one_maker(tmp_path):
     (d / "cmd.json").write_text('["false"]')
     with open(d / "lock", "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
-        assert toolchain.make_pch(d) is False                  # another maker holds it: no wait, no second copy
-    assert toolchain.make_pch(d) is False and (d / "failed.log").exists()     # `false` failed: logged
+        assert pch.make_pch(d) is False                  # another maker holds it: no wait, no second copy
+    assert pch.make_pch(d) is False and (d / "failed.log").exists()     # `false` failed: logged
     assert not (d / "torch" / "extension.h.gch").exists()
     # another flag set is another header
     assert toolchain.header_dir(tmp_path, "light", ["-O3"], make=False)[0] != d
@@ -305,17 +305,17 @@ def test_a_maker_takes_a_free_slot_while_another_header_is_being_made(tmp_path, 
     """`kernelskill warm` on a 16-core machine made eleven headers one after the other (4 min 15 s on
     the H100's host): with two slots, a maker whose first slot is held takes the second at once."""
     import threading
-    monkeypatch.setattr(toolchain, "maker_slots", lambda: 2)
+    monkeypatch.setattr(pch, "maker_slots", lambda: 2)
     d, _ = toolchain.header_dir(tmp_path, "light", ["-O1"], make=False)
     (d / "cmd.json").write_text(json.dumps([sys.executable, "-c", "import sys; open(sys.argv[-1], 'w').write('pch')"]))
     with open(tmp_path / "makers.0.lock", "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)                       # another header is being made
         done = []
-        t = threading.Thread(target=lambda: done.append(toolchain.make_pch(d)))
+        t = threading.Thread(target=lambda: done.append(pch.make_pch(d)))
         t.start()
         t.join(timeout=120)                                    # a deadline, not a wait: it ends at once
         assert done == [True] and (d / "torch" / "extension.h.gch").read_text() == "pch"
-    assert 1 <= toolchain.maker_slots() <= 8
+    assert 1 <= pch.maker_slots() <= 8
 
 
 def test_the_build_phase_eta_learns_from_the_builds_seen():
@@ -427,10 +427,10 @@ def test_the_light_nvcc_header_holds_the_ops_the_sources_name_and_compiles(tmp_p
         "blockIdx.x * blockDim.x + threadIdx.x", "0")
     (tmp_path / "host.cpp").write_text(host)
     cxx, _, _ = toolchain._torch_flags(False)
-    r = subprocess.run([toolchain.cxx(), "-fsyntax-only", f"-I{inc}", *cxx, str(tmp_path / "host.cpp")],
+    r = subprocess.run([tools.cxx(), "-fsyntax-only", f"-I{inc}", *cxx, str(tmp_path / "host.cpp")],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
-    bad = subprocess.run([toolchain.cxx(), "-fsyntax-only", f"-I{inc}", *cxx, "-x", "c++", "-"],
+    bad = subprocess.run([tools.cxx(), "-fsyntax-only", f"-I{inc}", *cxx, "-x", "c++", "-"],
                          input=host.replace("torch::empty_like", "torch::acc_type"), capture_output=True, text=True)
     assert bad.returncode != 0                                  # the test above can fail
 
@@ -492,7 +492,7 @@ def test_torch_flags_call_no_deprecated_torch_helper():
     flag helper. The flags are taken with every warning an error, in a fresh process (the flags are
     cached per process)."""
     code = ("import warnings\nwarnings.simplefilter('error')\n"
-            "from kernelskill.evaluate.build import direct as toolchain\n"
+            "from kernelskill.evaluate.build import direct as toolchain, pch, tools\n"
             "cxx, _, ld = toolchain._torch_flags(False)\n"
             "assert '-DTORCH_API_INCLUDE_EXTENSION_H' in cxx and '-shared' in ld\nprint('ok')")
     done = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c", code], capture_output=True,

@@ -82,7 +82,7 @@ def _count_cpus(cpu_list: str) -> int:
 
 def compiler() -> str:
     """The C++ compiler torch's extensions build with (``$CXX``, else ``c++``) and its version line."""
-    from .build.direct import cxx as _compiler
+    from .build.tools import cxx as _compiler
     cxx = _compiler()
     path = shutil.which(cxx)
     if path is None:

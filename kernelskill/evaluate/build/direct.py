@@ -41,7 +41,6 @@ What this path does not take — sources that use pybind11 or the full C++ front
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import importlib.util
@@ -59,6 +58,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import cuda_split
+from .pch import _detached_env, make_pch, make_pch_detached, maker_slots
+from .tools import cxx, nvcc_or_default
 # The tool's own background builds are marked, so that no timing runs beside them (own_builds.py).
 from .own_builds import own_build
 
@@ -264,23 +265,6 @@ def _cuda_arch_flags(cuda_cflags: list[str]) -> list[str]:
     return list(ext._get_cuda_arch_flags(list(cuda_cflags)))
 
 
-def cxx() -> str:
-    """The C++ compiler every build and check runs: ``$CXX``, else ``c++`` (as torch's own build)."""
-    return os.environ.get("CXX") or "c++"
-
-
-def nvcc() -> str | None:
-    """The nvcc every build and check runs: the one in torch's CUDA_HOME (what torch's own build
-    runs; from $CUDA_HOME, the PATH's nvcc or /usr/local/cuda), else the PATH's; None without one."""
-    import torch.utils.cpp_extension as ext
-    path = Path(ext.CUDA_HOME or os.environ.get("CUDA_HOME") or "/usr/local/cuda") / "bin" / "nvcc"
-    return str(path) if path.exists() else shutil.which("nvcc")
-
-
-def _nvcc() -> str:
-    """nvcc, or where it would be (its command then fails with a clear 'not found')."""
-    return nvcc() or "/usr/local/cuda/bin/nvcc"
-
 
 def _digest(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
@@ -385,84 +369,6 @@ def _in_torch_headers(name: str) -> bool:
         return True           # no grep: a second build with the full header decides
 
 
-def make_pch_detached(d: Path, cmd: list[str]) -> None:
-    """Start the header's precompilation in its own session: it outlives a killed worker."""
-    (d / "cmd.json").write_text(json.dumps(cmd))
-    # At the lowest priority: it must not slow the build that asked for it, nor a timing beside it.
-    subprocess.Popen(["nice", "-n", "19", sys.executable, "-m", "kernelskill.evaluate.build.direct", "pch", str(d)],
-                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                     start_new_session=True, cwd=d, env=_detached_env())
-
-
-def _detached_env() -> dict:
-    """A detached maker outlives the worker whose scratch directory is its TMPDIR and HOME."""
-    return {**os.environ, "PYTHONPATH": _pythonpath(), "TMPDIR": "/tmp"}
-
-
-def _pythonpath() -> str:
-    here = str(Path(__file__).resolve().parents[3])
-    return os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-
-
-def make_pch(d: Path) -> bool:
-    """Precompile ``d/torch/extension.h`` with the command saved beside it; one maker at a time.
-    While it waits for a slot and makes the header it is marked as the tool's own background build
-    (``own_build``): an evaluation does not time beside it (``own_builds``)."""
-    import fcntl
-    header = d / "torch" / "extension.h"
-    gch = header.with_name("extension.h.gch")
-    with open(d / "lock", "w") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            return False           # another process is making it
-        if gch.exists():
-            return True
-        with own_build(d.parent, f"precompiled header {d.name}"):
-            # A few headers at a time per cache: gcc takes 1.5-2 GB and a core making one, and a test
-            # run or a bench meets many flag sets at once; the others wait for a slot (holding their
-            # own lock). One slot on a 2-core machine, eight on a 16-core one with the memory for them.
-            slots = maker_slots()
-            while True:
-                for k in range(slots):
-                    with open(d.parent / f"makers.{k}.lock", "w") as turn:
-                        try:
-                            fcntl.flock(turn, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                        except OSError:
-                            continue
-                        return _make(d, header, gch)
-                with open(d.parent / "makers.0.lock", "w") as turn:
-                    fcntl.flock(turn, fcntl.LOCK_EX)      # wait until a maker ends, then look again
-                    if slots == 1:
-                        return _make(d, header, gch)
-
-
-def maker_slots() -> int:
-    """How many headers may be made at once: a core each beyond one left free, 2 GB of available
-    memory each; at least one."""
-    from .. import host
-    cores = host.cores()
-    try:
-        with open("/proc/meminfo") as f:
-            avail = next(int(line.split()[1]) for line in f if line.startswith("MemAvailable:")) / 2**20
-    except (OSError, StopIteration, ValueError):
-        avail = 2.0
-    return max(1, min(cores // 2, int(avail // 2), 8))
-
-
-def _make(d: Path, header: Path, gch: Path) -> bool:
-    if gch.exists():
-        return True
-    cmd = json.loads((d / "cmd.json").read_text())
-    tmp = gch.with_suffix(f".{os.getpid()}.tmp")
-    proc = subprocess.run([*cmd, "-x", "c++-header", str(header), "-o", str(tmp)], capture_output=True, text=True)
-    if proc.returncode != 0:
-        tmp.unlink(missing_ok=True)
-        (d / "failed.log").write_text(proc.stdout + proc.stderr)
-        return False
-    os.replace(tmp, gch)
-    return True
-
 
 # ---- the build ------------------------------------------------------------------------------------
 @dataclass
@@ -546,7 +452,7 @@ def build(p: Plan, cache: Path, on_step=None, log=None) -> Path:
         cuda_light = nvcc_light_dir(d, p.cuda) if p.implicit else None
 
         def nvcc_cmd(include: Path | None) -> list[str]:
-            ncmd = [_nvcc(), "-c", *([f"-I{include}"] if include else []), *[f"-I{i}" for i in p.include_paths],
+            ncmd = [nvcc_or_default(), "-c", *([f"-I{include}"] if include else []), *[f"-I{i}" for i in p.include_paths],
                     name_flag, *nvcc_flags, *_cuda_arch_flags(p.cuda_cflags), *p.cuda_cflags]
             if not any(f.startswith("-std=") for f in ncmd):
                 ncmd.append("-std=c++20")
@@ -918,25 +824,11 @@ def shipped_flag_sets() -> list[list[str]]:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "pch":
-        sys.exit(0 if make_pch(Path(sys.argv[2])) else 1)
     if len(sys.argv) == 4 and sys.argv[1] == "warm":
         warm(Path(sys.argv[2]), json.loads(sys.argv[3]), say=lambda text: print(text, flush=True))
         sys.exit(0)
-    sys.exit("usage: python -m kernelskill.evaluate.build.direct pch DIR | warm BUILD_ROOT FLAG_SETS_JSON")
+    sys.exit("usage: python -m kernelskill.evaluate.build.direct warm BUILD_ROOT FLAG_SETS_JSON")
 
-
-@functools.cache
-def cuda_include_dir(nvcc: str) -> Path:
-    """CUDA's own headers (cuda.h): beside the nvcc that runs — which may be a wrapper script on
-    the PATH — as nvcc itself says (``--dryrun``), else CUDA_HOME's or /usr/local/cuda's."""
-    guesses = [Path(nvcc).resolve().parent.parent / "include"]
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        out = subprocess.run([nvcc, "--dryrun", "-E", "-x", "cu", "/dev/null"], capture_output=True, text=True,
-                             timeout=30).stderr
-        guesses += [Path(m) for m in re.findall(r'INCLUDES="[^"]*?-I"?([^"\s]+)', out)]
-    guesses += [Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "include", Path("/usr/local/cuda/include")]
-    return next((g for g in guesses if (g / "cuda.h").exists()), guesses[0])
 
 
 def locate(piece: str, candidate: str) -> int | None:

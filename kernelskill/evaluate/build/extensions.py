@@ -13,7 +13,6 @@ import hashlib
 import os
 import platform
 import re
-import shutil
 import subprocess
 import sys
 import sysconfig
@@ -25,13 +24,15 @@ from kernelskill.errors import tail
 from kernelskill.paths import cache_root
 from kernelskill.results import Diagnostic
 from . import cuda_split, direct as toolchain
-from .direct import cuda_include_dir, locate  # noqa: F401 — callers import them from here too
+from . import pch
+from .direct import locate  # noqa: F401 — callers import it from here too
+from . import tools
+from .tools import cuda_include_dir
 
 STUB_DIR = Path(__file__).parent / "cuda_stubs"
 # torch's nvcc flags that change what CUDA's half headers declare (cpp_extension.COMMON_NVCC_FLAGS)
 NO_HALF = ["-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
            "-D__CUDA_NO_HALF2_OPERATORS__"]
-PCH_AFTER = 3          # cold builds of a flag set before a PCH
 _GCC = re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:(?P<col>\d+):)? (?P<sev>fatal error|error|warning|note): (?P<msg>.*)$")
 _NVCC = re.compile(r"^(?P<file>[^\s(][^(]*)\((?P<line>\d+)\): (?P<sev>error|warning|remark)(?: #[\w-]+)?: (?P<msg>.*)$")
 _LINK = re.compile(r"(undefined (?:reference to|symbol:?) .*)")
@@ -41,7 +42,7 @@ def env_key() -> str:
     """What makes a build reusable: torch, CUDA, Python, machine and the GPU's architecture."""
     import torch
     parts = [torch.__version__, str(torch.version.cuda), sys.version.split()[0], platform.machine(),
-             gpu_arch() or "nogpu", toolchain.nvcc() or "nonvcc"]
+             gpu_arch() or "nogpu", tools.nvcc() or "nonvcc"]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:12]
 
 
@@ -157,16 +158,16 @@ def install(candidate_source: str, log: BuildLog, build_root_dir: Path | None = 
             # makes ninja rebuild a cached extension.
             marker = build_dir / "kernelskill_pch"
             if marker.exists():
-                pch = marker.read_text().strip() or None
+                pch_dir = marker.read_text().strip() or None
             else:
-                pch = None
-                if _pch_ok() and not kwargs.get("use_pch"):
-                    made = precompiled_header(root.parent / "pch", kwargs.get("extra_cflags"),
-                                              kwargs.get("extra_include_paths"))
-                    pch = str(made) if made else None
-                marker.write_text(pch or "")
-            if pch and Path(pch).exists():
-                kwargs["extra_include_paths"] = [pch] + list(kwargs.get("extra_include_paths") or [])
+                pch_dir = None
+                if pch.supported() and not kwargs.get("use_pch"):
+                    made = pch.precompiled_header(root / "_pch", kwargs.get("extra_cflags"),
+                                                  kwargs.get("extra_include_paths"))
+                    pch_dir = str(made) if made else None
+                marker.write_text(pch_dir or "")
+            if pch_dir and Path(pch_dir).exists():
+                kwargs["extra_include_paths"] = [pch_dir] + list(kwargs.get("extra_include_paths") or [])
             try:
                 with _build_lock(build_dir):
                     # Copies: load_inline inserts its #includes into the lists it is given.
@@ -340,64 +341,6 @@ def _cuda_runtime() -> bool:
     return bool(torch.version.cuda) and torch.cuda.is_available()
 
 
-def _pch_ok() -> bool:
-    return sys.platform == "linux"
-
-
-def precompiled_header(root: Path, cflags, include_paths) -> Path | None:
-    """A directory holding torch/extension.h and its precompiled .gch for these flags.
-
-    Put first on the include path, gcc picks the .gch up for ``#include <torch/extension.h>``
-    and skips re-parsing torch's headers (docs/evaluator.md has the measured saving). One per
-    flag set, so candidates with different flags never rebuild each other's (torch's own
-    use_pch keeps a single one and deletes it whenever a build does not ask for it).
-    """
-    import torch.utils.cpp_extension as ext
-    cflags = list(cflags or [])
-    inc = ext.include_paths()
-    cmd_flags = [f"-I{p}" for p in inc + [sysconfig.get_paths()["include"]] + list(include_paths or [])]
-    cmd_flags += cflags + ["-DTORCH_API_INCLUDE_EXTENSION_H", "-std=c++20", "-fPIC"]
-    cxx = toolchain.cxx()
-    key = hashlib.sha256(repr((cxx, cmd_flags)).encode()).hexdigest()[:12]
-    d = root / key
-    gch = d / "torch" / "extension.h.gch"
-    if gch.exists():
-        return d
-    # Building one costs about two plain builds: only for flag sets seen before (an optimizer
-    # run or a suite builds many extensions with the same flags; a one-off build does not).
-    d.mkdir(parents=True, exist_ok=True)
-    import fcntl
-    with open(d / "lock", "w") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            # Another build (a parallel bench or pool) is counting or making this very header:
-            # build without it rather than make the same header twice or wait a minute for it.
-            return None
-        return _make_pch(d, gch, inc, cmd_flags, cxx)
-
-
-def _make_pch(d: Path, gch: Path, inc: list[str], cmd_flags: list[str], cxx: str) -> Path | None:
-    """Count this flag set's cold builds; make the header on the PCH_AFTER-th (under the lock)."""
-    if gch.exists():
-        return d
-    seen = d / "seen"
-    count = int(seen.read_text() or 0) + 1 if seen.exists() else 1
-    seen.write_text(str(count))
-    if count < PCH_AFTER:
-        return None
-    (d / "torch").mkdir(parents=True, exist_ok=True)
-    header = Path(inc[0]) / "torch" / "extension.h"
-    shutil.copy(header, d / "torch" / "extension.h")
-    tmp = gch.with_suffix(f".{os.getpid()}.tmp")
-    proc = subprocess.run([cxx, "-x", "c++-header", str(d / "torch" / "extension.h"), "-o", str(tmp), *cmd_flags],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        tmp.unlink(missing_ok=True)
-        return None
-    os.replace(tmp, gch)
-    return d
-
 
 def _compile_only(build_dir: Path, cuda: list[str], kwargs: dict, candidate_source: str, log: BuildLog,
                   root: Path, step=lambda _: None, cpp: list[str] = (), arch: str = "sm_90") -> None:
@@ -408,7 +351,7 @@ def _compile_only(build_dir: Path, cuda: list[str], kwargs: dict, candidate_sour
     from . import linkcheck
     cpp = list(cpp)
     log.compile_only = True
-    nvcc = toolchain.nvcc()
+    nvcc = tools.nvcc()
     if nvcc is None:
         log.diagnostics.append(Diagnostic("error", "CUDA source, but this machine has neither a CUDA torch "
                                           "nor nvcc: it can be neither built nor checked here", origin="cuda"))
@@ -532,7 +475,7 @@ def _compile_only_cpp_unit(build_dir: Path, cpp: list[str], kwargs: dict, includ
               *[f"-I{p}" for p in includes if p == str(STUB_DIR)], *[f.strip() for f in kwargs.get("extra_cflags") or []]]
     light, _ = toolchain.header_dir(root / "_pch", "light", kflags)
     text = ("#include <torch/extension.h>\n" if implicit else "") + "\n".join(cpp) + "\n"
-    return toolchain._unit("kernel.cpp", build_dir, text, [toolchain.cxx(), "-c", f"-I{light}",
+    return toolchain._unit("kernel.cpp", build_dir, text, [tools.cxx(), "-c", f"-I{light}",
                            *[f"-I{p}" for p in extra], "-DTORCH_EXTENSION_NAME=" + build_dir.name, *kflags],
                            root / "_objects")
 
@@ -569,7 +512,7 @@ def _compile_only_split(build_dir: Path, cuda: list[str], kwargs: dict, includes
     device_cmd = [*nvcc_cmd, "-std=c++17", f"-arch={arch}", "-c", "-Xcompiler", "-fPIC", *NO_HALF,
                   *[f for inc in includes for f in ("-isystem", inc)],     # c10's Half, if named
                   *(kwargs.get("extra_cuda_cflags") or [])]
-    host_cmd = [toolchain.cxx(), "-c", f"-I{light}", *cxx, "-DTORCH_EXTENSION_NAME=" + build_dir.name]
+    host_cmd = [tools.cxx(), "-c", f"-I{light}", *cxx, "-DTORCH_EXTENSION_NAME=" + build_dir.name]
     try:
         toolchain.compile_split(build_dir, sp, device_cmd, host_cmd, build_dir / "_objects", step, log,
                                 others=list(others))

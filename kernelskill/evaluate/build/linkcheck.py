@@ -136,7 +136,7 @@ def _loaded() -> dict[str, Path]:
 def _cxx_file(name: str, store: Path | None = None) -> Path | None:
     """A file the C++ compiler links by default (``-print-file-name``), or None; kept in ``store``
     per compiler (a driver's start is ~10 ms)."""
-    from .direct import cxx as _compiler
+    from .tools import cxx as _compiler
     cxx = _compiler()
     kept = None
     if store is not None:
@@ -166,8 +166,8 @@ def _cxx_file(name: str, store: Path | None = None) -> Path | None:
 
 def cudart_path(nvcc: str | None = None) -> Path | None:
     """The CUDA runtime (libcudart.so) of the nvcc that compiled the objects, where it has one."""
-    from .direct import cuda_include_dir
-    from .direct import nvcc as _nvcc
+    from .tools import cuda_include_dir
+    from .tools import nvcc as _nvcc
     nvcc = nvcc or _nvcc()
     if not nvcc:
         return None
