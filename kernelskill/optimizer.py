@@ -105,8 +105,8 @@ def resolve_target(config: Config) -> tuple[str, str]:
 
 
 # Eager's medians in two evaluations this far apart (GPU, CPU) make their speedups incomparable:
-# the candidates are re-timed head to head. A GPU's eager moved 1.2 % between quiet evaluations
-# (docs/evaluator.md, "Eager between evaluations"); a CPU's moves more.
+# the candidates are re-timed head to head. A GPU's eager moves by about this much between quiet
+# evaluations; a CPU's moves more (figures: docs/optimizer.md, "Measurements behind the code").
 EAGER_DRIFT = {True: 0.01, False: 0.03}
 
 

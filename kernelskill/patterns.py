@@ -120,7 +120,7 @@ class Graph:
     def consumers(self, i: int) -> list[int]:
         """Ops that read op ``i``'s output (through views and copies), in order. Indexed once: a
         recurrent network unrolls to tens of thousands of ops, and a scan per call was quadratic
-        (level3/35_LSTM: 46,105 ops, 225 s in this method)."""
+        (figures: docs/bench.md, "Measurements behind the code")."""
         if self._readers_of != len(self.ops):
             readers: dict[int, list[int]] = {}
             for j in range(len(self.ops)):

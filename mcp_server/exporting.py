@@ -30,7 +30,8 @@ from kernelskill.paths import cache_root
 Progress = Callable[[float, float, str], None]
 STEPS = 4
 EXPORT_TIMEOUT = 900.0        # the candidate's builds (cached by content) and the shape recording
-BUILD_TIMEOUT = 900.0         # setup.py build_ext: ~60 s for the C++ GELU on 2 cores
+BUILD_TIMEOUT = 900.0         # setup.py build_ext: about a minute for the C++ GELU on a small host
+                              # (figures: docs/mcp.md, "Measurements behind the code")
 CHECK_TIMEOUT = 300.0
 _MARK = "\n@@kernelskill-export@@"
 

@@ -99,7 +99,7 @@ async def _call(ctx: Context, work: Callable[[Toolbox, Progress], T]) -> T:
             return work(toolbox, progress)
     try:
         # A cancel or a disconnect cancels this task; the thread is told through `cancel` and kills
-        # its workers within one poll (~50 ms), which releases the device for the next call.
+        # its workers within one poll (50 ms), which releases the device for the next call.
         return await anyio.to_thread.run_sync(run, _reporter(ctx), abandon_on_cancel=True)
     except anyio.get_cancelled_exc_class():
         cancel.set()

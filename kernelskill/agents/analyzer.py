@@ -111,7 +111,8 @@ def analyze(result: EvalResult | None) -> str:
     good = (verdict or "good") == "good"
     # The roof is the hardware's (its FMA or tensor-core peak for this dtype, the measured bandwidth),
     # never the library's measured rate alone: a CPU's conv ran above its measured matmul rate with
-    # ~28 % left to the FMA peak, and "at the roof" sent the planner away from the same algorithm.
+    # much of the FMA peak left, and "at the roof" sent the planner away from the same algorithm
+    # (figures: docs/optimizer.md, "Measurements behind the code").
     hw_text = (f"{hw:.0%} of the hardware's limits ({roof.get('hw_peak_tflops', '?')} TFLOP/s, "
                f"{roof.get('bandwidth_gbs', '?')} GB/s)") if hw is not None else ""
     if isinstance(frac, (int, float)) and frac > 1.0 and roof.get("over_roof_reason") != OVER_MARGIN:

@@ -37,9 +37,9 @@ def _read_result(raw: dict | None, key: str, task: str) -> EvalResult | None:
 
 
 class _Result:
-    """``Row.result``: the stored result, read as an ``EvalResult`` on first use. Reading one takes
-    about 10 ms (the nested dataclasses' type hints), so a resumed bench, which needs only the keys
-    of the stored rows, reads none."""
+    """``Row.result``: the stored result, read as an ``EvalResult`` on first use. Reading one is
+    slow (the nested dataclasses' type hints), so a resumed bench, which needs only the keys of the
+    stored rows, reads none (figures: docs/bench.md, "Measurements behind the code")."""
 
     def __get__(self, row, owner=None):
         if row is None:

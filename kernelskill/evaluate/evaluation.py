@@ -132,7 +132,8 @@ class Evaluation:
             req["profile"] = "apart"
             # It builds after the run worker: two builds of one source at once queue on its build
             # lock, and the profiling worker, set up ahead, took it first (the verdict waited on its
-            # build, and a failed build ran twice: a typo 6.6 s on an H100 instead of 2.6 s).
+            # build, and a failed build ran twice)
+            # (figures: docs/evaluator.md, "Measurements behind the code").
             # Released, it loads what the run worker built.
             self.apart = ApartProfile(request("profile", task, cand, device, opts, self.base)
                                       | {"ref_dir": str(self.ref_dir), "build_after": str(self.base / "run-built"),

@@ -138,14 +138,15 @@ def gpu_facts(device: str = "cuda") -> dict:
 # ---- hardware limits beside the measured library rates ------------------------------------------
 # FP32 add/multiply/FMA results per clock per SM, by compute capability: the CUDA C++ Programming
 # Guide's table "Throughput of Native Arithmetic Instructions" (32-bit floating-point add, multiply,
-# multiply-add). sm_80 (A100) has 64, sm_86/89/90/100/120 128.
+# multiply-add). sm_80 has 64, sm_86/89/90/100/120 128
+# (figures: docs/evaluator.md, "Measurements behind the code").
 FP32_LANES_PER_SM = {(5, 0): 128, (5, 2): 128, (5, 3): 128, (6, 0): 64, (6, 1): 128, (6, 2): 128,
                      (7, 0): 64, (7, 2): 64, (7, 5): 64, (8, 0): 64, (8, 6): 128, (8, 7): 128, (8, 9): 128,
                      (9, 0): 128, (10, 0): 128, (10, 3): 128, (12, 0): 128}
-# Dense tensor-core FLOP per SM per clock (2 per FMA), from NVIDIA's architecture whitepapers (V100,
-# Turing, A100, GA102, Ada, H100): e.g. A100 312 TFLOP/s fp16 = 108 SMs × 2048 × 1.41 GHz, H100 SXM
-# 989 TFLOP/s fp16 = 132 × 4096 × 1.83 GHz. sm_86/89 as the professional parts (A6000, L40S) run
-# them; GeForce parts run fp32 accumulation at half. Architectures not listed: unknown.
+# Dense tensor-core FLOP per SM per clock (2 per FMA), from NVIDIA's architecture whitepapers (one
+# per architecture; each value reproduces the paper's peak from SMs × this × clock). sm_86/89 as the
+# professional parts run them; GeForce parts run fp32 accumulation at half. Architectures not
+# listed: unknown (figures: docs/evaluator.md, "Measurements behind the code").
 TENSOR_FLOP_PER_SM_CLK = {
     (7, 0): {"float16": 1024}, (7, 2): {"float16": 1024}, (7, 5): {"float16": 1024},
     (8, 0): {"tf32": 1024, "float16": 2048, "bfloat16": 2048},

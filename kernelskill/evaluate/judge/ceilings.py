@@ -30,8 +30,8 @@ def ceilings_key(device: str, worker_env: dict) -> tuple[str, int | None]:
 
 
 # A measurement under load serves this process's next evaluations for this long (in memory only,
-# labelled): measuring again at every evaluation of a busy machine (two test workers on two cores)
-# cost ~5 s each, 7 times in a 3.5-minute slice of the test suite, every one of them under load again.
+# labelled): measuring again at every evaluation of a busy machine cost seconds each time, and
+# every new measurement was under load again (figures: docs/evaluator.md, "Measurements behind the code").
 RECENT_S = 120.0
 _RECENT: dict[tuple[str, str], tuple[float, dict]] = {}
 

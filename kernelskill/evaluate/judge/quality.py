@@ -145,8 +145,8 @@ def disjoint(rounds: list[dict], device: str = "cuda") -> list[tuple[int, int]]:
     """The pairs of rounds that contradict each other: their own speedup intervals do not overlap
     and their speedups differ by more than ROUNDS_APART. One of them saw something the other did not
     (a disturbance, a placement). While re-times are left such rounds are timed once more, so that
-    the median of the rounds' speedups stands on a majority (an H100 conv epilogue: one round
-    1.567× [1.554–1.579] beside 1.619× [1.617–1.621], the rounds after it 1.62×)."""
+    the median of the rounds' speedups stands on a majority (a conv epilogue's one odd round beside
+    the rounds that agreed; figures: docs/evaluator.md, "Measurements behind the code")."""
     apart = ROUNDS_APART[1 if device.startswith("cuda") else 0]
     out = []
     for i, a in enumerate(rounds):

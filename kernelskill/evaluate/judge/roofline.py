@@ -23,10 +23,11 @@ the rate eager reached (``raise_ceiling``) and stored in the cache — by at mos
 beyond which the task's counted work, not the ceiling, is the likelier error. A candidate (untrusted
 code) never raises a ceiling.
 
-Ceilings are library rates (cuBLAS fp32 without TF32: ~51 TFLOP/s on an H100), not hardware limits;
+Ceilings are library rates (cuBLAS fp32 without TF32 stays below the FMA peak), not hardware limits;
 beside them the record holds the hardware's (``limits``, machine.gpu_limits / cpu_limits): the fp32
-FMA peak (H100: 66.9 TFLOP/s at 1980 MHz) and the tensor cores' per dtype. Only a measurement taken
-on a quiet machine is cached (ceilings.py): one taken under load serves, labelled, this process for 2 minutes.
+FMA peak and the tensor cores' per dtype (figures: docs/evaluator.md, "Measurements behind the
+code"). Only a measurement taken on a quiet machine is cached (ceilings.py): one taken under load
+serves, labelled, this process for 2 minutes.
 
 A fraction above 1 (faster than the floor) always names why (``over_roof_reason``): the working set
 resident in L2 or the CPU's caches, a path faster than the library within the hardware's limit, a
@@ -78,7 +79,8 @@ def _time_ms(fn, device: str, reps: int) -> float:
             fn()
             times.append((time.perf_counter() - t) * 1e3)
     # A ceiling is the best the device reaches: the fastest repetition, which contention can only
-    # slow down (a median under load is what made a 26 GB/s CPU "ceiling").
+    # slow down (a median under load made a CPU "ceiling" far below the device's bandwidth)
+    # (figures: docs/evaluator.md, "Measurements behind the code").
     return min(times)
 
 

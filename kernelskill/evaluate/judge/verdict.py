@@ -435,10 +435,9 @@ def fold_processes(prof: ProfileResult, others: list, device: str) -> list[str]:
 
 
 # The least relative half-width of a speedup's interval, (CPU, GPU): what a rerun moves beyond the
-# samples of one evaluation. On a quiet H100 the candidate medians of 5 evaluations of one kernel
-# spread up to 0.44 % (three kernels, four probe runs, 2026-11-27) while each evaluation's own
-# interval was ±0.1 %: two evaluations of one kernel claimed disjoint speedups 0.2 % apart. Not
-# measured on a CPU, whose intervals are far wider (the limit there is ±8 %).
+# samples of one evaluation. On a quiet GPU repeated evaluations of one kernel spread wider than
+# each one's own interval, so two of them claimed disjoint speedups; none on a CPU, whose intervals
+# are far wider already (figures: docs/evaluator.md, "Measurements behind the code").
 RERUN_FLOOR = (0.0, 0.005)
 
 
@@ -488,9 +487,9 @@ def record_eager_run(ref_dir, where: dict, median_ms: float) -> None:
 
 def span_eager_runs(prof: ProfileResult, earlier: list[float]) -> None:
     """The speedup's interval widened to span ``earlier`` evaluations' eager medians against this
-    candidate's median: a rerun of the same kernel reads its eager from the same spread (on an
-    H100, KernelBench's LayerNorm eager read 8.09 ms in one evaluation and 8.19-8.23 ms in four
-    others, both worker processes of each agreeing, while the candidate held 0.2 %). The point and
+    candidate's median: a rerun of the same kernel reads its eager from the same spread (eager
+    moved between evaluations, both worker processes of each agreeing, while the candidate held;
+    figures: docs/evaluator.md, "Measurements behind the code"). The point and
     the quality verdict stay this evaluation's; ``metrics.eager_runs`` and ``eager_runs_spread``
     say what the interval spans."""
     if not earlier or prof.speedup is None or len(prof.speedup_ci) != 2 or prof.baseline is None \

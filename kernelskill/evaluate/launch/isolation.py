@@ -93,7 +93,8 @@ class WorkerOutcome:
 
 
 # ---- prestarted workers -----------------------------------------------------------------------
-# A worker's start is mostly `import torch` (4–5 s on the H100 machine, 1.3 s on a small CPU box).
+# A worker's start is mostly `import torch`, seconds on a GPU host
+# (figures: docs/evaluator.md, "Measurements behind the code").
 # A long-lived caller (the optimizer, the bench, the MCP server, the TUI) can keep one worker
 # started ahead per kind: it has imported everything and waits for its request. Each still serves
 # exactly one request and exits; a spare has never run candidate code.
@@ -241,7 +242,8 @@ def worker_env_vars(threads: int) -> dict:
 
 def start_one_ahead(threads: int | None = None) -> None:
     """For a one-shot command: start the worker its first request will take now, before the command
-    imports torch itself, so that the two imports run side by side (4-5 s each on a GPU host).
+    imports torch itself, so that the two imports run side by side (seconds each on a GPU host;
+    figures: docs/evaluator.md, "Measurements behind the code").
     Unlike ``prestart_workers`` nothing more is started after it; an unused one is stopped at exit."""
     request = {"mode": "compile", "device": "cpu", "env": worker_env_vars(worker_threads(threads))}
     _spawn_one_spare(request, _spare_key(request))
@@ -290,9 +292,10 @@ def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
     # otherwise wait for `import torch`. On a CPU it waits until this one ends: an import beside a
     # timing worker takes the cores the timing measures.
     # Not a profiling worker's successor: it sets the profiler up on the GPU (a context, CUPTI, a
-    # profiled warm-up call) 5-10 s after it starts, which is when the evaluation that started it
-    # times its first round. It starts when this one ends, after the timing; the next evaluation
-    # takes it and waits for its set-up before timing (evaluation.ApartProfile.ready).
+    # profiled warm-up call) seconds after it starts, which is when the evaluation that started it
+    # times its first round (figures: docs/evaluator.md, "Measurements behind the code"). It
+    # starts when this one ends, after the timing; the next evaluation takes it and waits for its
+    # set-up before timing (evaluation.ApartProfile.ready).
     early = (_PRESTART and launcher is None and str(request.get("device", "")).startswith("cuda")
              and request.get("mode") != "profile")
     if early:

@@ -58,8 +58,9 @@ SPARE_IDLE_S = 1800.0
 
 def wait_as_spare(out: Path, warm: str | None) -> Path | None:
     """A prestarted worker: Python, torch and this module are imported (and, for profiling, the
-    profiler set up; for a GPU, CUDA's runtime started: 0.34 s of a build's call on an H100 host
-    otherwise); wait for the request the parent hands over. None: the parent is gone or
+    profiler set up; for a GPU, CUDA's runtime started, which a build's call would otherwise wait
+    for; figures: docs/evaluator.md, "Measurements behind the code"); wait for the request the
+    parent hands over. None: the parent is gone or
     never came back, and this process just exits. No request, no candidate code: nothing else runs.
     Its parent is the pid that started it (``_PARENT``: it may have died while this process imported torch)."""
     if warm == "cuda-runtime":            # isolation.SPARE_CUDA_RUNTIME: the build's arch, read ahead

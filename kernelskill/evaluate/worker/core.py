@@ -61,8 +61,8 @@ def _setup(req: dict) -> str:
     if device.startswith("cuda:"):
         # The pool names GPUs by index (cuda:N). CUDA events, torch.cuda.synchronize() and the
         # current stream belong to the current device: left at GPU 0 they bracket none of the work
-        # on GPU N, and the timings were the host's launch times (KernelBench on a 4-GPU H100 pool:
-        # eager below its roofline floor on cuda:1 and cuda:2, 0.00 ms medians with torch.compile).
+        # on GPU N, and the timings were the host's launch times (eager below its roofline floor,
+        # zero medians with torch.compile; figures: docs/evaluator.md, "Measurements behind the code").
         torch.cuda.set_device(torch.device(device))
     # The user's backend flags (PyTorch's defaults unless the task or --flags strict say otherwise):
     # eager, torch.compile and the candidate run under them; the reference's outputs do not (strict).

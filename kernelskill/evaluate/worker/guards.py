@@ -312,8 +312,9 @@ def _by_module(events, cuda: bool, calls: int, types: dict) -> tuple[list[dict],
         if cuda:
             ks = [k for k in (getattr(ev, "kernels", None) or []) if not k.name.startswith("kernelskill::")]
             # The profiler can hand one launch's kernels to two CPU events with the same id: the op
-            # and a Kineto-internal 'Activity Buffer Request' nested in it (torch 2.11, H100). Counting
-            # both put a conv's kernel into its module twice (the rows summed to 113 % of the kernels).
+            # and a Kineto-internal 'Activity Buffer Request' nested in it. Counting both put a conv's
+            # kernel into its module twice (the rows summed to more than the kernels)
+            # (figures: docs/evaluator.md, "Measurements behind the code").
             if not ks or ev.id in seen:
                 continue
             seen.add(ev.id)

@@ -2,8 +2,8 @@
 
 A KernelBench level-1 task as shipped returns gigabytes per call (19_ReLU: 6.4 GB). Writing each
 trial's outputs to a file and reading them back on the reference worker's device took most of an
-evaluation (38 s of trials and 13 s + 25 s for the timed outputs on an H100, docs/bench.md). Here
-the candidate's worker shares its output tensors instead — on a GPU through CUDA IPC (the same
+evaluation (figures: docs/evaluator.md, "Measurements behind the code"). Here the candidate's
+worker shares its output tensors instead — on a GPU through CUDA IPC (the same
 device memory), on a CPU through shared memory (torch's file-system sharing) — and writes a small
 JSON description (``describe``); the reference worker opens the same memory (``open_outputs``)
 and compares it in place, and the candidate's worker keeps the tensors alive until the parent

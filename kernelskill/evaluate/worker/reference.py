@@ -44,7 +44,8 @@ def mode_reference(req: dict, out: Path) -> dict:
     with torch.no_grad(), _flags.applied(strict):
         acc = Accuracy(model, device, dict(_SET_FLAGS), strict, task.tolerance, param_bytes, cuda)
         # On a GPU every trial is drawn there, stored or not: get_inputs() of a KernelBench level-1
-        # task draws gigabytes, seconds per trial on one CPU thread (55_conv: 17 s of its 25 s).
+        # task draws gigabytes, seconds per trial on one CPU thread, most of a reference's time
+        # (figures: docs/evaluator.md, "Measurements behind the code").
         where = device if cuda else None
         # Trial 0: its footprint and one forward's peak decide the plan.
         first = _to(trials_mod.generate(task, mod, seed, 0, where), device)

@@ -17,17 +17,19 @@ from kernelskill.results import TimingStats
 @dataclass
 class TimingConfig:
     warmup: int = 3
-    min_reps: int = 30            # fewer left the spread of repeated medians above 1 % on an H200
+    min_reps: int = 30            # fewer left repeated medians spread beyond the 1 % goal
+                                  # (figures: docs/evaluator.md, "Measurements behind the code")
     max_reps: int = 200
     time_cap_s: float = 10.0      # per timed model, excluding warm-up
     warmup_s: float = 0.1         # and warm up at least this long (GPU clocks settle; caches fill)
     # A GPU that idled (the trials' comparison, a backoff) is warmed up this long before its first
-    # round: with 0.1 s, 3 of 30 first rounds on an idle H100 read 5.8–7.9 % off the rounds timed right
-    # after them; with 1 s, none of 10 did (docs/evaluator.md, "Intervals that hold on a rerun").
+    # round: with only warmup_s, first rounds on an idle GPU read off the rounds timed right after
+    # them; with this, none did (figures: docs/evaluator.md, "Measurements behind the code").
     gpu_idle_warmup_s: float = 1.0
     rotate: int = 3               # input sets the timed calls rotate through (each re-checked after)
-    # Stop when the median's 95 % interval is within ± this. None: ±0.25 % on a GPU, where a
-    # ±1 % stop left 10 repeated medians 1.4–3.6 % apart on an H100, and ±1 % on a CPU.
+    # Stop when the median's 95 % interval is within ± this. None: ±0.25 % on a GPU, where the
+    # CPU's ±1 % stop left repeated medians further apart than the 1 % goal, and ±1 % on a CPU
+    # (figures: docs/evaluator.md, "Measurements behind the code").
     target_rel_ci: float | None = None
     flush_l2: bool = True
     # GPU: spin before each timed call while the host enqueues it, so launch gaps are not timed;
@@ -44,10 +46,9 @@ class TimingConfig:
     rounds: int | None = None
     # Timed in this many worker processes: after the evaluation's own worker, others (a race of the
     # candidate alone against eager, its timed outputs re-checked) time it again, and the speedup
-    # and its interval span them. Only a good measurement is timed again. Not the default: on an
-    # H100 it cost 3.6-7 s an evaluation, and the two processes of one evaluation agreed where
-    # evaluations did not (KernelBench's LayerNorm eager 8.09 ms in both processes of one, 8.19-8.23
-    # in both of each other: docs/evaluator.md, "Intervals that hold on a rerun"). None or 0: 1.
+    # and its interval span them. Only a good measurement is timed again. Not the default: on a GPU
+    # it cost seconds an evaluation, and the two processes of one evaluation agreed where
+    # evaluations did not (figures: docs/evaluator.md, "Measurements behind the code"). None or 0: 1.
     processes: int | None = None
     # The speedup's interval spans the eager medians of this task's last evaluations here (good
     # ones, same GPU and environment), which is what a rerun's eager reads. None: on a GPU.
@@ -95,7 +96,8 @@ def time_pair(models: dict, input_sets: list[list], device: str, cfg: TimingConf
     ``keep``: the models whose last output per input set is returned (re-checked afterwards); all
     of them when None. Every other output is dropped as soon as its call is timed: KernelBench's
     level1/63 conv returns 8 GiB, and eager's, the candidate's and torch.compile's on three input
-    sets held 72 GiB of an 80 GB H100 (the memory plan counts one output per set).
+    sets held most of a GPU's memory (the memory plan counts one output per set; figures:
+    docs/evaluator.md, "Measurements behind the code").
 
     Returns {name: {"ms": [...], "host_ms": [...]}, "reps": n, "last_outputs": {name: {set: out}}}.
     """
@@ -147,8 +149,8 @@ def time_pair(models: dict, input_sets: list[list], device: str, cfg: TimingConf
                     if spin:
                         # The GPU spins while the host enqueues the whole call: the events then time
                         # the call's kernels back to back, not the host's launch gaps between them
-                        # (a 3-kernel LayerNorm's median moved 21 % within one process and 12 %
-                        # between processes with them; docs/evaluator.md "Intervals that hold").
+                        # (with them a several-kernel median moved within one process and between
+                        # processes; figures: docs/evaluator.md, "Measurements behind the code").
                         torch.cuda._sleep(spin)
                     start.record()
                     h1 = time.perf_counter()
@@ -233,8 +235,9 @@ def speedup_ci(base: list[float], cand: list[float], n_boot: int = 2000, seed: i
     ``rounds``: the samples' split into timing rounds (each on fresh allocations; the samples of
     both lists interleaved, so the split is the same): the speedup is then the median of the
     rounds' own speedups (a round sampled longer, because it was noisy, does not outweigh the
-    others: on an H100 one disturbed round of 170 samples beside a clean one of 60 put a pooled
-    speedup 3.2 % off the clean rounds'), and the interval also spans every round's speedup. A
+    others: one disturbed round sampled to its cap beside a clean one put a pooled speedup off the
+    clean rounds'; figures: docs/evaluator.md, "Measurements behind the code"), and the interval
+    also spans every round's speedup. A
     bootstrap of pooled samples sees only the variation within a round; the variation between
     allocations (or processes) is what a rerun sees."""
     b, c = np.asarray(base, dtype=float), np.asarray(cand, dtype=float)
