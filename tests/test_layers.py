@@ -223,10 +223,8 @@ def test_only_the_worker_imports_its_modes():
 
 
 # ---- comments say why; measurements and their history live in docs/ (issue 45) ----------------------
-# Folders whose comments are checked. kernelskill/evaluate/build/ is pending (being rewritten apart):
-# it joins the check once its comments have moved their figures to docs/evaluator.md.
+# Folders whose comments are checked: all of the package's source.
 COMMENT_FOLDERS = ("kernelskill", "tui", "mcp_server")
-COMMENT_PENDING = ("kernelskill/evaluate/build/",)
 _HARDWARE = (r"\b(?:[ABHV]100|H200|H800|A800|A10G|A30|A40|A6000|L4|L40S?|T4|B200|GB200|GH200|RTX ?\d{4}"
              r"|Xeon|EPYC|Ryzen|Threadripper|Graviton)\b")
 _UNIT = r"\s?(?:ms|µs|us|ns|s|%|[GT]B/s|[GT]FLOP/s)(?![\w/])"
@@ -264,8 +262,6 @@ def test_comments_carry_no_measurement_history():
     for folder in COMMENT_FOLDERS:
         for path in sorted((ROOT / folder).rglob("*.py")):
             rel = path.relative_to(ROOT).as_posix()
-            if rel.startswith(COMMENT_PENDING):
-                continue
             text = path.read_text(encoding="utf-8")
             found += [f"{rel}:{line}: {c}" for line, c in measurement_comments(text)]
     assert found == [], "move these figures to docs/ and keep the reason:\n" + "\n".join(found)

@@ -66,8 +66,8 @@ from .own_builds import own_build
 LIGHT_HEADER = ("#pragma once\n// kernelskill: <torch/extension.h> for sources that use ATen and torch's tensor "
                 "API only\n#include <torch/types.h>\n")
 # The bindings' unit: pybind11 and torch's Python bindings over the light header — what PYBIND11_MODULE
-# and the Tensor casters need, without the C++ frontend (its precompiled form: 600 MB and ~8 s to
-# compile with, against 790 MB and ~12 s for the whole <torch/extension.h>).
+# and the Tensor casters need, without the C++ frontend: a smaller precompiled header, faster to
+# compile with than the whole <torch/extension.h> (figures: docs/evaluator.md, "Measurements behind the code").
 BIND_HEADER = ("#pragma once\n// kernelskill: <torch/extension.h> for the bindings' unit\n#include <torch/types.h>\n"
                "#include <torch/python.h>\n")
 # A CUDA host unit whose sources include ATen/cuda/CUDAContext.h up front (most do, for the current
@@ -395,7 +395,8 @@ def bindings_command(p: Plan, cache: Path) -> list[str]:
 
 # The signatures most candidates bind (the shipped solutions' and KernelBench's usual ones), whose
 # bindings objects `kernelskill warm` builds ahead: a first candidate of one of these types then
-# builds no bindings (7-8 s of a never-seen signature's build).
+# builds no bindings, the slowest unit of a never-seen signature's build (figures: docs/evaluator.md,
+# "Measurements behind the code").
 COMMON_SIGNATURES = ["torch::Tensor x", "torch::Tensor a, torch::Tensor b", "torch::Tensor a, torch::Tensor b, "
                      "torch::Tensor c", "torch::Tensor a, torch::Tensor b, torch::Tensor c, torch::Tensor d",
                      "torch::Tensor x, double s", "torch::Tensor x, int64_t n", "torch::Tensor a, torch::Tensor b, "
@@ -444,7 +445,8 @@ def build(p: Plan, cache: Path, on_step=None, log=None) -> Path:
     # The module's init is in bind.o under the bindings' name (PyInit_<defs>) and renamed to this
     # extension's before the link (name_module): two extensions with the same bindings share bind.o,
     # never a module name (Python would hand the second one the first's module), and no unit is
-    # compiled just to name the module (it was init.cpp, 2.2-2.8 s of every build).
+    # compiled just to name the module (it was init.cpp, a unit in every build; figures: docs/evaluator.md,
+    # "Measurements behind the code").
     if p.cuda:
         # nvcc has no precompiled headers: a header made for this source's ops (falling back to
         # torch/types.h when it lacks a name), and the two front ends side by side (nvcc_phases.py).
