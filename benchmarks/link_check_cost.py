@@ -5,7 +5,7 @@ its objects' undefined symbols against torch's libraries, the C/C++ runtimes, Py
 libcudart.so. This script measures, on this machine:
 
 - ``fresh``: ``--repeat`` never-built variants of a typical candidate (the relu×2 CUDA candidate of
-  tests/test_build.py: one kernel, the current stream) through ``kernelskill.evaluate.compile``: the
+  tests/evaluate/test_build.py: one kernel, the current stream) through ``kernelskill.evaluate.compile``: the
   whole build and the check's own seconds, as the build reports them (its ``link check`` step);
 - ``examples``: each shipped CUDA solution compiled (cached where it was), then the check of its
   objects timed in a new process with torch imported, as in the worker: the libraries' exports
@@ -33,6 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "evaluate"))
 
 TIMED = r"""
 import sys, time, json

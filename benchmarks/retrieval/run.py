@@ -12,7 +12,7 @@ the skills a CUDA (resp. CPU C++) expert would want an agent to see.
 
 For every task and backend the top k come from the project's own retrieval, computed exactly as
 ``kernelskill skills search --task FILE --backend B --limit K`` does (``retrieve`` below mirrors
-kernelskill/cli/skills.py cmd_search; tests/test_retrieval_bench.py checks that the two agree).
+kernelskill/cli/skills.py cmd_search; tests/bench/test_retrieval_bench.py checks that the two agree).
 Printed per backend: a markdown table (task, op kind, the task's op classes, the top k with the
 labelled ones in **bold**, hits, and each labelled skill that missed with its rank in the full
 list, "gated out" when the gate drops it), the worst cases, a summary per op kind, and the totals:

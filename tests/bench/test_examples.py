@@ -17,7 +17,7 @@ from kernelskill.evaluate import evaluate
 from kernelskill.evaluate.api import Options
 from kernelskill.evaluate.worker.timing import TimingConfig
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 TASKS = sorted(p for p in EXAMPLES.iterdir() if (p / "task.toml").exists())
 DEFAULT = {"softmax_rows/solutions/cpp_softmax_openmp.py", "sum_reduce/solutions/wrong/cpp_wrong_axis.py"}
 

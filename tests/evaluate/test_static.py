@@ -7,7 +7,7 @@ import pytest
 
 from kernelskill.evaluate.judge.static import check_source, is_cheat
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 @pytest.mark.parametrize("src, code", [

@@ -19,7 +19,7 @@ from kernelskill.evaluate.build.extensions import build_root, compile_arch
 
 from helpers import toolkit_candidate
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "evaluator.md"
 RETIRED = ("KERNELSKILL_TORCH_BUILD", "KERNELSKILL_CUDA_WHOLE", "KERNELSKILL_NVCC_SERIAL",
            "KERNELSKILL_NVCC_FULL_HEADER", "KERNELSKILL_HOST_PCH", "KERNELSKILL_NO_PCH", "KERNELSKILL_PCH_AFTER",

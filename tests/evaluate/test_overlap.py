@@ -273,7 +273,7 @@ def test_a_spare_exits_when_its_parent_dies(tmp_path):
     script = tmp_path / "parent.py"
     script.write_text(
         "import os, sys\n"
-        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent.parent)!r})\n"
         "from kernelskill import Candidate\n"
         "from kernelskill.evaluate.launch import isolation\n"
         "from kernelskill.evaluate.api import compile\n"
@@ -283,7 +283,7 @@ def test_a_spare_exits_when_its_parent_dies(tmp_path):
         "print([sp.proc.pid for kind in isolation._SPARES.values() for sp in kind][0], flush=True)\n"
         "os._exit(0)     # no atexit: only the spare's own watch on its parent can end it\n")
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])})
     pid = int(out.stdout.split()[-1])
     assert _gone(pid), f"spare {pid} outlived its parent"
 
@@ -341,10 +341,10 @@ def test_a_worker_never_outlives_its_parent(tmp_path, ending):
     # worker runs from another thread (the parent's exit kills it). Either way it must not hold
     # its memory (gigabytes on a GPU) for the ten minutes the wait allows.
     script = tmp_path / "parent.py"
-    script.write_text(_ORPHAN_PARENT.format(tests=str(Path(__file__).parent), base=str(tmp_path / "w"),
+    script.write_text(_ORPHAN_PARENT.format(tests=str(Path(__file__).parent.parent), base=str(tmp_path / "w"),
                                             ending=ending))
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])})
     pid = int(out.stdout.split()[-1])
     assert _gone(pid), f"worker {pid} outlived its parent ({ending})\n{out.stderr[-2000:]}"
 

@@ -3,16 +3,17 @@ checked again at derived shapes, and the summary gives the share that generalize
 the bench's run path (plan, local executor, results.jsonl, score, report, CLI) and the real
 evaluator with the C++ toolkit, on the relu task at 64 x 1000. The bench runs ``--shapes odd``: the
 task's preset of 128 rows of 997 (one shape: ``--shapes auto`` would check six, each a few seconds
-on this CPU; tests/test_shapes.py covers what auto derives).
+on this CPU; tests/evaluate/test_shapes.py covers what auto derives).
 
 The suite: one task, two honest solutions — one that works at any size, one that refuses every
 width but 1000 (a clean refusal: specialised) — and a wrong one that is right at the task's 64 rows
 and wrong beyond them (incorrect at a shape; its file expects it). The candidates are
-tests/test_shapes.py's.
+tests/evaluate/test_shapes.py's.
 """
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,8 @@ from kernelskill.errors import UserError
 
 from helpers import RELU_TASK
 from test_bench import bench, last_json, lines
-from test_shapes import FIRST_ROWS, GOOD, SPECIALISED
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "evaluate"))   # the evaluator's tests' cases
+from test_shapes import FIRST_ROWS, GOOD, SPECIALISED  # noqa: E402
 
 SHAPES = "odd"
 FAST = ["--time-cap", "0.1", "--trials", "2", "--device", "cpu", "--executor", "local", "--include-wrong"]

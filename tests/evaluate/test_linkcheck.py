@@ -18,7 +18,7 @@ from kernelskill.evaluate.build.extensions import build_root
 
 from helpers import RELU_TASK
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]
 ROOT = HERE.parent
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "optimizer"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "optimizer"))
 
 from helpers import RELU_TASK  # noqa: E402
 from procs import cmdline, proc_stat, descendants, running_candidate  # noqa: E402
@@ -23,7 +23,7 @@ from kernelskill.evaluate.launch import lifeline  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BOUND_S = 120           # generous: a busy 2-core machine imports torch slowly
 GONE_S = 10             # "within a few seconds" after the owner dies
 

@@ -17,7 +17,7 @@ from kernelskill.cli import build_parser, main
 
 from helpers import RELU_TASK
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 HAS_CUDA = bool(torch.version.cuda) and torch.cuda.is_available()
 
 RAISING_TASK = '''import torch

@@ -27,7 +27,7 @@ from kernelskill.evaluate.cache import cache_root
 from kernelskill.evaluate.judge.quality import CONTENDED, RoundJudge
 from kernelskill.evaluate.worker.timing import TimingConfig
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SOFTMAX = EXAMPLES / "softmax_rows"
 SOFTMAX_CPP = SOFTMAX / "solutions" / "cpp_softmax_openmp.py"
 

@@ -37,11 +37,11 @@ from kernelskill.bench.suite import SuiteTask, discover, resolve_suite, select
 
 from helpers import RELU_TASK, toolkit_candidate
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "optimizer"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "optimizer"))
 from chat_server import ChatServer  # noqa: E402
 from scenario import Scenario, project_toml  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 GOOD = toolkit_candidate("return ext.relu2(x)")
 WRONG = "# expect: incorrect -- the tail bug\n" + toolkit_candidate("return ext.relu2_tail_bug(x)")
 FAST = ["--time-cap", "0.3", "--trials", "2", "--device", "cpu"]

@@ -11,7 +11,7 @@ import pytest
 from kernelskill.bench import ResultStore, Row
 from kernelskill.results import EvalResult
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = sorted((ROOT / "benchmarks" / "results").glob("*/results.jsonl"))
 
 

@@ -17,7 +17,7 @@ from kernelskill.cli import main
 from kernelskill.export import ExportError, parse_params
 from kernelskill.export.templates import infer_rule
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 GELU = ROOT / "examples" / "relu_gelu"
 STORED_RUN = ROOT / "tests" / "tui" / "data" / "stored_runs" / "20250101-120000-relu_task-0001"
 

@@ -16,7 +16,7 @@ from kernelskill.evaluate.build import cuda_split, direct as toolchain, tools
 from kernelskill.evaluate.build.extensions import STUB_DIR, cuda_include_dir
 from kernelskill.evaluate.build.cuda_split import CannotSplit, candidates_error, split
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 SOURCE = r'''
 #include <torch/extension.h>
