@@ -15,8 +15,9 @@ Printed: a Markdown table with, per skill, the task, each solution's verdict, ea
 the with-skill run), the with-skill and without medians in ms, and the gain = without / with, with
 its 95 % interval: head to head where the race ran, else the ratio of the two speedups over eager
 with the conservative interval [with_lo / without_hi, with_hi / without_lo]. ``--json OUT`` writes
-the rows. Needs a CUDA GPU (the skills are CUDA kernels; the cluster one needs sm_90): elsewhere the
-script says so and exits 2.
+the rows. A timing whose quality is not good (noisy, contended) says so in the "from" column.
+Needs a CUDA GPU (the skills are CUDA kernels; the cluster one needs sm_90): elsewhere the script
+says so and exits 2.
 """
 from __future__ import annotations
 
@@ -102,6 +103,7 @@ def measure(task: Path, device: str, preset: str | None, race: bool) -> dict:
         row[f"{sol}_ms"] = _ms(p.candidate) if p else None
         row[f"{sol}_speedup"] = p.speedup if p else None
         row[f"{sol}_speedup_ci"] = list(p.speedup_ci) if p else []
+        row[f"{sol}_quality"] = p.quality.verdict if p and p.quality else None
         if sol == "with_skill":
             row["eager_ms"] = _ms(p.baseline) if p else None
     ok = all(results[s].ok for s in SOLUTIONS)
@@ -135,9 +137,12 @@ def table(rows: list[dict]) -> str:
         return "-" if v is None else f"{v:.4g}"
     for r in rows:
         gain = "-" if r.get("gain") is None else f"{r['gain']:.2f}×{_interval(r.get('gain_ci', []))}"
+        quality = r.get("race_quality") if r.get("gain_from", "").startswith("head") else \
+            next((r.get(f"{s}_quality") for s in SOLUTIONS if r.get(f"{s}_quality") not in (None, "good")), None)
+        source = r.get("gain_from", "-") + (f", {quality}" if quality not in (None, "good") else "")
         lines.append(f"| `{r['skill']}` | {r['task']} | {r['with_skill_verdict']} | {r['without_verdict']} | "
                      f"{num(r.get('eager_ms'))} | {num(r.get('with_skill_ms'))} | {num(r.get('without_ms'))} | "
-                     f"{gain} | {r.get('gain_from', '-')} |")
+                     f"{gain} | {source} |")
     return "\n".join(lines)
 
 

@@ -106,3 +106,5 @@ def test_gain_from_speedups_and_the_table():
            "gain_from": "head to head (race)"}
     text = skill_gains.table([row])
     assert "| `s` | t | correct | correct | 1 | 0.5 | 1 | 2.00× [1.90–2.10] | head to head (race) |" in text
+    noisy = dict(row, race_quality="contended")
+    assert "| head to head (race), contended |" in skill_gains.table([noisy])
