@@ -26,7 +26,7 @@ __device__ __forceinline__ void stage(const float* __restrict__ A, const float* 
 
 __global__ void __launch_bounds__(128) gemm_3xtf32(const float* __restrict__ A, const float* __restrict__ B,
                                                    float* __restrict__ C, int M, int N, int K) {
-    __shared__ float sa[32 * 8], sb[8 * 32], sc[4][16 * 16];
+    __shared__ __align__(32) float sa[32 * 8], sb[8 * 32], sc[4][16 * 16];   // wmma wants 32-byte aligned tiles
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int bm = blockIdx.y * 32, bn = blockIdx.x * 32, wm = (warp >> 1) * 16, wn = (warp & 1) * 16;
     wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc;
