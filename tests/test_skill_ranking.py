@@ -189,19 +189,54 @@ example = "__global__ void k() {}"
 
 
 def test_a_split_precision_skill_is_offered_from_its_own_data(tmp_path):
-    """No split-precision (3xTF32) skill is shipped yet: one that requires fp32-strict and lists
-    gemm-short-k in its file is offered, near the top, exactly where the tolerance rules TF32 out
-    and the reduction is short; nothing in the code names it."""
+    """A split-precision (3xTF32) skill that requires fp32-strict and lists gemm-short-k in its file
+    is offered, near the top, exactly where the tolerance rules TF32 out and the reduction is short;
+    nothing in the code names it (this one is written in a temporary directory; the shipped one,
+    tf32x3-split-precision, is checked the same way below)."""
     extra = tmp_path / "extra"
     extra.mkdir()
     (extra / "split-tf32-test.toml").write_text(SPLIT)
     dirs = [shipped_dir(), extra]
-    assert ranking(TASKS / "level1" / "matmul_short_k_strict.py", dirs=dirs)[0] == "split-tf32-test"
+    assert set(ranking(TASKS / "level1" / "matmul_short_k_strict.py", dirs=dirs)[:2]) == {"split-tf32-test",
+                                                                                     "tf32x3-split-precision"}
     short, long_k = "[torch.randn(4096, 48), torch.randn(48, 4096)]", "[torch.randn(512, 2048), torch.randn(2048, 512)]"
     assert "split-tf32-test" not in ranking(write_task(tmp_path, "return xs[0] @ xs[1]", "", short, tolerance=1e-2),
                                             dirs=dirs)                  # TF32 itself passes 1e-2
     assert "split-tf32-test" not in ranking(write_task(tmp_path, "return xs[0] @ xs[1]", "", long_k), dirs=dirs)
     assert "split-tf32-test" not in ranking(TASKS / "level1" / "matmul_short_k_strict.py", backend="cpp", dirs=dirs)
+
+
+def test_the_shipped_split_precision_skill_ranks_where_tf32_fails(tmp_path):
+    """tf32x3-split-precision (issue 44, item 2) is gated from its file's data alone: first on the
+    benchmark's matmul_short_k_strict (fp32 at 1e-4, K = 48), offered at K = 128, and kept out at a
+    loose tolerance (TF32 itself passes), at a long K, on the CPU backend and on a recurrence."""
+    task = TASKS / "level1" / "matmul_short_k_strict.py"
+    assert ranking(task)[0] == "tf32x3-split-precision"
+    short, k128 = "[torch.randn(4096, 48), torch.randn(48, 4096)]", "[torch.randn(2048, 128), torch.randn(128, 2048)]"
+    long_k = "[torch.randn(512, 2048), torch.randn(2048, 512)]"
+    assert "tf32x3-split-precision" in ranking(write_task(tmp_path, "return xs[0] @ xs[1]", "", k128))[:3]
+    assert "tf32x3-split-precision" not in ranking(write_task(tmp_path, "return xs[0] @ xs[1]", "", short, tolerance=1e-2))
+    assert "tf32x3-split-precision" not in ranking(write_task(tmp_path, "return xs[0] @ xs[1]", "", long_k))
+    assert "tf32x3-split-precision" not in ranking(task, backend="cpp")
+
+
+@pytest.mark.parametrize("skill, offered, not_offered", [
+    # issue 44, item 2: each skill from an expert's KernelBench notes, gated by its file's data
+    ("monotone-tail-through-max", "level2/conv2d_tanh_scale_bias_maxpool",
+     ["level1/maxpool2d_k3s2", "level2/conv2d_tanh_scale_bias_chanmax", "level2/residual_add_rmsnorm"]),
+    ("bias-before-batchnorm-cancels", "level2/conv2d_bias_batchnorm_train",
+     ["level1/batchnorm2d_train", "level2/conv2d_bn_eval_relu"]),
+    ("small-conv-constant-memory-chain", "level2/convt3d_pool_softmax_swish_max",
+     ["level1/conv_transpose3d_stride2", "level1/softmax_wide_rows", "level1/maxpool2d_k3s2"]),
+    ("direct-conv-register-window", "level1/conv2d_small_channels",
+     ["level1/conv2d_3x3", "level1/depthwise_conv2d", "level1/pointwise_conv1x1"]),
+    ("cluster-dsmem-group-statistics", "level1/groupnorm_large_groups",
+     ["level1/layernorm_chw", "level1/batchnorm2d_train"]),
+])
+def test_the_issue_44_skills_rank_on_their_shape_and_nowhere_else(skill, offered, not_offered):
+    assert skill in ranking(TASKS / f"{offered}.py")[:3], ranking(TASKS / f"{offered}.py")[:5]
+    for other in not_offered:
+        assert skill not in ranking(TASKS / f"{other}.py"), other
 
 
 # ---------------------------------------------------------------- `skills search` on this machine's backend

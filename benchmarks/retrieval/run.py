@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/retrieval/run.py [--backend cuda|cpp|both] [--k 5] [--json OUT]
                                                  [--tasks a,b,c] [--need 3] [--user-stats]
 
-The tasks are KernelBench-format files written for this benchmark (tasks/level1-3, 63 files over
+The tasks are KernelBench-format files written for this benchmark (tasks/level1-3, 70 files over
 GEMM variants, GEMM/conv epilogues, 1-D/2-D/3-D, transposed, depthwise, grouped and pointwise
 convolutions, library convolutions and GEMMs followed by a normalization or reduction tail, pooling,
 the five normalizations, softmax, reductions, scans, losses, elementwise chains, attention,

@@ -184,6 +184,22 @@ H["fuse-residual-norm"] = r'''
   for (int i = 0; i < rows; ++i) { double ss = 0; for (int c = 0; c < cols; ++c) { double h = (double)(x[i * cols + c] + r[i * cols + c]); refh[i * cols + c] = h; ss += h * h; }
     double rs = 1 / sqrt(ss / cols + 1e-6); for (int c = 0; c < cols; ++c) ref[i * cols + c] = refh[i * cols + c] * rs * g[c]; }
   check("residual rmsnorm y", host(dy, rows * cols), ref, 1e-5, 1e-4); check("residual rmsnorm h", host(dh, rows * cols), refh, 1e-6, 1e-6);
+  for (int cols2 : {77, 1024, 33}) {                       // warp per row, the row in registers (V = ceil(cols / 32))
+    const int rows2 = 19; auto x2 = rvec(rows2 * cols2, 2.f), r2 = rvec(rows2 * cols2), g2 = rvec(cols2), b2 = rvec(cols2);
+    for (auto& v : x2) v += 5.f;
+    auto dx2 = dev(x2), dr2 = dev(r2), dg2 = dev(g2), db2 = dev(b2); float* dy2 = dzero<float>(rows2 * cols2);
+    const int blocks = (rows2 + 7) / 8;
+    if (cols2 <= 64) add_layernorm_warp<2><<<blocks, 256>>>(dx2, dr2, dg2, db2, dy2, rows2, cols2, 1e-5f);
+    else if (cols2 <= 96) add_layernorm_warp<3><<<blocks, 256>>>(dx2, dr2, dg2, db2, dy2, rows2, cols2, 1e-5f);
+    else add_layernorm_warp<32><<<blocks, 256>>>(dx2, dr2, dg2, db2, dy2, rows2, cols2, 1e-5f);
+    CK(cudaGetLastError());
+    std::vector<double> ref2((size_t)rows2 * cols2);
+    for (int i = 0; i < rows2; ++i) { double s = 0, q = 0; for (int c = 0; c < cols2; ++c) s += (double)(x2[i * cols2 + c] + r2[i * cols2 + c]);
+      const double m = s / cols2; for (int c = 0; c < cols2; ++c) { const double d = (double)(x2[i * cols2 + c] + r2[i * cols2 + c]) - m; q += d * d; }
+      const double rs = 1 / sqrt(q / cols2 + 1e-5); for (int c = 0; c < cols2; ++c) ref2[i * cols2 + c] = ((double)(x2[i * cols2 + c] + r2[i * cols2 + c]) - m) * rs * g2[c] + b2[c]; }
+    char name[64]; snprintf(name, sizeof name, "residual layernorm warp per row cols=%d", cols2);
+    check(name, host(dy2, (size_t)rows2 * cols2), ref2, 1e-5, 1e-4);
+  }
 '''
 H["persistent-kernel"] = r'''
   int rows = 1000; auto W = rvec(64 * 32), x = rvec(rows * 32); auto dW = dev(W), dx = dev(x); float* dy = dzero<float>(rows * 64);
@@ -424,6 +440,129 @@ H["depthwise-conv-register-window"] = r'''
     char name[80]; snprintf(name, sizeof name, "depthwise regwin K=%d S=%d P=%d bias=%d", K, S, P, g[3]);
     check(name, host(dy, (size_t)N * C * OH * OW), ref, 1e-5, 1e-5);
   }
+'''
+
+H["tf32x3-split-precision"] = r'''
+  // odd M, N, K (edge tiles and a partial last k-step), and K = 256 (the gate's longest): 3xTF32 meets the fp32
+  // default 1e-4 (typical error ~1e-6), which plain TF32 (~5e-4 relative per product, ~3e-3 on these sums) misses
+  const int cfgs[3][3] = {{37, 53, 45}, {64, 48, 256}, {129, 17, 7}};
+  for (const auto& g : cfgs) {
+    const int M = g[0], N = g[1], K = g[2];
+    auto A = rvec(M * K), B = rvec(K * N); auto dA = dev(A), dB = dev(B); float* dC = dzero<float>(M * N);
+    sgemm_3xtf32<<<dim3((N + 15) / 16, (M + 63) / 64), 128>>>(dA, dB, dC, M, N, K);
+    CK(cudaGetLastError());
+    char name[64]; snprintf(name, sizeof name, "3xTF32 gemm M=%d N=%d K=%d", M, N, K);
+    check(name, host(dC, M * N), gemm_ref(A, B, M, N, K, false), 1e-4, 1e-4);
+  }
+'''
+H["monotone-tail-through-max"] = r'''
+  // both signs of the scale (max vs min), k = 2 and 3 with H, W not multiples of k (floor mode)
+  const float scales[2] = {1.7f, -0.8f}; const int ks[2] = {2, 3};
+  for (float sc : scales) for (int k : ks) {
+    const int N = 2, C = 5, H = 13, W = 11, OH = H / k, OW = W / k;
+    auto conv = rvec(N * C * H * W, 2.f), b = rvec(C); auto dconv = dev(conv), db = dev(b); float* dout = dzero<float>(N * C * OH * OW);
+    tanh_scale_bias_maxpool<<<(N * C * OH * OW + 255) / 256, 256>>>(dconv, db, dout, N, C, H, W, k, sc);
+    CK(cudaGetLastError());
+    std::vector<double> ref((size_t)N * C * OH * OW);
+    for (int nc = 0; nc < N * C; ++nc) for (int oh = 0; oh < OH; ++oh) for (int ow = 0; ow < OW; ++ow) {
+      double m = -1e300;                                   // the reference order: tail on every element, then max
+      for (int r = 0; r < k; ++r) for (int s = 0; s < k; ++s) m = fmax(m, tanh((double)conv[((size_t)nc * H + oh * k + r) * W + ow * k + s]) * sc + b[nc % C]);
+      ref[((size_t)nc * OH + oh) * OW + ow] = m;
+    }
+    char name[64]; snprintf(name, sizeof name, "monotone tail through max scale=%.1f k=%d", sc, k);
+    check(name, host(dout, (size_t)N * C * OH * OW), ref, 1e-5, 1e-5);
+  }
+'''
+H["bias-before-batchnorm-cancels"] = r'''
+  // the reference keeps the bias: BN_train(z + b); the kernel never adds it to the output
+  const int N = 3, C = 5, HW = 77; const float eps = 1e-5f, mom = 0.1f;
+  auto z = rvec(N * C * HW, 2.f), b = rvec(C, 3.f), g = rvec(C), be = rvec(C), rm = rvec(C), rv = rvec(C);
+  for (auto& v : rv) v = fabsf(v) + 0.5f;
+  auto dz = dev(z), db = dev(b), dg = dev(g), dbe = dev(be), drm = dev(rm), drv = dev(rv); float* dy = dzero<float>(N * C * HW);
+  bn_train_bias_free<<<C, 128>>>(dz, db, dg, dbe, dy, drm, drv, N, C, HW, eps, mom);
+  CK(cudaGetLastError());
+  std::vector<double> ref((size_t)N * C * HW), rmr(C), rvr(C);
+  for (int c = 0; c < C; ++c) {
+    double s = 0, q = 0; const int cnt = N * HW;
+    for (int n = 0; n < N; ++n) for (int i = 0; i < HW; ++i) s += (double)z[((size_t)n * C + c) * HW + i] + b[c];
+    const double mean = s / cnt;
+    for (int n = 0; n < N; ++n) for (int i = 0; i < HW; ++i) { const double d = (double)z[((size_t)n * C + c) * HW + i] + b[c] - mean; q += d * d; }
+    const double var = q / cnt;
+    for (int n = 0; n < N; ++n) for (int i = 0; i < HW; ++i)
+      ref[((size_t)n * C + c) * HW + i] = ((double)z[((size_t)n * C + c) * HW + i] + b[c] - mean) / sqrt(var + eps) * g[c] + be[c];
+    rmr[c] = (1 - mom) * rm[c] + mom * mean; rvr[c] = (1 - mom) * rv[c] + mom * q / (cnt - 1);
+  }
+  check("bias-free train BN output", host(dy, (size_t)N * C * HW), ref, 1e-5, 1e-4);
+  check("bias-free train BN running_mean", host(drm, C), rmr, 1e-6, 1e-5);
+  check("bias-free train BN running_var", host(drv, C), rvr, 1e-6, 1e-5);
+'''
+H["small-conv-constant-memory-chain"] = r'''
+  // ConvTranspose2d(3 -> 16, k3, s2, p1, op1) -> MaxPool2d(2) -> softmax(C) -> - sub -> swish -> max(C); odd H, W
+  const int CI = 3, CO = 16, N = 2, H = 9, W = 13, OHc = 2 * H, OWc = 2 * W;
+  auto x = rvec(N * CI * H * W), w = rvec(CI * CO * 9, 0.5f), b = rvec(CO, 0.2f), sub = rvec(CO, 0.05f);
+  auto dx = dev(x), dw = dev(w), db = dev(b), dsub = dev(sub); float* dout = dzero<float>(N * H * W);
+  CK((launch_convt_chain<CI, CO>(dx, dw, db, dsub, dout, N, H, W, 0)));
+  std::vector<double> ct((size_t)N * CO * OHc * OWc);
+  for (int n = 0; n < N; ++n) for (int co = 0; co < CO; ++co) for (int oy = 0; oy < OHc; ++oy) for (int ox = 0; ox < OWc; ++ox) {
+    double s = b[co];
+    for (int ci = 0; ci < CI; ++ci) for (int iy = 0; iy < H; ++iy) for (int ix = 0; ix < W; ++ix) {
+      const int kh = oy - 2 * iy + 1, kw = ox - 2 * ix + 1;   // oy = 2 iy - 1 + kh
+      if (kh >= 0 && kh < 3 && kw >= 0 && kw < 3) s += (double)x[((n * CI + ci) * H + iy) * W + ix] * w[((ci * CO + co) * 3 + kh) * 3 + kw];
+    }
+    ct[((size_t)(n * CO + co) * OHc + oy) * OWc + ox] = s;
+  }
+  std::vector<double> ref((size_t)N * H * W);
+  for (int n = 0; n < N; ++n) for (int py = 0; py < H; ++py) for (int px = 0; px < W; ++px) {
+    double p[16], m = -1e300, s = 0, best = -1e300;
+    for (int co = 0; co < CO; ++co) { p[co] = -1e300; for (int d = 0; d < 4; ++d) p[co] = fmax(p[co], ct[((size_t)(n * CO + co) * OHc + 2 * py + d / 2) * OWc + 2 * px + d % 2]); m = fmax(m, p[co]); }
+    for (int co = 0; co < CO; ++co) s += exp(p[co] - m);
+    for (int co = 0; co < CO; ++co) { const double q = exp(p[co] - m) / s - sub[co]; best = fmax(best, q / (1 + exp(-q))); }
+    ref[((size_t)n * H + py) * W + px] = best;
+  }
+  check("convT->pool->softmax->swish->max chain (constant memory)", host(dout, (size_t)N * H * W), ref, 1e-5, 1e-4);
+'''
+H["direct-conv-register-window"] = r'''
+  // K = 3 and 5, padding 1 and 2, W = 37 (OW % VW != 0: partial last segment), C = 3, CO = 8
+  const int cfgs[3][2] = {{3, 1}, {3, 0}, {5, 2}};
+  for (const auto& g : cfgs) {
+    const int K = g[0], P = g[1], N = 2, C = 3, CO = 8, H = 11, W = 37, VW = 4;
+    const int OH = H + 2 * P - K + 1, OW = W + 2 * P - K + 1, SEG = (OW + VW - 1) / VW;
+    auto x = rvec(N * C * H * W), w = rvec(CO * C * K * K), b = rvec(CO);
+    auto dx = dev(x), dw = dev(w), db = dev(b); float* dy = dzero<float>(N * CO * OH * OW);
+    const int blocks = (N * OH * SEG + 127) / 128;
+    if (K == 3) conv2d_regwin<3, 4, 8><<<blocks, 128>>>(dx, dw, db, dy, N, C, H, W, P);
+    else conv2d_regwin<5, 4, 8><<<blocks, 128>>>(dx, dw, db, dy, N, C, H, W, P);
+    CK(cudaGetLastError());
+    std::vector<double> ref((size_t)N * CO * OH * OW);
+    for (int n = 0; n < N; ++n) for (int o = 0; o < CO; ++o) for (int oh = 0; oh < OH; ++oh) for (int ow = 0; ow < OW; ++ow) {
+      double s = b[o];
+      for (int c = 0; c < C; ++c) for (int i = 0; i < K; ++i) for (int j = 0; j < K; ++j) {
+        const int ih = oh + i - P, iw = ow + j - P;
+        if (ih >= 0 && ih < H && iw >= 0 && iw < W) s += (double)x[((n * C + c) * H + ih) * W + iw] * w[((o * C + c) * K + i) * K + j];
+      }
+      ref[((size_t)(n * CO + o) * OH + oh) * OW + ow] = s;
+    }
+    char name[64]; snprintf(name, sizeof name, "direct conv register window K=%d P=%d", K, P);
+    check(name, host(dy, (size_t)N * CO * OH * OW), ref, 1e-5, 1e-5);
+  }
+'''
+H["cluster-dsmem-group-statistics"] = r'''
+  // groups of 2 channels x 999 values split over the 4 blocks of a cluster (uneven slices); a large mean offset
+  const int N = 3, C = 8, G = 4, HW = 999; const float eps = 1e-5f; const int cpg = C / G;
+  auto x = rvec(N * C * HW, 2.f); for (auto& v : x) v += 20.f;
+  auto g = rvec(C), be = rvec(C); auto dx = dev(x), dg = dev(g), dbe = dev(be); float* dy = dzero<float>(N * C * HW);
+  groupnorm_cluster<<<N * G * CL, 256>>>(dx, dg, dbe, dy, C, HW, G, eps);
+  CK(cudaGetLastError());
+  std::vector<double> ref((size_t)N * C * HW);
+  for (int n = 0; n < N; ++n) for (int gr = 0; gr < G; ++gr) {
+    const size_t base = ((size_t)n * C + gr * cpg) * HW, S = (size_t)cpg * HW; double s = 0, q = 0;
+    for (size_t i = 0; i < S; ++i) s += x[base + i];
+    const double mean = s / S;
+    for (size_t i = 0; i < S; ++i) q += (x[base + i] - mean) * (x[base + i] - mean);
+    const double rstd = 1 / sqrt(q / S + eps);
+    for (size_t i = 0; i < S; ++i) { const int c = gr * cpg + (int)(i / HW); ref[base + i] = (x[base + i] - mean) * rstd * g[c] + be[c]; }
+  }
+  check("groupnorm over a cluster (DSMEM)", host(dy, (size_t)N * C * HW), ref, 1e-4, 1e-4);
 '''
 
 if __name__ == "__main__":

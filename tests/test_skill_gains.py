@@ -1,0 +1,110 @@
+"""benchmarks/skill_gains.py and its tasks, on the CPU: the script's --help and its refusal without
+CUDA, each task's reference (it loads and runs at its small preset), and each solution (it parses,
+defines ModelNew with the reference's constructor, calls load_inline once, and passes the
+evaluator's static guard). The CUDA solutions themselves run on a GPU:
+`python3 benchmarks/skill_gains.py --device cuda`."""
+from __future__ import annotations
+
+import ast
+import inspect
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "benchmarks" / "skill_gains.py"
+TASKS = ROOT / "benchmarks" / "skill_gains"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import skill_gains  # noqa: E402
+
+DIRS = sorted(p for p in TASKS.iterdir() if p.is_dir())
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+
+
+def test_help():
+    r = _run("--help")
+    assert r.returncode == 0, r.stderr
+    assert "--device" in r.stdout and "--json" in r.stdout and "with_skill.py" in r.stdout
+
+
+def test_without_cuda_it_says_so_and_exits_2():
+    r = _run("--device", "cpu")
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "CUDA" in r.stderr, r.stderr
+    if skill_gains.cuda_problem() is None:
+        pytest.skip("this machine has CUDA")
+    r = _run("--device", "cuda")
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "no usable CUDA device" in r.stderr, r.stderr
+
+
+def test_every_task_names_a_shipped_skill_and_has_both_solutions():
+    assert [p.name for p in DIRS] == sorted(skill_gains.SKILLS)
+    for d in DIRS:
+        assert (ROOT / "skills" / f"{skill_gains.SKILLS[d.name]}.toml").exists(), d.name
+        assert {p.name for p in (d / "solutions").glob("*.py")} == {"with_skill.py", "without.py"}, d.name
+        assert tomllib.loads((d / "task.toml").read_text())["name"] == d.name
+
+
+@pytest.mark.parametrize("task", [p.name for p in DIRS])
+def test_reference_loads_and_runs_at_its_small_preset(task):
+    import torch
+    from kernelskill.task import Task
+    t = Task.load(TASKS / task, preset="small")
+    mod = t.module()
+    torch.manual_seed(0)
+    model = t.build_model(mod)
+    with torch.no_grad():
+        out = model(*t.inputs(mod))
+    assert torch.isfinite(out).all()
+    assert t.atol == pytest.approx(1e-4) and t.rtol == pytest.approx(1e-4)
+
+
+@pytest.mark.parametrize("task", [p.name for p in DIRS])
+@pytest.mark.parametrize("solution", ["with_skill", "without"])
+def test_solution_parses_defines_model_new_and_passes_the_static_guard(task, solution):
+    from kernelskill.evaluate.static import check_source, is_cheat
+    from kernelskill.task import Task
+    source = (TASKS / task / "solutions" / f"{solution}.py").read_text()
+    tree = ast.parse(source)
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+    assert "ModelNew" in classes
+    methods = {f.name: f for f in classes["ModelNew"].body if isinstance(f, ast.FunctionDef)}
+    assert {"__init__", "forward"} <= set(methods)
+    ref = Task.load(TASKS / task).module().Model
+    want = [p for p in inspect.signature(ref.__init__).parameters if p != "self"]
+    assert [a.arg for a in methods["__init__"].args.args[1:]] == want
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "load_inline"]
+    assert len(calls) == 1 and {k.arg for k in calls[0].keywords} >= {"name", "cuda_sources", "functions"}
+    name = next(k.value.value for k in calls[0].keywords if k.arg == "name")
+    assert name.startswith("skill_gain_")
+    assert [f for f in check_source(source) if is_cheat(f)] == []
+
+
+def test_extension_names_are_unique():
+    names = [next(k.value.value for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.Call)
+                  and getattr(n.func, "id", "") == "load_inline" for k in n.keywords if k.arg == "name")
+             for p in TASKS.glob("*/solutions/*.py")]
+    assert len(names) == len(set(names)) == 2 * len(DIRS)
+
+
+def test_gain_from_speedups_and_the_table():
+    class P:
+        def __init__(self, s, ci):
+            self.speedup, self.speedup_ci = s, ci
+    gain, ci = skill_gains.speedup_gain(P(3.0, [2.8, 3.2]), P(1.5, [1.4, 1.6]))
+    assert gain == pytest.approx(2.0) and ci == pytest.approx([2.8 / 1.6, 3.2 / 1.4])
+    assert skill_gains.speedup_gain(P(3.0, []), None) == (None, [])
+    row = {"skill": "s", "task": "t", "with_skill_verdict": "correct", "without_verdict": "correct",
+           "eager_ms": 1.0, "with_skill_ms": 0.5, "without_ms": 1.0, "gain": 2.0, "gain_ci": [1.9, 2.1],
+           "gain_from": "head to head (race)"}
+    text = skill_gains.table([row])
+    assert "| `s` | t | correct | correct | 1 | 0.5 | 1 | 2.00× [1.90–2.10] | head to head (race) |" in text
+    noisy = dict(row, race_quality="contended")
+    assert "| head to head (race), contended |" in skill_gains.table([noisy])
