@@ -17,7 +17,7 @@ from kernelskill.task import Task
 
 from helpers import skill_toml
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 BASE = skill_toml("gemv-thing", '["matmul"]', '"*"')
 

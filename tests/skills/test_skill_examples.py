@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-SKILLS = Path(__file__).resolve().parent.parent / "skills"
+SKILLS = Path(__file__).resolve().parents[2] / "skills"
 EXAMPLES = {p.stem: tomllib.loads(p.read_text()) for p in sorted(SKILLS.glob("*.toml"))}
 
 

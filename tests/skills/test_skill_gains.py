@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "skill_gains.py"
 TASKS = ROOT / "benchmarks" / "skill_gains"
 sys.path.insert(0, str(ROOT / "benchmarks"))

@@ -20,7 +20,7 @@ from kernelskill.task import Task
 
 from helpers import skill_toml
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 TASKS = REPO / "benchmarks" / "retrieval" / "tasks"
 HAND_WRITTEN = {"conv-transpose-gather", "implicit-gemm-conv", "register-tiling", "shared-memory-tiling",
                 "cp-async-pipeline", "fuse-gemm-epilogue", "threadblock-swizzle-l2"}

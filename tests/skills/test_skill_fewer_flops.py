@@ -23,7 +23,7 @@ from kernelskill.skills import SkillBook, shipped_dir
 from kernelskill.skills.predicates import gate_features, task_facts
 from kernelskill.task import Task
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 TASKS = REPO / "benchmarks" / "retrieval" / "tasks"
 NEW = ("winograd-conv3x3", "fft-convolution", "strassen-gemm")
 

@@ -22,7 +22,7 @@ from kernelskill.trajectory import Node
 
 from helpers import eval_result
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 TASK = REPO / "examples" / "relu_gelu"
 
 

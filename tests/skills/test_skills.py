@@ -23,7 +23,7 @@ from kernelskill.vocab import BACKENDS
 
 from helpers import VALID_SKILL
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 VALID = VALID_SKILL
 
