@@ -7,6 +7,7 @@ import textwrap
 import pytest
 
 from kernelskill.skills import SkillBook, parse_skill
+from kernelskill.skills.predicates import task_facts
 from kernelskill.task import Task
 from kernelskill.errors import UserError
 
@@ -170,7 +171,9 @@ def _top(tmp_path, body, inputs, backend="cuda", k=5, init="[]"):
     info = _task(tmp_path, body, inputs, init)
     book = SkillBook.load([__import__("kernelskill.skills", fromlist=["x"]).shipped_dir()],
                           stats_path=tmp_path / "stats.toml")
-    ids = [s.id for s in book.find(info["op_classes"] + info["features"], backend=backend)]
+    # As the product looks skills up (skills search --task, MCP lookup_skills, the agents): with the
+    # task's facts, which decide the skills' preconditions.
+    ids = [s.id for s in book.find(info["op_classes"] + info["features"], backend=backend, facts=task_facts(info))]
     return ids[:k], ids
 
 

@@ -69,7 +69,7 @@ def test_reference_loads_and_runs_at_its_small_preset(task):
 @pytest.mark.parametrize("task", [p.name for p in DIRS])
 @pytest.mark.parametrize("solution", ["with_skill", "without"])
 def test_solution_parses_defines_model_new_and_passes_the_static_guard(task, solution):
-    from kernelskill.evaluate.static import check_source, is_cheat
+    from kernelskill.evaluate.judge.static import check_source, is_cheat
     from kernelskill.task import Task
     source = (TASKS / task / "solutions" / f"{solution}.py").read_text()
     tree = ast.parse(source)
