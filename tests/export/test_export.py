@@ -194,16 +194,10 @@ def test_model_rewrite_calls_the_ops_and_drops_the_jit(tmp_path):
 
 # ---- the whole way: export, build in a fresh venv, test, compile ----------------------------------------
 def _fresh_venv(where: Path) -> Path:
-    """A venv without pip of its own that sees this interpreter's site-packages (torch, setuptools, pip,
-    pytest) through a .pth file, so the package is built by the same torch it will run with."""
-    import sysconfig
-    base = Path(getattr(sys, "_base_executable", sys.executable))
-    subprocess.run([str(base), "-m", "venv", "--without-pip", str(where)], check=True)
-    py = where / "bin" / "python"
-    site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          check=True, capture_output=True, text=True).stdout.strip()
-    Path(site, "kernelskill_parent.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    return py
+    """A venv that sees this interpreter's torch (benchmarks/export_cost.py's, which times the same way)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from export_cost import fresh_venv
+    return fresh_venv(where)
 
 
 @pytest.mark.slow
