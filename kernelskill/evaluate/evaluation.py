@@ -25,7 +25,7 @@ from ..candidate import Candidate
 from ..errors import TaskError, UserError
 from ..results import CompileResult, Env, EvalResult
 from ..task import Task
-from ..vocab import Backend, Status, WorkerStatus
+from ..vocab import Backend, ProfileMode, Status, WorkerStatus
 from .judge import static, verdict
 from .judge.ceilings import ceilings, store_raised_ceiling
 from .build.step import check_triton, compile, compile_result, user_paths
@@ -124,12 +124,12 @@ class Evaluation:
         req["poison_bytes"] = 2 * self.meta["output_bytes"]
         req["poison_sizes"] = self.meta.get("output_sizes") or []
         req["timing"] = dataclasses.asdict(opts.timing) if opts.timing else None
-        req["profile"] = opts.profile and opts.timing is not None
+        req["profile"] = ProfileMode.here if opts.profile and opts.timing is not None else ProfileMode.off
         # A task whose outputs are recomputed fills the GPU with two workers already: its profiling
         # worker sets up beside them (a CUDA context, CUPTI) but profiles once the run worker is gone.
         self.late_profile = (self.meta.get("plan") or {}).get("outputs") == "recompute"
-        if req["profile"] and (opts.profile_apart if opts.profile_apart is not None else device.startswith("cuda")):
-            req["profile"] = "apart"
+        if req["profile"] == ProfileMode.here and (opts.profile_apart if opts.profile_apart is not None else device.startswith("cuda")):
+            req["profile"] = ProfileMode.apart
             # It builds after the run worker: two builds of one source at once queue on its build
             # lock, and the profiling worker, set up ahead, took it first (the verdict waited on its
             # build, and a failed build ran twice)
@@ -226,7 +226,7 @@ class Evaluation:
         if self.apart is not None:
             self.apart.merge_into(reply)
         reply.timing["quality"] = self.rounds.summary(reply.timing.get("chosen_rounds") or reply.timing.get("chosen_round"))
-        if self.request["profile"]:
+        if self.request["profile"] != ProfileMode.off:
             self.roof = ceilings(self.device, reply.env, self.opts, refresh=self.opts.remeasure_ceilings)
 
     def ncu(self) -> None:

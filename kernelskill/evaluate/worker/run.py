@@ -13,7 +13,7 @@ from kernelskill.evaluate.build import extensions as _build
 from . import guards
 from . import handoff
 from .timing import TimingConfig, fresh_allocations, merge_rounds, time_pair
-from kernelskill.vocab import RECHECK_PHASE, WorkerStatus
+from kernelskill.vocab import RECHECK_PHASE, ProfileMode, WorkerStatus
 from .core import (
     _Tensor, _WARMED, _await_decision, _await_file, _clock, _cpu, _equal, _gpu_uuid, _isnan, _save, _save_atomic,
     _setup, _sync, _write_json_atomic, call_seed, flatten, seed_call, set_phase, warm_profiler)
@@ -93,13 +93,13 @@ def mode_run(req: dict, out: Path) -> dict:
                          "spin_ms": timed.get("spin_ms"),
                          "chosen_round": timed["round"], "chosen_rounds": timed["rounds_used"],
                          "flush_l2": cfg.flush_l2}
-        if req.get("profile"):
-            # The parent re-checks the timed outputs while the profiler runs: here (True), or in
+        if req.get("profile", ProfileMode.off) != ProfileMode.off:
+            # The parent re-checks the timed outputs while the profiler runs: here, or in
             # a profiling worker that waited for this phase with CUPTI set up ("apart").
             set_phase(out, "profile")
         elif shared:
             set_phase(out, RECHECK_PHASE)      # no profile: the shared outputs are re-checked now
-        if req.get("profile") is True:
+        if req.get("profile") == ProfileMode.here:
             res["kernels"] = guards.kernel_breakdown(model, sets[0], device, Path(req["candidate_path"]).read_text())
         t4 = _clock()
         if shared:       # the shared timed outputs live until the parent has re-checked them
