@@ -56,6 +56,13 @@ class WorkerStatus(StrEnum):
     stopped = "stopped"                # the parent's verdict said not to profile (the candidate failed its checks)
 
 
+class ProfileMode(StrEnum):
+    """Where a run worker's candidate is profiled (the request's ``profile``)."""
+    off = "off"                    # not profiled (compile, verify, a timing without a profile)
+    here = "here"                  # in the timing worker, after its timed rounds (a CPU)
+    apart = "apart"                # in a profiling worker of its own, set up while the run worker times (a GPU)
+
+
 class NodeStatus(StrEnum):
     """A search node's own states beside its evaluation's Status (``Node.status`` is one or the other)."""
     pending = "pending"            # not evaluated yet

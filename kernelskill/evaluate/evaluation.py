@@ -25,7 +25,7 @@ from ..candidate import Candidate
 from ..errors import TaskError, UserError
 from ..results import CompileResult, Env, EvalResult
 from ..task import Task
-from ..vocab import Backend, Status, WorkerStatus
+from ..vocab import Backend, ProfileMode, Status, WorkerStatus
 from .judge import static, verdict
 from .judge.ceilings import ceilings, store_raised_ceiling
 from .build.step import check_triton, compile, compile_result, user_paths
@@ -35,6 +35,7 @@ from .options import BASELINES, Options, host_env, request, resolve_device, work
 from .judge.quality import RoundJudge
 from .reference import RefServer, reference, reference_server
 from .launch.reply import WorkerReply
+from .launch.request import WorkerRequest
 
 # Flags that make a verdict ``flagged`` beside the static checks' own cheats.
 CHEAT_KINDS = ("tensor-subclass", "backend-flag", "replay", "timer-mismatch", "output-type")
@@ -58,7 +59,7 @@ class Evaluation:
         self.ref_dir: Path | None = None
         self.meta: dict = {}                   # the reference's meta.json
         self.base: Path | None = None          # the run worker's folder
-        self.request: dict = {}
+        self.request: WorkerRequest | None = None
         self.apart: ApartProfile | None = None
         self.late_profile = False              # the profiling worker goes only once the run worker has ended
         # Set while the worker runs:
@@ -119,25 +120,25 @@ class Evaluation:
         if opts.baseline not in BASELINES:
             raise UserError(f"baseline {opts.baseline!r}: expected one of {', '.join(BASELINES)}")
         self.base = workdir(opts)
-        req = self.request = request("run", task, cand, device, opts, self.base)
-        req["ref_dir"] = str(self.ref_dir)
-        req["poison_bytes"] = 2 * self.meta["output_bytes"]
-        req["poison_sizes"] = self.meta.get("output_sizes") or []
-        req["timing"] = dataclasses.asdict(opts.timing) if opts.timing else None
-        req["profile"] = opts.profile and opts.timing is not None
+        profile = ProfileMode.here if opts.profile and opts.timing is not None else ProfileMode.off
+        if profile == ProfileMode.here and (opts.profile_apart if opts.profile_apart is not None else device.startswith("cuda")):
+            profile = ProfileMode.apart
+        self.request = request("run", task, cand, device, opts, self.base, ref_dir=str(self.ref_dir),
+                               poison_bytes=2 * self.meta["output_bytes"],
+                               poison_sizes=self.meta.get("output_sizes") or [],
+                               timing=dataclasses.asdict(opts.timing) if opts.timing else None, profile=profile)
         # A task whose outputs are recomputed fills the GPU with two workers already: its profiling
         # worker sets up beside them (a CUDA context, CUPTI) but profiles once the run worker is gone.
         self.late_profile = (self.meta.get("plan") or {}).get("outputs") == "recompute"
-        if req["profile"] and (opts.profile_apart if opts.profile_apart is not None else device.startswith("cuda")):
-            req["profile"] = "apart"
+        if profile == ProfileMode.apart:
             # It builds after the run worker: two builds of one source at once queue on its build
             # lock, and the profiling worker, set up ahead, took it first (the verdict waited on its
             # build, and a failed build ran twice)
             # (figures: docs/evaluator.md, "Measurements behind the code").
             # Released, it loads what the run worker built.
-            self.apart = ApartProfile(request("profile", task, cand, device, opts, self.base)
-                                      | {"ref_dir": str(self.ref_dir), "build_after": str(self.base / "run-built"),
-                                         "build_wait_s": opts.build_timeout}, opts)
+            self.apart = ApartProfile(request("profile", task, cand, device, opts, self.base, ref_dir=str(self.ref_dir),
+                                              build_after=str(self.base / "run-built"),
+                                              build_wait_s=opts.build_timeout), opts)
         return False
 
     # ---- build, verify, time: one worker ----------------------------------------------------------
@@ -145,7 +146,7 @@ class Evaluation:
         """The worker builds the candidate, runs the trials and, if ``verify`` says go, times it."""
         opts, t = self.opts, self.opts.timing
         self.trials = verdict.TrialJudge(self.task, self.ref_dir, self.meta, self.server)
-        self.rounds = RoundJudge(self.device, self.request["threads"], t.retimes if t else 0, t.backoff_s if t else 0.0,
+        self.rounds = RoundJudge(self.device, self.request.threads, t.retimes if t else 0, t.backoff_s if t else 0.0,
                                  min_rounds=t.min_rounds(self.device) if t else 1)
         self.mark("start")       # until the worker reports its first phase: its start-up
         try:
@@ -226,7 +227,7 @@ class Evaluation:
         if self.apart is not None:
             self.apart.merge_into(reply)
         reply.timing["quality"] = self.rounds.summary(reply.timing.get("chosen_rounds") or reply.timing.get("chosen_round"))
-        if self.request["profile"]:
+        if self.request.profile != ProfileMode.off:
             self.roof = ceilings(self.device, reply.env, self.opts, refresh=self.opts.remeasure_ceilings)
 
     def ncu(self) -> None:
@@ -255,7 +256,7 @@ class Evaluation:
         result.compile = compile_result(cand, reply, out)
         if reply and reply.env:
             result.env = Env.from_dict({**dataclasses.asdict(result.env), **reply.env})
-        result.env.flags_mode = self.request.get("flags_mode", "default")
+        result.env.flags_mode = self.request.flags_mode
         if out.timed_out:
             result.log_tail = user_paths(out.log_tail, cand)
             building = out.phase in ("setup", "build")
@@ -379,16 +380,16 @@ class ApartProfile:
     ends it at once, wherever it is: a compile error or an incorrect candidate is reported without
     waiting for this worker's own start-up and build."""
 
-    def __init__(self, req: dict, opts: Options):
+    def __init__(self, req: WorkerRequest, opts: Options):
         self.ready, self._released, self._go = threading.Event(), threading.Event(), False
         self._stop, self._cancel = threading.Event(), opts.cancel
         self.outcome: WorkerOutcome | None = None
         self.error: str | None = None
-        self._base = Path(req["candidate_path"]).parent / "profile"
+        self._base = Path(req.candidate_path).parent / "profile"
         self._thread = threading.Thread(target=self._run, args=(req, opts), daemon=True, name="kernelskill-profile")
         self._thread.start()
 
-    def _run(self, req: dict, opts: Options) -> None:
+    def _run(self, req: WorkerRequest, opts: Options) -> None:
         try:
             self.outcome = run_worker(req, build_timeout=opts.build_timeout, run_timeout=opts.run_timeout,
                                       keep=self._base, decide=self._decide, cancel=self)

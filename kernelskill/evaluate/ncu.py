@@ -114,8 +114,7 @@ def run_ncu(result, task, cand, device: str, ref_dir, opts) -> None:
         prof.notes.append("ncu: Nsight Compute (ncu) is not on PATH; install it with the CUDA toolkit")
         return
     base = workdir(opts)
-    req = request("ncu", task, cand, device, opts, base)
-    req["ref_dir"] = str(ref_dir)
+    req = request("ncu", task, cand, device, opts, base, ref_dir=str(ref_dir))
     report = base / "ncu.csv"
     launcher = [exe, "--profile-from-start", "off", "--target-processes", "all", "--csv", "--page", "raw",
                 *[a for s in SECTIONS for a in ("--section", s)], "--log-file", str(report)]

@@ -24,6 +24,7 @@ from ..task import Task, _Expr
 from ..vocab import Backend
 from . import flags as flags_mod
 from .launch import isolation
+from .launch.request import TaskRef, WorkerRequest
 from .cache import cache_root
 from .worker.timing import TimingConfig
 
@@ -122,25 +123,26 @@ def worker_threads(opts: Options) -> int:
     return isolation.worker_threads(opts.threads)
 
 
-def request(mode: str, task: Task | None, cand: Candidate | None, device: str, opts: Options, base: Path) -> dict:
-    """The request a worker of ``mode`` is sent; the candidate's source is written into ``base``."""
-    req = {"mode": mode, "device": device, "seed": opts.seed, "trials": opts.trials,
-           "threads": worker_threads(opts), "cache_root": str(cache_root())}
-    req["env"] = isolation.worker_env_vars(req["threads"])
-    req["baseline"] = opts.baseline
-    req["build"], req["cuda_arch"] = opts.build, opts.cuda_arch
+def request(mode: str, task: Task | None, cand: Candidate | None, device: str, opts: Options, base: Path,
+            **fields) -> WorkerRequest:
+    """The request a worker of ``mode`` is sent, with the fields its mode reads (``fields``); the
+    candidate's source is written into ``base``."""
+    threads = worker_threads(opts)
+    req = WorkerRequest(mode=mode, device=device, seed=opts.seed, trials=opts.trials, threads=threads,
+                        cache_root=str(cache_root()), env=isolation.worker_env_vars(threads),
+                        baseline=opts.baseline, build=opts.build, cuda_arch=opts.cuda_arch, **fields)
     if task is not None:
-        req["task"] = {"path": str(task.path), "preset": task.preset,
-                       "overrides": {k: ({"expr": str(v)} if isinstance(v, _Expr) else v) for k, v in task.overrides.items()}}
-        req["flags_mode"], req["flags"] = backend_flags(task, opts)
-        req["strict_flags"] = dict(flags_mod.STRICT)
+        req.task = TaskRef(path=str(task.path), preset=task.preset,
+                           overrides={k: ({"expr": str(v)} if isinstance(v, _Expr) else v) for k, v in task.overrides.items()})
+        req.flags_mode, req.flags = backend_flags(task, opts)
+        req.strict_flags = dict(flags_mod.STRICT)
     if cand is not None:
         path = base / "candidate.py"
         path.write_text(cand.source)
-        req["candidate_path"] = str(path)
+        req.candidate_path = str(path)
     if device == "cpu":
         try:
-            req["memory_limit"] = int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * opts.memory_fraction)
+            req.memory_limit = int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * opts.memory_fraction)
         except (ValueError, OSError):
             pass
     return req

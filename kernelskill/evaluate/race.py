@@ -46,16 +46,16 @@ def race(task, candidates: list, *, opts: Options | None = None, server=None) ->
     ref_dir = reference(task, device, opts)
     meta = json.loads((ref_dir / "meta.json").read_text())
     base = workdir(opts)
-    req = request("race", task, None, device, opts, base)
     paths = []
     for i, c in enumerate(cands):
         path = base / f"race_{i}.py"
         path.write_text(c.source)
         paths.append(str(path))
-    req.update(candidate_paths=paths, ref_dir=str(ref_dir), timing=dataclasses.asdict(timing))
+    req = request("race", task, None, device, opts, base, candidate_paths=paths, ref_dir=str(ref_dir),
+                  timing=dataclasses.asdict(timing))
     names = [f"c{i}" for i in range(len(cands))]
     pair = (names[0], names[1]) if len(names) > 1 else ("eager", names[0])
-    judge = RoundJudge(device, req["threads"], timing.retimes, timing.backoff_s, pair=pair,
+    judge = RoundJudge(device, req.threads, timing.retimes, timing.backoff_s, pair=pair,
                        min_rounds=timing.min_rounds(device))
     with contextlib.nullcontext(server) if server is not None else \
             reference_server(task, device, opts, ref_dir, meta) as server:

@@ -20,6 +20,7 @@ from ..task import Task
 from ..vocab import WorkerStatus
 from .cache import cache_root
 from .launch.isolation import Cancelled, WorkerOutcome, run_worker
+from .launch.request import WorkerRequest
 from .options import Options, backend_flags, mkdir, request, workdir
 
 PROTOCOL = "v11"   # bump when the reference cache's contents change (v5: one file per trial, memory plan;
@@ -52,10 +53,8 @@ def reference(task: Task, device: str, opts: Options) -> Path:
     if (ref_dir / "meta.json").exists():
         return ref_dir
     base = workdir(opts)
-    req = request("reference", task, None, device, opts, base)
-    req["rotate"] = opts.timing.rotate if opts.timing else 3
-    if opts.store_limit is not None:
-        req["store_limit"] = opts.store_limit
+    req = request("reference", task, None, device, opts, base, rotate=opts.timing.rotate if opts.timing else 3,
+                  store_limit=opts.store_limit)
     out = run_worker(req, build_timeout=opts.build_timeout, run_timeout=opts.run_timeout, keep=base,
                      cancel=opts.cancel)
     reply = out.result
@@ -85,14 +84,13 @@ class RefServer:
         self.base = workdir(opts)
         self.out = mkdir(self.base / "requests")      # the requests and answers; a spare may serve them
         self.opts = opts
-        req = request("refserve", task, None, device, opts, self.base) | {"ref_dir": str(ref_dir),
-                                                                          "serve_dir": str(self.out)}
+        req = request("refserve", task, None, device, opts, self.base, ref_dir=str(ref_dir), serve_dir=str(self.out))
         self.outcome: WorkerOutcome | None = None
         self._n = 0
         self._thread = threading.Thread(target=self._run, args=(req,), daemon=True, name="kernelskill-refserve")
         self._thread.start()
 
-    def _run(self, req: dict) -> None:
+    def _run(self, req: WorkerRequest) -> None:
         try:
             self.outcome = run_worker(req, build_timeout=self.opts.build_timeout, run_timeout=self.opts.run_timeout,
                                       keep=self.base, cancel=self.opts.cancel)

@@ -71,7 +71,7 @@ class _Measurer:
         data = {**H100ISH, "quality": q, "measured_unix": float(self.calls), "others_cores": 1.5 if q != "good" else 0.0}
         reply = WorkerReply(status=WorkerStatus.ok, ceilings=data)
         return WorkerOutcome(result=reply, returncode=0, phase="done", timed_out=False, seconds=0.1, log_tail="",
-                             out_dir=Path(req.get("out_dir") or "."))
+                             out_dir=Path(req.out_dir or "."))
 
 
 def test_only_a_good_measurement_is_stored_and_reused(tmp_path, monkeypatch):

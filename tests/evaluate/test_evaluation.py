@@ -7,6 +7,7 @@ from kernelskill import Candidate
 from kernelskill.evaluate.evaluation import Evaluation
 from kernelskill.evaluate.launch.reply import WorkerReply
 from kernelskill.task import Task
+from kernelskill.vocab import ProfileMode
 
 from helpers import RELU_TASK, toolkit_candidate
 
@@ -24,10 +25,10 @@ def test_the_steps_of_an_evaluation_in_order(fast, tmp_path):
     # plan: the reference (its meta and memory plan) and the request of the run worker.
     assert ev.plan() is False
     assert (ev.ref_dir / "meta.json").exists() and ev.meta["plan"]["outputs"] == "stored"
-    assert ev.request["mode"] == "run" and ev.request["ref_dir"] == str(ev.ref_dir)
-    assert ev.request["profile"] is True and ev.apart is None        # a CPU profiles in the timing worker
+    assert ev.request.mode == "run" and ev.request.ref_dir == str(ev.ref_dir)
+    assert ev.request.profile == ProfileMode.here and ev.apart is None        # a CPU profiles in the timing worker
     # Before each trial call the worker poisons blocks of each reference output's exact size.
-    assert ev.request["poison_sizes"] == [64 * 1000 * 4] and ev.request["poison_bytes"] == 2 * 64 * 1000 * 4
+    assert ev.request.poison_sizes == [64 * 1000 * 4] and ev.request.poison_bytes == 2 * 64 * 1000 * 4
 
     # build, verify, time: one worker. The relu task's outputs are stored, so no reference server runs.
     ev.build_and_run()

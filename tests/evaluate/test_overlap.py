@@ -227,14 +227,14 @@ def test_on_a_gpu_the_next_spare_starts_while_the_worker_runs(prestart, fast, tm
     # A request for a GPU (the compile mode of a pure-Python candidate never touches CUDA, so this
     # runs here): the spare for the next request exists while this worker is still in its build.
     req, base = _compile_request(fast, tmp_path)
-    req["device"] = "cuda"
+    req.device = "cuda"
     seen = []
     first = isolation.run_worker(req, build_timeout=600, run_timeout=60, keep=base,
                                  on_phase=lambda phase: seen.append((phase, list(_spare_pids()))))
     assert first.result.status == "ok" and not first.prestarted
     assert seen and all(pids for _, pids in seen), seen       # started before the first phase was seen
     req, base = _compile_request(fast, tmp_path)
-    req["device"] = "cuda"
+    req.device = "cuda"
     second = isolation.run_worker(req, build_timeout=600, run_timeout=60, keep=base)
     assert second.result.status == "ok" and second.prestarted
     # Three wait on a GPU (a reference, a run and a server worker follow each other within seconds);
@@ -322,7 +322,7 @@ ref_dir = reference(task, "cpu", opts)
 base = Path({base!r})
 base.mkdir(parents=True, exist_ok=True)
 req = request("run", task, Candidate.from_source(toolkit_candidate("return ext.relu2(x)")), "cpu", opts, base)
-req.update(ref_dir=str(ref_dir), timing=dataclasses.asdict(opts.timing), profile=False, poison_bytes=0)
+req = req.replace(ref_dir=str(ref_dir), timing=dataclasses.asdict(opts.timing), profile="off", poison_bytes=0)
 # The bench's shape: the worker is run from a thread other than the main one.
 threading.Thread(target=isolation.run_worker, args=(req,), daemon=True,
                  kwargs=dict(build_timeout=600, run_timeout=600, keep=base, decide=lambda d: time.sleep(3600))).start()
@@ -357,7 +357,7 @@ def test_a_profiling_workers_successor_starts_only_after_it_ended(prestart, fast
     events: list[str] = []
     monkeypatch.setattr(isolation, "_spawn_spare", lambda req: events.append(("successor", len(isolation._LIVE))))
     req, base = _compile_request(fast, tmp_path)
-    req.update(mode="profile", device="cuda")
+    req.mode, req.device = "profile", "cuda"
     real_spawn = isolation.spawn
 
     def spawn(*a, **k):
@@ -381,7 +381,7 @@ def test_on_a_gpu_the_next_spare_starts_beside_the_build(prestart, fast, tmp_pat
     real = isolation._spawn_spare
     monkeypatch.setattr(isolation, "_spawn_spare", lambda req: (events.append("successor"), real(req))[1])
     req, base = _compile_request(fast, tmp_path)
-    req["device"] = "cuda"
+    req.device = "cuda"
     out = isolation.run_worker(req, build_timeout=600, run_timeout=60, keep=base, on_phase=events.append)
     assert out.result is not None, out.log_tail
     assert "build" in events and events.count("successor") == 1, events

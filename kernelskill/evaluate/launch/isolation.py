@@ -23,6 +23,7 @@ from . import lifeline
 from kernelskill.errors import tail
 from ..cache import cache_root
 from .reply import WorkerReply
+from .request import WorkerRequest
 
 _SECRET = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION)", re.I)
 _SECRET_PREFIXES = ("OPENAI_", "ANTHROPIC_", "AWS_", "AZURE_", "GOOGLE_", "GCP_", "HF_", "HUGGING",
@@ -165,18 +166,18 @@ def _kill_live() -> None:
 atexit.register(_kill_live)
 
 
-def _spare_key(request: dict) -> tuple:
+def _spare_key(request: WorkerRequest) -> tuple:
     """Spares are interchangeable when the environment they started with is the request's
     (OpenMP reads its thread count at import) and, for profiling workers, the device."""
-    warm = request["device"] if request["mode"] == "profile" else None
-    return tuple(sorted((request.get("env") or {}).items())), warm
+    warm = request.device if request.mode == "profile" else None
+    return tuple(sorted(request.env.items())), warm
 
 
-def _spare_depth(request: dict, key: tuple) -> int:
-    return SPARE_DEPTH_GPU if str(request.get("device", "")).startswith("cuda") and key[1] is None else 1
+def _spare_depth(request: WorkerRequest, key: tuple) -> int:
+    return SPARE_DEPTH_GPU if request.device.startswith("cuda") and key[1] is None else 1
 
 
-def _spawn_spare(request: dict) -> None:
+def _spawn_spare(request: WorkerRequest) -> None:
     """Start spares of the request's kind until there are as many as its depth."""
     key = _spare_key(request)
     with _LOCK:
@@ -189,7 +190,7 @@ def _spawn_spare(request: dict) -> None:
         _spawn_one_spare(request, key)
 
 
-def _spawn_one_spare(request: dict, key: tuple) -> None:
+def _spawn_one_spare(request: WorkerRequest, key: tuple) -> None:
     base = Path(tempfile.mkdtemp(prefix="kernelskill-spare-"))
     scratch, out_dir = base / "scratch", base / "out"
     scratch.mkdir()
@@ -197,10 +198,10 @@ def _spawn_one_spare(request: dict, key: tuple) -> None:
     with open(out_dir / "worker.log", "wb") as log:
         # A profiling spare sets its device and the profiler up; another spare for a GPU starts
         # CUDA's runtime (no context, no GPU memory), which a build reads the GPU's arch through.
-        warm = key[1] or (SPARE_CUDA_RUNTIME if str(request.get("device", "")).startswith("cuda") else None)
+        warm = key[1] or (SPARE_CUDA_RUNTIME if request.device.startswith("cuda") else None)
         proc = spawn([sys.executable, "-m", "kernelskill.evaluate.worker", "--spare", str(out_dir),
                       str(os.getpid()), *([warm] if warm else [])],
-                     scratch, request.get("env"), stdout=log, stderr=subprocess.STDOUT)
+                     scratch, request.env, stdout=log, stderr=subprocess.STDOUT)
     with _LOCK:
         kind = _SPARES.setdefault(key, [])
         kind.append(_Spare(proc, base, key))
@@ -245,11 +246,11 @@ def start_one_ahead(threads: int | None = None) -> None:
     imports torch itself, so that the two imports run side by side (seconds each on a GPU host;
     figures: docs/evaluator.md, "Measurements behind the code").
     Unlike ``prestart_workers`` nothing more is started after it; an unused one is stopped at exit."""
-    request = {"mode": "compile", "device": "cpu", "env": worker_env_vars(worker_threads(threads))}
+    request = WorkerRequest(mode="compile", device="cpu", env=worker_env_vars(worker_threads(threads)))
     _spawn_one_spare(request, _spare_key(request))
 
 
-def _take_spare(request: dict) -> _Spare | None:
+def _take_spare(request: WorkerRequest) -> _Spare | None:
     """The oldest live spare of the request's kind (the likeliest to be ready), or None."""
     while True:
         with _LOCK:
@@ -264,7 +265,7 @@ class Cancelled(Exception):
     """The caller cancelled the evaluation (``Options.cancel`` set): its worker is dead."""
 
 
-def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
+def run_worker(request: WorkerRequest, *, build_timeout: float, run_timeout: float,
                keep: Path | None = None, on_phase=None, decide=None, on_timed=None, on_poll=None,
                on_round=None, launcher: list[str] | None = None,
                cancel: threading.Event | None = None, on_step=None) -> WorkerOutcome:
@@ -296,8 +297,8 @@ def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
     # times its first round (figures: docs/evaluator.md, "Measurements behind the code"). It
     # starts when this one ends, after the timing; the next evaluation takes it and waits for its
     # set-up before timing (evaluation.ApartProfile.ready).
-    early = (_PRESTART and launcher is None and str(request.get("device", "")).startswith("cuda")
-             and request.get("mode") != "profile")
+    early = (_PRESTART and launcher is None and request.device.startswith("cuda")
+             and request.mode != "profile")
     if early:
         _spawn_spare(request)
     if spare is not None:
@@ -306,18 +307,18 @@ def run_worker(request: dict, *, build_timeout: float, run_timeout: float,
         scratch, out_dir = base / "scratch", base / "out"
         scratch.mkdir(parents=True, exist_ok=True)
         out_dir.mkdir(parents=True, exist_ok=True)
-    request = {**request, "out_dir": str(out_dir)}
+    request = request.replace(out_dir=str(out_dir))
     log_path = out_dir / "worker.log"
     started = time.monotonic()
     with open(log_path, "ab") as log:
         if spare is not None:
             proc = spare.proc
-            write_atomic(out_dir / "request.json", json.dumps(request))   # the spare polls for it
+            write_atomic(out_dir / "request.json", json.dumps(request.to_dict()))   # the spare polls for it
         else:
-            (out_dir / "request.json").write_text(json.dumps(request))
+            (out_dir / "request.json").write_text(json.dumps(request.to_dict()))
             proc = spawn([*(launcher or []), sys.executable, "-m", "kernelskill.evaluate.worker",
                           str(out_dir / "request.json")],
-                         scratch, request.get("env"), stdout=log, stderr=subprocess.STDOUT)
+                         scratch, request.env, stdout=log, stderr=subprocess.STDOUT)
         with _LOCK:
             _LIVE.add(proc)
         phase, phase_started, timed_out, rounds = "setup", started, False, 0

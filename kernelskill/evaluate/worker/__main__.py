@@ -25,6 +25,7 @@ from . import guards
 from kernelskill.evaluate.launch import lifeline
 from kernelskill.errors import tail
 from kernelskill.vocab import WorkerStatus
+from kernelskill.evaluate.launch.request import WorkerRequest
 from . import core
 from .core import _SET_FLAGS, _WARMED, _clock, _setup, orphaned, set_phase, warm_profiler
 from .candidate import mode_compile
@@ -69,7 +70,7 @@ def wait_as_spare(out: Path, warm: str | None) -> Path | None:
         except Exception:  # noqa: BLE001 — a CUDA that fails here fails the request, which reports it
             pass
     elif warm:
-        _setup({"device": warm})
+        _setup(WorkerRequest(mode="profile", device=warm))
         _WARMED[warm] = warm_profiler(warm)
     (out / "spare-ready").write_text("")
     deadline = _clock() + SPARE_IDLE_S
@@ -89,11 +90,11 @@ def main(argv: list[str]) -> int:
         if path is None:
             os._exit(0)
         argv = [argv[0], str(path)]
-    req = json.loads(Path(argv[1]).read_text())
-    out = Path(req["out_dir"])
+    req = WorkerRequest.parse(json.loads(Path(argv[1]).read_text()))
+    out = Path(req.out_dir)
     set_phase(out, "setup")
     try:
-        result = MODES[req["mode"]](req, out)
+        result = MODES[req.mode](req, out)
     except torch.OutOfMemoryError as e:
         result = {"status": WorkerStatus.runtime_error, "error": f"out of memory: {str(e).splitlines()[0]}",
                   "traceback": tail(traceback.format_exc())}
@@ -107,7 +108,7 @@ def main(argv: list[str]) -> int:
         if guards.is_triton_compile_error(e):
             result["status"] = WorkerStatus.compile_error
     result.pop("module", None)
-    result["env"] = worker_env(req["device"])
+    result["env"] = worker_env(req.device)
     tmp = out / "result.json.tmp"
     tmp.write_text(json.dumps(result, default=str))
     os.replace(tmp, out / "result.json")

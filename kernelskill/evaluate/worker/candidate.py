@@ -16,18 +16,19 @@ from . import guards
 from . import trials as trials_mod
 from kernelskill.errors import tail
 from kernelskill.vocab import WorkerStatus
+from kernelskill.evaluate.launch.request import WorkerRequest
 from .core import _load_task, _setup, set_phase
 
 
 # ---- candidate ------------------------------------------------------------------------------
-def import_candidate(req: dict, log: _build.BuildLog, source_path: str | None = None,
+def import_candidate(req: WorkerRequest, log: _build.BuildLog, source_path: str | None = None,
                      name: str = "candidate_module"):
     """Import the candidate from a real file (Triton needs its source on disk)."""
-    source = Path(source_path or req["candidate_path"]).read_text()
-    out = Path(req["out_dir"]) if req.get("out_dir") else None
-    _build.install(source, log, Path(req["cache_root"]) if req.get("cache_root") else None,
+    source = Path(source_path or req.candidate_path).read_text()
+    out = Path(req.out_dir) if req.out_dir else None
+    _build.install(source, log, Path(req.cache_root) if req.cache_root else None,
                    on_step=(lambda text: set_phase(out, "step " + text.replace("\n", " "))) if out else None,
-                   direct=req.get("build", "direct") != "torch", cuda_arch=req.get("cuda_arch"))
+                   direct=req.build != "torch", cuda_arch=req.cuda_arch)
     path = Path.cwd() / f"{name}.py"
     path.write_text(source)
     spec = importlib.util.spec_from_file_location(name, path)
@@ -37,7 +38,7 @@ def import_candidate(req: dict, log: _build.BuildLog, source_path: str | None = 
     return module
 
 
-def _compile_failure(e: BaseException, log: _build.BuildLog, req: dict) -> dict:
+def _compile_failure(e: BaseException, log: _build.BuildLog, req: WorkerRequest) -> dict:
     from kernelskill.results import Diagnostic
     if isinstance(e, _build.CompileOnly):
         return {"status": WorkerStatus.compile_only, "build": _buildlog(log)}
@@ -59,7 +60,7 @@ def _buildlog(log: _build.BuildLog) -> dict:
     return to_dict(log)
 
 
-def mode_compile(req: dict, out: Path) -> dict:
+def mode_compile(req: WorkerRequest, out: Path) -> dict:
     _setup(req)
     log = _build.BuildLog()
     set_phase(out, "build")
@@ -74,32 +75,32 @@ def mode_compile(req: dict, out: Path) -> dict:
     return {"status": WorkerStatus.ok, "build": _buildlog(log), "module": module}
 
 
-def _reference_data(req: dict):
+def _reference_data(req: WorkerRequest):
     """The task, its module and constructor arguments, the trial inputs and the weights.
 
     ``trials.get(i)`` puts trial i on the device: memory-mapped from the reference cache, or
     regenerated from its seed (trials.py)."""
-    ref_dir = Path(req["ref_dir"])
+    ref_dir = Path(req.ref_dir)
     task = _load_task(req)
     mod = task.module()
     init = task.init_inputs(mod)
     meta = json.loads((ref_dir / "meta.json").read_text())
-    trials = trials_mod.TrialInputs(ref_dir, meta, task, mod, req["device"])
+    trials = trials_mod.TrialInputs(ref_dir, meta, task, mod, req.device)
     state = torch.load(ref_dir / "state.pt", weights_only=True)
     return task, mod, init, trials, state
 
 
-def _candidate_model(module, init: list, state: dict, req: dict, device: str):
+def _candidate_model(module, init: list, state: dict, req: WorkerRequest, device: str):
     """ModelNew built under the reference's seed, weights aligned; (model, alignment report)."""
-    torch.manual_seed(req["seed"])
+    torch.manual_seed(req.seed)
     model = module.ModelNew(*init)
     aligned = guards.align_weights(model, state)
     return model.to(device), aligned
 
 
-def _reference_model(task, mod, init: list, state: dict, req: dict, device: str):
+def _reference_model(task, mod, init: list, state: dict, req: WorkerRequest, device: str):
     """The task's Model built under the reference's seed, with the cached weights, on the device."""
-    torch.manual_seed(req["seed"])
+    torch.manual_seed(req.seed)
     model = task.build_model(mod, init=init)
     model.load_state_dict(state)
     return model.to(device)

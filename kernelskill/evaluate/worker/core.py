@@ -14,6 +14,7 @@ import torch
 
 from kernelskill.evaluate import flags as _flags
 from kernelskill.task import Task, _Expr
+from kernelskill.evaluate.launch.request import WorkerRequest
 
 
 # Captured before any candidate code exists in this process.
@@ -44,18 +45,18 @@ def flatten(out) -> tuple[list, str]:
     return [out], "tensor" if isinstance(out, torch.Tensor) else type(out).__name__
 
 
-def _load_task(req: dict) -> Task:
-    over = {k: (_Expr(v["expr"]) if isinstance(v, dict) else v) for k, v in req["task"]["overrides"].items()}
-    return Task.load(req["task"]["path"], preset=req["task"].get("preset"), overrides=over)
+def _load_task(req: WorkerRequest) -> Task:
+    over = {k: (_Expr(v["expr"]) if isinstance(v, dict) else v) for k, v in req.task.overrides.items()}
+    return Task.load(req.task.path, preset=req.task.preset, overrides=over)
 
 
 # The backend flags this worker set up, before any candidate code ran (reported in its env).
 _SET_FLAGS: dict = {}
 
 
-def _setup(req: dict) -> str:
-    device = req["device"]
-    threads = req.get("threads")
+def _setup(req: WorkerRequest) -> str:
+    device = req.device
+    threads = req.threads
     if threads:
         torch.set_num_threads(threads)
     if device.startswith("cuda:"):
@@ -66,10 +67,10 @@ def _setup(req: dict) -> str:
         torch.cuda.set_device(torch.device(device))
     # The user's backend flags (PyTorch's defaults unless the task or --flags strict say otherwise):
     # eager, torch.compile and the candidate run under them; the reference's outputs do not (strict).
-    _flags.apply(req.get("flags") or {})
+    _flags.apply(req.flags or {})
     _SET_FLAGS.clear()
     _SET_FLAGS.update(_flags.current())
-    limit = req.get("memory_limit")
+    limit = req.memory_limit
     if limit and not device.startswith("cuda"):
         import resource
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
@@ -176,7 +177,7 @@ def warm_profiler(device: str) -> float:
 _WARMED: dict[str, float] = {}
 
 
-def _await_decision(out: Path, req: dict) -> bool:
+def _await_decision(out: Path, req: WorkerRequest) -> bool:
     """Outputs are on disk: wait for the parent's verdict before spending time on timing."""
     set_phase(out, "await")
-    return _await_file(out / "decision", req.get("await_timeout", 600)) == "go"
+    return _await_file(out / "decision", req.await_timeout) == "go"

@@ -7,23 +7,24 @@ from pathlib import Path
 import torch
 
 from kernelskill.vocab import WorkerStatus
+from kernelskill.evaluate.launch.request import WorkerRequest
 from .core import _setup, set_phase
 from .candidate import _candidate_model, _reference_data, mode_compile
 
 
-def mode_ceilings(req: dict, out: Path) -> dict:
+def mode_ceilings(req: WorkerRequest, out: Path) -> dict:
     from kernelskill.evaluate.judge import roofline
     device = _setup(req)
     return {"status": WorkerStatus.ok, "ceilings": roofline.measure(device)}
 
 
-def mode_machine(req: dict, out: Path) -> dict:
+def mode_machine(req: WorkerRequest, out: Path) -> dict:
     from kernelskill.evaluate import machine
     device = _setup(req)
     return {"status": WorkerStatus.ok, "gpu": machine.gpu_facts(device)}
 
 
-def mode_ncu(req: dict, out: Path) -> dict:
+def mode_ncu(req: WorkerRequest, out: Path) -> dict:
     """Run the candidate once between cudaProfilerStart/Stop, under ``ncu --profile-from-start off``."""
     device = _setup(req)
     _, _, init, trials, state = _reference_data(req)

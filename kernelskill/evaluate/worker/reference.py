@@ -11,11 +11,12 @@ from . import guards
 from . import trials as trials_mod
 from kernelskill.task import Task
 from kernelskill.vocab import WorkerStatus
+from kernelskill.evaluate.launch.request import WorkerRequest
 from .core import _SET_FLAGS, _clock, _cpu, _equal, _load_task, _save, _seeded_call, _setup, _to, call_seed
 
 
 # ---- reference ------------------------------------------------------------------------------
-def mode_reference(req: dict, out: Path) -> dict:
+def mode_reference(req: WorkerRequest, out: Path) -> dict:
     """Seeded trials of the reference, one at a time under a memory plan (trials.py): each trial's
     inputs and outputs are written to their own file, or not at all when they are regenerated from
     seeds / recomputed on demand. Trial 0 is kept for the randomness checks."""
@@ -31,14 +32,14 @@ def mode_reference(req: dict, out: Path) -> dict:
     task = _load_task(req)
     mod = task.module()
     init = task.init_inputs(mod)
-    seed, n = req["seed"], req["trials"]
+    seed, n = req.seed, req.trials
     cuda = device.startswith("cuda")
     took("load")
     torch.manual_seed(seed)
     model = task.build_model(mod, init=init).to(device)
     took("model")
     param_bytes = trials_mod.nbytes(list(model.state_dict().values()))
-    strict = req.get("strict_flags") or _flags.STRICT
+    strict = req.strict_flags or _flags.STRICT
     # The reference's outputs are the strict ones (TF32 off everywhere): what correctness compares
     # against. The user's eager (this worker's own flags) is run beside them to measure its distance.
     with torch.no_grad(), _flags.applied(strict):
@@ -60,7 +61,7 @@ def mode_reference(req: dict, out: Path) -> dict:
         took("first_call")
         plan = trials_mod.make_plan(input_bytes=trials_mod.nbytes(first), output_bytes=trials_mod.nbytes(outs0),
                                     param_bytes=param_bytes, peak_bytes=peak, trials=n + 1, device=device,
-                                    out_dir=out, rotate=int(req.get("rotate", 3)), store_limit=req.get("store_limit"))
+                                    out_dir=out, rotate=int(req.rotate), store_limit=req.store_limit)
         if not plan["fits"]:
             gb = lambda b: f"{b / 1e9:.1f} GB"  # noqa: E731
             return {"status": WorkerStatus.task_error, "plan": plan,

@@ -11,11 +11,12 @@ import torch
 from kernelskill.evaluate import flags as _flags
 from . import handoff
 from kernelskill.vocab import WorkerStatus
+from kernelskill.evaluate.launch.request import WorkerRequest
 from .core import _cpu, _save_atomic, _seeded_call, _setup, _write_json_atomic, call_seed, orphaned, set_phase
 from .candidate import _reference_data, _reference_model
 
 
-def mode_refserve(req: dict, out: Path) -> dict:
+def mode_refserve(req: WorkerRequest, out: Path) -> dict:
     """A trusted reference worker (no candidate code) for tasks whose outputs are not stored
     (memory plan ``recompute``). It answers the parent's request files until ``stop`` or the
     parent's death:
@@ -33,10 +34,10 @@ def mode_refserve(req: dict, out: Path) -> dict:
     from kernelskill.evaluate.judge.correctness import compare_trial
     from kernelskill.results import to_dict
     device = _setup(req)
-    _flags.apply(req.get("strict_flags") or _flags.STRICT)     # the reference's outputs are the strict ones
+    _flags.apply(req.strict_flags or _flags.STRICT)     # the reference's outputs are the strict ones
     task, mod, init, trials, state = _reference_data(req)
     model = _reference_model(task, mod, init, state, req, device)
-    box = Path(req.get("serve_dir") or out)
+    box = Path(req.serve_dir or out)
     set_phase(out, "serve")
     served = 0
     with torch.no_grad():
@@ -48,12 +49,12 @@ def mode_refserve(req: dict, out: Path) -> dict:
             for w in wants:
                 if w.name.startswith("want_"):
                     i = int(w.name.split("_")[1])
-                    outs, _ = _seeded_call(model, trials.get(i), device, call_seed(req["seed"], i))
+                    outs, _ = _seeded_call(model, trials.get(i), device, call_seed(req.seed, i))
                     _save_atomic(outs, box / f"ref_{i}.pt")
                 else:
                     ask = json.loads(w.read_text())
                     i = int(ask["trial"])
-                    want, _ = _seeded_call(model, trials.get(i), device, call_seed(req["seed"], i), cpu=False)
+                    want, _ = _seeded_call(model, trials.get(i), device, call_seed(req.seed, i), cpu=False)
                     try:
                         if ask["file"].endswith(".json"):     # shared in memory (handoff.py)
                             sets = json.loads(Path(ask["file"]).read_text())["sets"]

@@ -13,14 +13,15 @@ from kernelskill.evaluate.build import extensions as _build
 from . import guards
 from . import handoff
 from .timing import TimingConfig, fresh_allocations, merge_rounds, time_pair
-from kernelskill.vocab import RECHECK_PHASE, WorkerStatus
+from kernelskill.vocab import RECHECK_PHASE, ProfileMode, WorkerStatus
+from kernelskill.evaluate.launch.request import WorkerRequest
 from .core import (
     _Tensor, _WARMED, _await_decision, _await_file, _clock, _cpu, _equal, _gpu_uuid, _isnan, _save, _save_atomic,
     _setup, _sync, _write_json_atomic, call_seed, flatten, seed_call, set_phase, warm_profiler)
 from .candidate import _buildlog, _candidate_model, _reference_data, _reference_model, import_candidate, mode_compile
 
 
-def mode_run(req: dict, out: Path) -> dict:
+def mode_run(req: WorkerRequest, out: Path) -> dict:
     device = _setup(req)
     task, mod, init, trials, state = _reference_data(req)
     meta = trials.meta
@@ -46,8 +47,8 @@ def mode_run(req: dict, out: Path) -> dict:
         for i in range(len(trials)):
             xs = trials.get(i)          # one trial on the device at a time (a level-1 task: gigabytes)
             clones = [x.clone() if isinstance(x, torch.Tensor) else x for x in xs]
-            guards.poison(device, req.get("poison_bytes", 0), req.get("poison_sizes") or ())
-            seed_call(call_seed(req["seed"], i), device)    # as before the reference's call on these inputs
+            guards.poison(device, req.poison_bytes, req.poison_sizes or ())
+            seed_call(call_seed(req.seed, i), device)    # as before the reference's call on these inputs
             t_call = _clock()
             result = model(*clones)
             _sync(device)
@@ -60,7 +61,7 @@ def mode_run(req: dict, out: Path) -> dict:
             # with the reference worker, held until the parent says they were compared.
             del clones, result
             if shares and _share({str(i): flat}, device, out / f"cand_ipc_{i}.json"):
-                _await_file(out / f"ack_{i}", req.get("await_timeout", 600))
+                _await_file(out / f"ack_{i}", req.await_timeout)
             else:
                 _save_atomic(_cpu([o if isinstance(o, _Tensor) else torch.tensor(float("nan")) for o in flat]),
                              out / f"cand_outputs_{i}.pt")
@@ -71,14 +72,14 @@ def mode_run(req: dict, out: Path) -> dict:
     res = {"status": WorkerStatus.ok, "build": compiled["build"], "checks": checks, "aligned": aligned,
            "verify_seconds": verify_s, "pid": os.getpid(), "gpu_uuid": _gpu_uuid(device), "flags_after": guards.flag_changes(before, guards.backend_flags())}
     (out / "checks.json").write_text(json.dumps(res, default=str))
-    if req.get("timing") and _await_decision(out, req):
-        cfg = TimingConfig(**req["timing"])
+    if req.timing and _await_decision(out, req):
+        cfg = TimingConfig(**req.timing)
         models = {"eager": ref_model, "candidate": model}
         if compiled_ref is not None:
             models["compile"] = compiled_ref
         # A reference that draws random numbers: each timed call is seeded as its input set's trial
         # was (set i is trial i), so the timed outputs can be re-checked against the reference.
-        reseed = (lambda idx: seed_call(call_seed(req["seed"], idx), device)) if meta.get("random") else None
+        reseed = (lambda idx: seed_call(call_seed(req.seed, idx), device)) if meta.get("random") else None
         t1 = _clock()
         timed, rounds = _timing_rounds(models, sets, device, cfg, out, reseed, keep=("candidate",))
         t2 = _clock()
@@ -93,17 +94,17 @@ def mode_run(req: dict, out: Path) -> dict:
                          "spin_ms": timed.get("spin_ms"),
                          "chosen_round": timed["round"], "chosen_rounds": timed["rounds_used"],
                          "flush_l2": cfg.flush_l2}
-        if req.get("profile"):
-            # The parent re-checks the timed outputs while the profiler runs: here (True), or in
+        if req.profile != ProfileMode.off:
+            # The parent re-checks the timed outputs while the profiler runs: here, or in
             # a profiling worker that waited for this phase with CUPTI set up ("apart").
             set_phase(out, "profile")
         elif shared:
             set_phase(out, RECHECK_PHASE)      # no profile: the shared outputs are re-checked now
-        if req.get("profile") is True:
-            res["kernels"] = guards.kernel_breakdown(model, sets[0], device, Path(req["candidate_path"]).read_text())
+        if req.profile == ProfileMode.here:
+            res["kernels"] = guards.kernel_breakdown(model, sets[0], device, Path(req.candidate_path).read_text())
         t4 = _clock()
         if shared:       # the shared timed outputs live until the parent has re-checked them
-            _await_file(out / "timed_checked", req.get("await_timeout", 600))
+            _await_file(out / "timed_checked", req.await_timeout)
         # Where the worker's time went (the cost figures in docs/evaluator.md).
         res["timing"]["cost_s"] = {"timing": round(t2 - t1, 3), "save_timed_outputs": round(t3 - t2, 3),
                                    "profile": round(t4 - t3, 3), "await_recheck": round(_clock() - t4, 3)}
@@ -159,7 +160,7 @@ def _timing_rounds(models: dict, sets: list, device: str, cfg: TimingConfig, out
                 "last_outputs": timed["last_outputs"], "round": picks[0], "rounds_used": picks}, k + 1
 
 
-def mode_profile(req: dict, out: Path) -> dict:
+def mode_profile(req: WorkerRequest, out: Path) -> dict:
     """The kernel breakdown, in a process of its own: set up the profiler and load the candidate
     while the timing worker verifies and times, wait for its go, then profile a few calls."""
     device = _setup(req)
@@ -167,11 +168,11 @@ def mode_profile(req: dict, out: Path) -> dict:
     if warm_s is None:
         warm_s = _WARMED[device] = warm_profiler(device)
     task, mod, init, trials, state = _reference_data(req)
-    if req.get("build_after"):
+    if req.build_after:
         # The run worker builds first; this one then loads its extension from the cache (if it
         # never says so, this one builds after the wait, itself).
         set_phase(out, "build")
-        _await_file(Path(req["build_after"]), float(req.get("build_wait_s", 900.0)))
+        _await_file(Path(req.build_after), float(req.build_wait_s))
     compiled = mode_compile(req, out)
     if compiled["status"] != WorkerStatus.ok:
         return compiled
@@ -180,12 +181,12 @@ def mode_profile(req: dict, out: Path) -> dict:
     set_phase(out, "profile")
     t0 = _clock()
     model, _ = _candidate_model(compiled.pop("module"), init, state, req, device)
-    kernels = guards.kernel_breakdown(model, trials.get(0), device, Path(req["candidate_path"]).read_text())
+    kernels = guards.kernel_breakdown(model, trials.get(0), device, Path(req.candidate_path).read_text())
     return {"status": WorkerStatus.ok, "build": compiled["build"], "kernels": kernels,
             "cost_s": {"profiler_setup": round(warm_s, 3), "profile": round(_clock() - t0, 3)}}
 
 
-def mode_race(req: dict, out: Path) -> dict:
+def mode_race(req: WorkerRequest, out: Path) -> dict:
     """Candidates verified before, timed head to head: eager and each of them, interleaved, in
     rounds the parent judges like an evaluation's. Each candidate's timed outputs are written for
     the parent to re-check (``timed_outputs_c{i}.pt``)."""
@@ -194,10 +195,10 @@ def mode_race(req: dict, out: Path) -> dict:
     meta = trials.meta
     dists = meta["distributions"]
     models = {"eager": _reference_model(task, mod, init, state, req, device)}
-    reseed = (lambda idx: seed_call(call_seed(req["seed"], idx), device)) if meta.get("random") else None
+    reseed = (lambda idx: seed_call(call_seed(req.seed, idx), device)) if meta.get("random") else None
     set_phase(out, "build")
     log = _build.BuildLog()
-    for i, path in enumerate(req["candidate_paths"]):
+    for i, path in enumerate(req.candidate_paths):
         try:
             module = import_candidate(req, log, path, f"candidate_{i}")
         except Exception as e:  # noqa: BLE001 — a candidate that built before fails to now: data
@@ -208,7 +209,7 @@ def mode_race(req: dict, out: Path) -> dict:
     rotate = max(1, min(cfg_rotate(req), (meta.get("plan") or {}).get("rotate", 3)))
     sets = [trials.get(i) for i, d in enumerate(dists) if d == "task"][:rotate]
     (out / "checks.json").write_text(json.dumps({"pid": os.getpid(), "gpu_uuid": _gpu_uuid(device)}))
-    timed, rounds = _timing_rounds(models, sets, device, TimingConfig(**req["timing"]), out, reseed,
+    timed, rounds = _timing_rounds(models, sets, device, TimingConfig(**req.timing), out, reseed,
                                    keep=[n for n in models if n != "eager"])
     for name, outs in timed["last_outputs"].items():
         if name != "eager":
@@ -219,25 +220,25 @@ def mode_race(req: dict, out: Path) -> dict:
                        "rounds": rounds, "chosen_round": timed["round"], "chosen_rounds": timed["rounds_used"]}}
 
 
-def cfg_rotate(req: dict) -> int:
-    return int((req.get("timing") or {}).get("rotate", 3))
+def cfg_rotate(req: WorkerRequest) -> int:
+    return int((req.timing or {}).get("rotate", 3))
 
 
-def _compile_baseline(req: dict, ref_model, xs: list, device: str):
+def _compile_baseline(req: WorkerRequest, ref_model, xs: list, device: str):
     """torch.compile of the reference, compiled (first call) before any candidate code loads.
 
     Inductor's artifacts persist in the cache directory the parent names (TORCHINDUCTOR_CACHE_DIR),
     so a task is compiled once per environment. A failure is a note, never the candidate's fault.
     """
-    if req.get("baseline", "eager") not in ("compile", "both") or not req.get("timing"):
+    if req.baseline not in ("compile", "both") or not req.timing:
         return None, None
     t0 = _clock()
     try:
         compiled = torch.compile(ref_model)
         with torch.no_grad():
-            seed_call(call_seed(req["seed"], 0), device)
+            seed_call(call_seed(req.seed, 0), device)
             got, _ = flatten(compiled(*xs))
-            seed_call(call_seed(req["seed"], 0), device)
+            seed_call(call_seed(req.seed, 0), device)
             want, _ = flatten(ref_model(*xs))
         _sync(device)
     except Exception as e:  # noqa: BLE001
