@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import cuda_split
-from .pch import _detached_env, make_pch, make_pch_detached, maker_slots
+from .pch import detached_env, make_pch, make_pch_detached, maker_slots
 from .tools import cxx, nvcc_or_default
 # The tool's own background builds are marked, so that no timing runs beside them (own_builds.py).
 from .own_builds import own_build
@@ -748,7 +748,7 @@ def warm(cache: Path, flag_sets: list[list[str]], wait: bool = True, say=print) 
         with open(cache / "_pch" / "warm.log", "w") as out:
             subprocess.Popen(["nice", "-n", "19", sys.executable, "-m", "kernelskill.evaluate.build.direct", "warm",
                               str(cache), json.dumps(flag_sets)], stdin=subprocess.DEVNULL, stdout=out,
-                             stderr=subprocess.STDOUT, start_new_session=True, env=_detached_env())
+                             stderr=subprocess.STDOUT, start_new_session=True, env=detached_env())
         say(f"making them in the background; its log: {cache / '_pch' / 'warm.log'}")
         return
     import torch

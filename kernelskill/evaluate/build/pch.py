@@ -30,10 +30,10 @@ def make_pch_detached(d: Path, cmd: list[str]) -> None:
     # At the lowest priority: it must not slow the build that asked for it, nor a timing beside it.
     subprocess.Popen(["nice", "-n", "19", sys.executable, "-m", "kernelskill.evaluate.build.pch", str(d)],
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                     start_new_session=True, cwd=d, env=_detached_env())
+                     start_new_session=True, cwd=d, env=detached_env())
 
 
-def _detached_env() -> dict:
+def detached_env() -> dict:
     """A detached maker outlives the worker whose scratch directory is its TMPDIR and HOME."""
     return {**os.environ, "PYTHONPATH": _pythonpath(), "TMPDIR": "/tmp"}
 
