@@ -110,3 +110,23 @@ class Busy:
         self.stop.set()
         for t in self.threads:
             t.join()
+
+
+def limits(build: float = 600, run: float = 60, cancel: threading.Event | None = None):
+    """The timeouts and cancel ``isolation.run_worker`` reads (an Options has them too)."""
+    from kernelskill.evaluate.options import Options
+    return Options(build_timeout=build, run_timeout=run, cancel=cancel)
+
+
+def hear(phase=None, decide=None):
+    """A worker listener that passes each phase to ``phase`` and each decision to ``decide``."""
+    from kernelskill.evaluate.launch.isolation import Listener
+
+    class Hear(Listener):
+        def phase(self, name: str) -> None:
+            if phase:
+                phase(name)
+
+        def decide(self, out_dir) -> bool:
+            return decide(out_dir) if decide else True
+    return Hear()

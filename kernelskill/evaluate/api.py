@@ -91,8 +91,7 @@ def machine(device: str, opts: Options | None = None, refresh: bool = False) -> 
                    "measured_at": time.strftime("%Y-%m-%d %H:%M:%S"), "cpu": mach.cpu_facts()}
         if device.startswith("cuda"):
             base = workdir(opts)
-            out = run_worker(request("machine", None, None, device, opts, base), build_timeout=opts.build_timeout,
-                             run_timeout=opts.run_timeout, keep=base, cancel=opts.cancel)
+            out = run_worker(request("machine", None, None, device, opts, base), opts, keep=base)
             shutil.rmtree(base, ignore_errors=True)
             reply = out.result
             why = out.failure()

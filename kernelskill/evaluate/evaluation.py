@@ -1,11 +1,12 @@
 """One evaluation of one candidate against its task, step by step (``Evaluation.run``).
 
 plan     the reference (cached), its memory plan, the worker's request
-build    the worker builds the candidate and runs the trials (``run_worker``); while it runs:
-verify     the trials are compared as they appear; at ``await`` the verdict on them says
-           whether the candidate is timed at all (``verify``, the worker's decide callback)
-time       each timing round is judged (quality.RoundJudge); the timed calls' outputs are
-           re-checked while the worker profiles (``recheck_timed``)
+build    the worker builds the candidate and runs the trials (``run_worker``, this Evaluation its
+           listener); while it runs:
+verify     the trials are compared as they appear (``poll``); at ``await`` the verdict on them
+           says whether the candidate is timed at all (``decide``)
+time       each timing round is judged (quality.RoundJudge, ``round``); the timed calls' outputs
+           are re-checked while the worker profiles (``timed``)
 profile  the kernel breakdown (in the worker, or a profiling worker apart), the ceilings
 judge    the status, message, flags, VerifyResult and ProfileResult (``judge``)
 
@@ -29,7 +30,7 @@ from ..vocab import Backend, ProfileMode, Status, WorkerStatus
 from .judge import static, verdict
 from .judge.ceilings import ceilings, store_raised_ceiling
 from .build.step import check_triton, compile, compile_result, user_paths
-from .launch.isolation import WorkerOutcome, run_worker, write_atomic
+from .launch.isolation import Listener, WorkerOutcome, run_worker, write_atomic
 from .ncu import run_ncu
 from .options import BASELINES, Options, host_env, request, resolve_device, workdir
 from .judge.quality import RoundJudge
@@ -41,8 +42,9 @@ from .launch.request import WorkerRequest
 CHEAT_KINDS = ("tensor-subclass", "backend-flag", "replay", "timer-mismatch", "output-type")
 
 
-class Evaluation:
-    """The state of one ``evaluate()`` call; ``run()`` takes it through its steps."""
+class Evaluation(Listener):
+    """The state of one ``evaluate()`` call; ``run()`` takes it through its steps. While its run
+    worker runs, it is the worker's listener (``launch.isolation.WorkerListener``)."""
 
     def __init__(self, task: Task, cand: Candidate, opts: Options, on_phase: Callable[[str], None] | None = None):
         self.task, self.cand, self.opts, self.on_phase = task, cand, opts, on_phase
@@ -150,10 +152,7 @@ class Evaluation:
                                  min_rounds=t.min_rounds(self.device) if t else 1)
         self.mark("start")       # until the worker reports its first phase: its start-up
         try:
-            self.outcome = run_worker(self.request, build_timeout=opts.build_timeout, run_timeout=opts.run_timeout,
-                                      keep=self.base, on_phase=self.phase, decide=self.verify,
-                                      on_timed=self.recheck_timed, on_poll=self.poll, on_round=self.rounds.on_round,
-                                      cancel=opts.cancel, on_step=opts.on_step)
+            self.outcome = run_worker(self.request, opts, self, keep=self.base)
         finally:
             self.rounds.resume_own_builds()      # however the worker ended
             if self.apart is not None:
@@ -184,7 +183,7 @@ class Evaluation:
         if name not in ("setup", "build", "done"):    # built: the profiling worker may load it now
             self.run_built()
         self.mark(name)
-        self.rounds.on_phase(name)
+        self.rounds.phase(name)
         if self.on_phase:
             self.on_phase(name)
 
@@ -193,11 +192,20 @@ class Evaluation:
         self.trials.poll(out_dir)
         self.rounds.poll(out_dir)
 
+    def step(self, text: str) -> None:
+        """A step of the candidate's build: the caller's progress (``Options.on_step``)."""
+        if self.opts.on_step:
+            self.opts.on_step(text)
+
+    def round(self, out_dir: Path, k: int) -> str:
+        """A timing round is written: the round judge answers it."""
+        return self.rounds.round(out_dir, k)
+
     def verify_outputs(self, out_dir: Path) -> tuple:
         """verify_run on the worker's outputs, with the trials compared already."""
         return verdict.verify_run(out_dir, self.task, self.ref_dir, self.meta, self.trials)
 
-    def verify(self, out_dir: Path) -> bool:
+    def decide(self, out_dir: Path) -> bool:
         """The worker's outputs are written (``await``): go on to timing only if they are correct."""
         self.verified = self.verify_outputs(out_dir)
         v, cheats = self.verified
@@ -208,7 +216,7 @@ class Evaluation:
             self.rounds.pause_own_builds()
         return go
 
-    def recheck_timed(self, out_dir: Path) -> None:
+    def timed(self, out_dir: Path) -> None:
         """The timed calls' outputs are written (``profile``): re-check them while the worker profiles."""
         if self.apart is not None and not self.late_profile:
             self.apart.release(True)
@@ -226,7 +234,7 @@ class Evaluation:
             return
         if self.apart is not None:
             self.apart.merge_into(reply)
-        reply.timing["quality"] = self.rounds.summary(reply.timing.get("chosen_rounds") or reply.timing.get("chosen_round"))
+        reply.timing.quality = self.rounds.summary(reply.timing.kept_rounds())
         if self.request.profile != ProfileMode.off:
             self.roof = ceilings(self.device, reply.env, self.opts, refresh=self.opts.remeasure_ceilings)
 
@@ -307,14 +315,14 @@ class Evaluation:
         timing = self.reply.timing
         if timing and verify.correct:
             # The timed calls' outputs, re-checked: a result computed once and replayed fails here.
-            # Usually done already, while the worker profiled (recheck_timed).
+            # Usually done already, while the worker profiled (``timed``).
             flags += self.replay if self.replay is not None else verdict.replay_flags(
                 self.outcome.out_dir, self.task, verdict.reference_outputs(self.ref_dir, self.server),
                 meta["distributions"], live=False)
             result.profile = verdict.timed_profile(self.reply, result.env.device, result.compile.backend, meta, flags)
             result.profile.baseline_flags = result.env.flags_mode
-            verdict._roofline(result.profile, self.task, meta, self.roof, flags, timing["times"],
-                              flush_l2=timing.get("flush_l2", True))
+            verdict._roofline(result.profile, self.task, meta, self.roof, flags, timing.raw_times(),
+                              flush_l2=timing.flush_l2)
             if not self.cheats(flags):
                 flags += self.time_in_other_processes(result.profile)
                 self.span_eager_runs(result.profile)
@@ -371,7 +379,7 @@ class Evaluation:
         return verdict.fold_processes(prof, others, self.device)
 
 
-class ApartProfile:
+class ApartProfile(Listener):
     """The profiling worker of one evaluation, run from a thread beside the timing worker.
 
     It starts with the timing worker, sets the profiler up, loads the candidate once the timing
@@ -382,7 +390,7 @@ class ApartProfile:
 
     def __init__(self, req: WorkerRequest, opts: Options):
         self.ready, self._released, self._go = threading.Event(), threading.Event(), False
-        self._stop, self._cancel = threading.Event(), opts.cancel
+        self._stop = threading.Event()
         self.outcome: WorkerOutcome | None = None
         self.error: str | None = None
         self._base = Path(req.candidate_path).parent / "profile"
@@ -391,21 +399,21 @@ class ApartProfile:
 
     def _run(self, req: WorkerRequest, opts: Options) -> None:
         try:
-            self.outcome = run_worker(req, build_timeout=opts.build_timeout, run_timeout=opts.run_timeout,
-                                      keep=self._base, decide=self._decide, cancel=self)
+            self.outcome = run_worker(req, opts, self, keep=self._base)
         except Exception as e:  # noqa: BLE001 — a profile that fails is a note, never the verdict
             self.error = f"{type(e).__name__}: {e}"
         finally:
             self.ready.set()
 
-    def _decide(self, out_dir: Path) -> bool:
+    def decide(self, out_dir: Path) -> bool:
+        """Set up and built: ready; it profiles only once released with go."""
         self.ready.set()
         self._released.wait()
         return self._go
 
-    def is_set(self) -> bool:
-        """run_worker's cancel: the caller cancelled, or this worker was stopped before its decision."""
-        return self._stop.is_set() or (self._cancel is not None and self._cancel.is_set())
+    def cancelled(self) -> bool:
+        """Stopped before its decision (the caller's cancel, in ``opts``, ``run_worker`` checks itself)."""
+        return self._stop.is_set()
 
     def release(self, go: bool) -> None:
         if not self._released.is_set():
@@ -423,7 +431,7 @@ class ApartProfile:
         mine = self.outcome.result if self.outcome else None
         if mine and mine.status == WorkerStatus.ok and mine.kernels:
             reply.kernels = mine.kernels
-            reply.timing.setdefault("cost_s", {}).update({f"apart: {k}": v for k, v in mine.cost_s.items()})
+            reply.timing.cost_s.update({f"apart: {k}": v for k, v in mine.cost_s.items()})
             return
         why = (self.error or (mine.error if mine else None) or (self.outcome.died if self.outcome else "still running")
                or (mine.status if mine else None))

@@ -8,6 +8,7 @@ carries a note that says why, and nothing else changes.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import re
 import shutil
@@ -118,8 +119,8 @@ def run_ncu(result, task, cand, device: str, ref_dir, opts) -> None:
     report = base / "ncu.csv"
     launcher = [exe, "--profile-from-start", "off", "--target-processes", "all", "--csv", "--page", "raw",
                 *[a for s in SECTIONS for a in ("--section", s)], "--log-file", str(report)]
-    out = run_worker(req, build_timeout=opts.build_timeout, run_timeout=max(opts.run_timeout, 600), keep=base,
-                     launcher=launcher, cancel=opts.cancel)
+    out = run_worker(req, dataclasses.replace(opts, run_timeout=max(opts.run_timeout, 600)), keep=base,
+                     launcher=launcher)
     text = report.read_text(errors="replace") if report.exists() else ""
     if _PERMISSION in text + out.log_tail:
         prof.notes.append("ncu: the GPU's performance counters are not readable by this user "

@@ -17,6 +17,7 @@ from ..candidate import Candidate
 from ..results import MeasurementQuality, RaceEntry, RaceResult
 from ..vocab import RaceStatus
 from .launch.isolation import run_worker
+from .launch.reply import Samples
 from .options import Options, request, resolve, resolve_device, workdir
 from .judge.quality import GOOD, RoundJudge
 from .reference import reference, reference_server
@@ -67,36 +68,35 @@ def race(task, candidates: list, *, opts: Options | None = None, server=None) ->
 
 def _run(task, cands, names, device, opts, req, judge, ref_dir, meta, base, server, started) -> RaceResult:
     try:
-        out = run_worker(req, build_timeout=opts.build_timeout, run_timeout=opts.run_timeout, keep=base,
-                         on_phase=judge.on_phase, on_poll=judge.poll, on_round=judge.on_round, cancel=opts.cancel)
+        out = run_worker(req, opts, judge, keep=base)
         reply = out.result
         why = out.failure()
         if why:
             return RaceResult(status=RaceStatus.failed, message=f"race failed: {why}"[:1000],
                               seconds=round(time.perf_counter() - started, 3))
-        times = reply.timing["times"]
+        times = reply.timing.times
         ref_outs, dists = reference_outputs(ref_dir, server), meta["distributions"]
         entries = []
         for c, name in zip(cands, names):
-            sp, ci = speedup_ci(times["eager"]["ms"], times[name]["ms"], rounds=times[name].get("rounds"))
+            sp, ci = speedup_ci(times["eager"].ms, times[name].ms, rounds=times[name].rounds)
             flags = replay_flags(out.out_dir, task, ref_outs, dists, live=False, file=f"timed_outputs_{name}.pt")
-            entries.append(RaceEntry(candidate_hash=c.hash, stats=stats(times[name]["ms"], times[name].get("rounds")),
+            entries.append(RaceEntry(candidate_hash=c.hash, stats=stats(times[name].ms, times[name].rounds),
                                      speedup=sp, speedup_ci=ci, flags=flags))
     finally:
         if opts.keep_dir is None:
             shutil.rmtree(base, ignore_errors=True)
-    q = judge.summary(reply.timing.get("chosen_rounds") or reply.timing.get("chosen_round"))
+    q = judge.summary(reply.timing.kept_rounds())
     result = RaceResult(status=RaceStatus.ok, entries=entries, quality=MeasurementQuality.from_dict(q) if q else None)
     if len(names) > 1:
-        result.ratio, result.ratio_ci = speedup_ci(times[names[0]]["ms"], times[names[1]]["ms"],
-                                                   rounds=times[names[1]].get("rounds"))
+        result.ratio, result.ratio_ci = speedup_ci(times[names[0]].ms, times[names[1]].ms,
+                                                   rounds=times[names[1]].rounds)
     result.winner = _winner(times, names, entries, device, result.quality)
     result.message = _describe(result)
     result.seconds = round(time.perf_counter() - started, 3)
     return result
 
 
-def _winner(times: dict, names: list[str], entries: list[RaceEntry], device: str,
+def _winner(times: dict[str, Samples], names: list[str], entries: list[RaceEntry], device: str,
             q: MeasurementQuality | None) -> int | None:
     """The entry faster than every other with confidence, in a good round; else None."""
     ok = [i for i, e in enumerate(entries) if not e.flags]
@@ -107,11 +107,11 @@ def _winner(times: dict, names: list[str], entries: list[RaceEntry], device: str
     # In a round that was not good only a difference far beyond any noise seen counts: the low end
     # of the interval 50 % above the other (a 10× kernel against a slow one is still a decision).
     gain = MIN_GAIN[1 if device.startswith("cuda") else 0] if q is None or q.verdict == GOOD else NOISY_GAIN
-    best = min(ok, key=lambda i: stats(times[names[i]]["ms"], times[names[i]].get("rounds")).median_ms)
+    best = min(ok, key=lambda i: stats(times[names[i]].ms, times[names[i]].rounds).median_ms)
     for j in ok:
         if j != best:
-            _, (lo, _hi) = speedup_ci(times[names[j]]["ms"], times[names[best]]["ms"],
-                                      rounds=times[names[best]].get("rounds"))
+            _, (lo, _hi) = speedup_ci(times[names[j]].ms, times[names[best]].ms,
+                                      rounds=times[names[best]].rounds)
             if lo < 1.0 + gain:
                 return None
     return best

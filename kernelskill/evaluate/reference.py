@@ -55,8 +55,7 @@ def reference(task: Task, device: str, opts: Options) -> Path:
     base = workdir(opts)
     req = request("reference", task, None, device, opts, base, rotate=opts.timing.rotate if opts.timing else 3,
                   store_limit=opts.store_limit)
-    out = run_worker(req, build_timeout=opts.build_timeout, run_timeout=opts.run_timeout, keep=base,
-                     cancel=opts.cancel)
+    out = run_worker(req, opts, keep=base)
     reply = out.result
     why = out.failure("unknown failure")
     if why:
@@ -92,8 +91,7 @@ class RefServer:
 
     def _run(self, req: WorkerRequest) -> None:
         try:
-            self.outcome = run_worker(req, build_timeout=self.opts.build_timeout, run_timeout=self.opts.run_timeout,
-                                      keep=self.base, cancel=self.opts.cancel)
+            self.outcome = run_worker(req, self.opts, keep=self.base)
         except Cancelled:
             pass                                   # the evaluation raises it; this thread just ends
 

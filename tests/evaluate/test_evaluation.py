@@ -5,7 +5,7 @@ import dataclasses
 
 from kernelskill import Candidate
 from kernelskill.evaluate.evaluation import Evaluation
-from kernelskill.evaluate.launch.reply import WorkerReply
+from kernelskill.evaluate.launch.reply import Samples, TimingReply, WorkerReply
 from kernelskill.task import Task
 from kernelskill.vocab import ProfileMode
 
@@ -39,11 +39,14 @@ def test_the_steps_of_an_evaluation_in_order(fast, tmp_path):
     verify, cheats = ev.verified
     assert verify.correct and cheats == []
     assert ev.replay == []               # the timed outputs re-checked while the worker profiled
-    assert ev.reply.timing["times"]["candidate"]["ms"] and ev.reply.kernels
+    timing = ev.reply.timing
+    assert isinstance(timing, TimingReply) and isinstance(timing.times["candidate"], Samples)
+    assert timing.times["candidate"].ms and len(timing.times["eager"].ms) == len(timing.times["candidate"].ms)
+    assert timing.threads and timing.reps > 0 and ev.reply.kernels
 
     # profile: the rounds' quality into the reply, the device's ceilings.
     ev.profile()
-    assert ev.reply.timing["quality"]["verdict"] and ev.roof
+    assert ev.reply.timing.quality["verdict"] and ev.roof
 
     # judge: the verdict, from the fields the steps filled.
     ev.judge()
@@ -69,6 +72,27 @@ def test_a_reply_that_is_not_an_object_is_no_reply():
     assert WorkerReply.parse(["status", "ok"]) is None
     reply = WorkerReply.parse({"status": "runtime_error", "error": "boom", "line": 3, "build": None})
     assert reply.status == "runtime_error" and reply.line == 3 and reply.build == {} and reply.source_line == ""
+
+
+def test_a_replys_timing_is_read_into_records_and_a_malformed_one_is_no_reply():
+    wire = {"times": {"candidate": {"ms": [1.0, 1.2], "host_ms": [1.1, 1.3], "rounds": [1, 1]},
+                      "eager": {"ms": [2.0, 2.2]}, "compile": {"ms": [1.5, 1.6]}},
+            "reps": 2, "threads": 4, "rounds": 2, "chosen_rounds": [0, 1], "first_call_ms": 9.0,
+            "compile": {"ok": True, "seconds": 3.5, "agrees_with_eager": False}, "flush_l2": False,
+            "cost_s": {"timing": 0.4}}
+    t = WorkerReply.parse({"status": "ok", "timing": wire}).timing
+    assert t.times["candidate"] == Samples(ms=[1.0, 1.2], host_ms=[1.1, 1.3], rounds=[1, 1])
+    assert t.times["eager"].rounds is None and t.times["eager"].host_ms == []
+    assert t.compile.seconds == 3.5 and t.compile.agrees_with_eager is False and t.flush_l2 is False
+    assert t.kept_rounds() == [0, 1] and t.cost_s == {"timing": 0.4} and t.quality is None
+    # The round judge's statistics read the wire form: the same samples come back.
+    assert t.raw_times() == {"candidate": wire["times"]["candidate"], "eager": wire["times"]["eager"],
+                             "compile": wire["times"]["compile"]}
+    assert WorkerReply.parse({"status": "ok"}).timing is None
+    # Written by the process that ran candidate code: a timing of the wrong shape is no reply at all
+    # (the parent then says the worker crashed), never a KeyError deep in the verdict.
+    for forged in ({"times": [1.0]}, {"times": {"candidate": 3}}, "fast", {"times": {"eager": {"ms": None}}, "reps": 1}):
+        assert WorkerReply.parse({"status": "ok", "timing": forged}) is None, forged
 
 
 def test_run_says_where_the_seconds_went(fast, tmp_path):

@@ -9,7 +9,7 @@ from kernelskill import Candidate
 from kernelskill.evaluate import evaluate
 from kernelskill.evaluate.launch.isolation import scrubbed_env
 
-from helpers import RELU_TASK, toolkit_candidate
+from helpers import RELU_TASK, hear, limits, toolkit_candidate
 
 
 def run(source: str, fast, **kw):
@@ -110,8 +110,7 @@ def test_interrupting_the_caller_kills_the_worker(tmp_path, fast):
     base = tmp_path / "work"
     base.mkdir()
     with pytest.raises(KeyboardInterrupt):
-        run_worker(request("compile", None, cand, "cpu", fast, base), build_timeout=600, run_timeout=600,
-                   keep=base, on_phase=interrupt)
+        run_worker(request("compile", None, cand, "cpu", fast, base), limits(600, 600), hear(interrupt), keep=base)
     pid = int(pid_file.read_text())
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)

@@ -20,7 +20,7 @@ from kernelskill.evaluate.judge import verdict
 from kernelskill.evaluate.options import request
 from kernelskill.evaluate.reference import reference
 
-from helpers import RELU_TASK, toolkit_candidate
+from helpers import RELU_TASK, hear, limits, toolkit_candidate
 
 GOOD = toolkit_candidate("return ext.relu2(x)")
 
@@ -184,11 +184,11 @@ def _spare_pids() -> list[int]:
 
 def test_a_prestarted_worker_serves_the_next_request_and_leaves_its_files_in_place(prestart, fast, tmp_path):
     req, base = _compile_request(fast, tmp_path)
-    first = isolation.run_worker(req, build_timeout=600, run_timeout=60, keep=base)
+    first = isolation.run_worker(req, limits(), keep=base)
     assert first.result.status == "ok" and not first.prestarted
     (spare,) = _spare_pids()
     req, base = _compile_request(fast, tmp_path)
-    second = isolation.run_worker(req, build_timeout=600, run_timeout=60, keep=base)
+    second = isolation.run_worker(req, limits(), keep=base)
     assert second.result.status == "ok" and second.prestarted
     # Its folders became the caller's; the spare that served is gone, a new one waits.
     assert second.out_dir == base / "out" and (base / "out" / "result.json").exists()
@@ -199,7 +199,7 @@ def test_a_prestarted_worker_serves_the_next_request_and_leaves_its_files_in_pla
 
 def test_wait_for_spares_returns_once_every_spare_has_imported_what_it_needs(prestart, fast, tmp_path):
     req, base = _compile_request(fast, tmp_path)
-    isolation.run_worker(req, build_timeout=600, run_timeout=60, keep=base)
+    isolation.run_worker(req, limits(), keep=base)
     spares = [sp for kind in isolation._SPARES.values() for sp in kind]
     assert spares                                   # one started as the worker ended (a CPU request)
     assert isolation.wait_for_spares(timeout=300)
@@ -229,13 +229,13 @@ def test_on_a_gpu_the_next_spare_starts_while_the_worker_runs(prestart, fast, tm
     req, base = _compile_request(fast, tmp_path)
     req.device = "cuda"
     seen = []
-    first = isolation.run_worker(req, build_timeout=600, run_timeout=60, keep=base,
-                                 on_phase=lambda phase: seen.append((phase, list(_spare_pids()))))
+    first = isolation.run_worker(req, limits(), hear(lambda phase: seen.append((phase, list(_spare_pids())))),
+                                 keep=base)
     assert first.result.status == "ok" and not first.prestarted
     assert seen and all(pids for _, pids in seen), seen       # started before the first phase was seen
     req, base = _compile_request(fast, tmp_path)
     req.device = "cuda"
-    second = isolation.run_worker(req, build_timeout=600, run_timeout=60, keep=base)
+    second = isolation.run_worker(req, limits(), keep=base)
     assert second.result.status == "ok" and second.prestarted
     # Three wait on a GPU (a reference, a run and a server worker follow each other within seconds);
     # never more, however many requests came.
@@ -255,9 +255,9 @@ def _warm_arg(pid: int) -> str | None:
 
 def test_a_spare_started_for_another_environment_is_not_used(prestart, fast, tmp_path):
     req, base = _compile_request(fast, tmp_path, threads=1)
-    isolation.run_worker(req, build_timeout=600, run_timeout=60, keep=base)
+    isolation.run_worker(req, limits(), keep=base)
     req, base = _compile_request(fast, tmp_path, threads=2)    # OMP_NUM_THREADS differs
-    out = isolation.run_worker(req, build_timeout=600, run_timeout=60, keep=base)
+    out = isolation.run_worker(req, limits(), keep=base)
     assert out.result.status == "ok" and not out.prestarted
 
 
@@ -324,8 +324,9 @@ base.mkdir(parents=True, exist_ok=True)
 req = request("run", task, Candidate.from_source(toolkit_candidate("return ext.relu2(x)")), "cpu", opts, base)
 req = req.replace(ref_dir=str(ref_dir), timing=dataclasses.asdict(opts.timing), profile="off", poison_bytes=0)
 # The bench's shape: the worker is run from a thread other than the main one.
-threading.Thread(target=isolation.run_worker, args=(req,), daemon=True,
-                 kwargs=dict(build_timeout=600, run_timeout=600, keep=base, decide=lambda d: time.sleep(3600))).start()
+from helpers import hear
+threading.Thread(target=isolation.run_worker, args=(req, opts, hear(decide=lambda d: time.sleep(3600))), daemon=True,
+                 kwargs=dict(keep=base)).start()
 while "await" not in ((base / "out" / "phases").read_text() if (base / "out" / "phases").exists() else ""):
     time.sleep(0.05)
 import json
@@ -365,7 +366,7 @@ def test_a_profiling_workers_successor_starts_only_after_it_ended(prestart, fast
         events.append("worker started")
         return proc
     monkeypatch.setattr(isolation, "spawn", spawn)
-    out = isolation.run_worker(req, build_timeout=600, run_timeout=60, keep=base, on_phase=events.append)
+    out = isolation.run_worker(req, limits(), hear(events.append), keep=base)
     assert out.returncode is not None
     # Started once, after the worker: nothing of ours was alive then.
     assert events.count(("successor", 0)) == 1 and events[-1] == ("successor", 0), events
@@ -382,7 +383,7 @@ def test_on_a_gpu_the_next_spare_starts_beside_the_build(prestart, fast, tmp_pat
     monkeypatch.setattr(isolation, "_spawn_spare", lambda req: (events.append("successor"), real(req))[1])
     req, base = _compile_request(fast, tmp_path)
     req.device = "cuda"
-    out = isolation.run_worker(req, build_timeout=600, run_timeout=60, keep=base, on_phase=events.append)
+    out = isolation.run_worker(req, limits(), hear(events.append), keep=base)
     assert out.result is not None, out.log_tail
     assert "build" in events and events.count("successor") == 1, events
     assert events.index("successor") < events.index("build"), events

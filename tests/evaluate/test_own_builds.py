@@ -157,22 +157,22 @@ def test_a_round_beside_the_tools_own_build_is_contended_and_paused_before_the_n
     for k in (0, 1):
         (tmp_path / f"timing_{k}.json").write_text(json.dumps({"times": quiet}))
     judge = RoundJudge("cpu", 2, retimes=1, backoff_s=0.0)
-    judge.on_phase("time")
+    judge.phase("time")
     judge.poll(tmp_path)                                              # the round begins: nothing to pause yet
     d, go = _stand_in_maker(build_root() / "_pch", tmp_path, work=20)
     _until(lambda: _marker_of(d), "the maker's marker")               # ... and a maker starts during it
     # It is let go only once paused: let go before the round is judged, a maker that finished in
     # the meantime (a busy machine slows this process, not it) would have left no marker to see.
-    answer = judge.on_round(tmp_path, 0)
+    answer = judge.round(tmp_path, 0)
     assert answer.startswith("again")
     first = judge.rounds[0]
     assert first["verdict"] == CONTENDED and "the tool's own background build ran during the round" in first["reasons"][0]
     [b] = _marker_of(d)
     assert b["paused"]                                                # paused before the next round
     go.write_text("go")                                               # it works on once resumed
-    judge.on_phase("time")
+    judge.phase("time")
     judge.poll(tmp_path)
-    assert judge.on_round(tmp_path, 1) == "done 1"                    # quiet samples, the maker paused: good
+    assert judge.round(tmp_path, 1) == "done 1"                    # quiet samples, the maker paused: good
     s = judge.summary()
     assert s["chosen_round"] == 1 and s["verdict"] == "good"
     assert any(r.startswith("paused the tool's own background build") for r in s["reasons"])

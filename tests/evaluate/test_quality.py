@@ -96,8 +96,8 @@ def test_the_round_judge_times_again_with_backoff_then_reports_the_best_round(tm
     quiet = {"eager": {"ms": _samples(rng, 1.0, 60)}, "candidate": {"ms": _samples(rng, 0.5, 60)}}
     (tmp_path / "timing_0.json").write_text(json.dumps({"times": noisy}))
     (tmp_path / "timing_1.json").write_text(json.dumps({"times": quiet}))
-    assert judge.on_round(tmp_path, 0) == "again 0.5"
-    assert judge.on_round(tmp_path, 1) == "done 1"
+    assert judge.round(tmp_path, 0) == "again 0.5"
+    assert judge.round(tmp_path, 1) == "done 1"
     s = judge.summary()
     assert s["verdict"] == GOOD and s["rounds"] == 2 and s["chosen_round"] == 1
     assert [h["verdict"] for h in s["history"]] == [NOISY, GOOD]
@@ -151,11 +151,11 @@ def test_good_rounds_that_contradict_each_other_get_a_third_that_decides(tmp_pat
     for k, cand in enumerate((0.5075, 0.5, 0.5)):
         (tmp_path / f"timing_{k}.json").write_text(json.dumps({"times": {
             "eager": {"ms": _samples(rng, 1.0, 200, 0.001)}, "candidate": {"ms": _samples(rng, cand, 200, 0.001)}}}))
-    assert judge.on_round(tmp_path, 0) == "again 0"
+    assert judge.round(tmp_path, 0) == "again 0"
     assert judge.rounds[0]["verdict"] == GOOD
-    assert judge.on_round(tmp_path, 1) == "again 0", "two good rounds apart: a third decides, at once"
+    assert judge.round(tmp_path, 1) == "again 0", "two good rounds apart: a third decides, at once"
     assert disjoint(judge.rounds) == [(0, 1)]
-    assert judge.on_round(tmp_path, 2) == "done 0,1,2"
+    assert judge.round(tmp_path, 2) == "done 0,1,2"
     c = judge.combined([0, 1, 2])
     speeds = sorted(r["speedup"] for r in judge.rounds)
     assert c["speedup"] == pytest.approx(speeds[1], rel=1e-3)      # the majority's, not the mean
@@ -164,7 +164,7 @@ def test_good_rounds_that_contradict_each_other_get_a_third_that_decides(tmp_pat
     judge2 = RoundJudge("cuda", None, retimes=2, backoff_s=0.5, min_rounds=2)
     for k in range(2):
         _write_round(tmp_path, k, 1.0, 0.5, rng, n=200)
-    assert judge2.on_round(tmp_path, 0) == "again 0" and judge2.on_round(tmp_path, 1) == "done 0,1"
+    assert judge2.round(tmp_path, 0) == "again 0" and judge2.round(tmp_path, 1) == "done 0,1"
 
 
 def test_rounds_merge_keeps_every_sample_and_the_split():
@@ -207,8 +207,8 @@ def test_two_agreeing_rounds_make_one_good_measurement(tmp_path, monkeypatch):
     _write_round(tmp_path, 0, 1.0, 0.5, rng, n=200)
     _write_round(tmp_path, 1, 1.0, 0.5, rng, n=200)
     # A good first round is not enough: the next allocation is timed at once, without backoff.
-    assert judge.on_round(tmp_path, 0) == "again 0"
-    assert judge.on_round(tmp_path, 1) == "done 0,1"
+    assert judge.round(tmp_path, 0) == "again 0"
+    assert judge.round(tmp_path, 1) == "done 0,1"
     s = judge.summary([0, 1])
     assert s["verdict"] == GOOD and s["chosen_rounds"] == [0, 1] and s["rounds"] == 2
     assert s["metrics"]["rounds_merged"] == 2 and s["metrics"]["rounds_spread"] < 0.02
@@ -220,9 +220,9 @@ def test_rounds_that_disagree_are_timed_again_then_reported_noisy_with_an_interv
     judge = RoundJudge("cuda", None, retimes=1, backoff_s=0.5, min_rounds=2)
     for k, eager in enumerate((1.0, 1.06, 1.0)):       # each round tight, the second 6 % apart
         _write_round(tmp_path, k, eager, 0.5, rng, n=200)
-    assert judge.on_round(tmp_path, 0) == "again 0"
-    assert judge.on_round(tmp_path, 1) == "again 0"        # every round good, but they disagree: at once
-    assert judge.on_round(tmp_path, 2) == "done 0,1,2"     # no re-time left
+    assert judge.round(tmp_path, 0) == "again 0"
+    assert judge.round(tmp_path, 1) == "again 0"        # every round good, but they disagree: at once
+    assert judge.round(tmp_path, 2) == "done 0,1,2"     # no re-time left
     s = judge.summary([0, 1, 2])
     assert s["verdict"] == NOISY and any("fresh allocations, differ by" in r for r in s["reasons"]), s["reasons"]
     c = judge.combined([0, 1, 2])
@@ -239,8 +239,8 @@ def test_one_good_round_where_two_are_needed_is_not_good(tmp_path, monkeypatch):
     _write_round(tmp_path, 0, 1.0, 0.5, rng, n=200)
     wide = {"eager": {"ms": _samples(rng, 1.0, 60, 0.5)}, "candidate": {"ms": _samples(rng, 0.5, 60, 0.5)}}
     (tmp_path / "timing_1.json").write_text(json.dumps({"times": wide}))
-    assert judge.on_round(tmp_path, 0) == "again 0"
-    assert judge.on_round(tmp_path, 1) == "done 0"
+    assert judge.round(tmp_path, 0) == "again 0"
+    assert judge.round(tmp_path, 1) == "done 0"
     s = judge.summary([0])
     assert s["verdict"] == NOISY and any("only 1 of the 2 rounds" in r for r in s["reasons"]), s["reasons"]
 

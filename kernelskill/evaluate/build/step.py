@@ -13,7 +13,7 @@ from kernelskill.candidate import Candidate
 from kernelskill.errors import UserError
 from kernelskill.results import CompileResult, Diagnostic
 from kernelskill.vocab import Backend, WorkerStatus
-from ..launch.isolation import WorkerOutcome, run_worker
+from ..launch.isolation import StepListener, WorkerOutcome, run_worker
 from ..options import Options, request, resolve, resolve_device, workdir
 from ..launch.reply import WorkerReply
 
@@ -59,9 +59,7 @@ def compile(candidate, *, device: str = "auto", opts: Options | None = None) -> 
     device = resolve_device(device, cand.backend) if device != "auto" else ("cpu" if cand.backend == Backend.cpp else
                                                                           resolve_device("auto"))
     base = workdir(opts)
-    out = run_worker(request("compile", None, cand, device, opts, base),
-                     build_timeout=opts.build_timeout, run_timeout=opts.run_timeout, keep=base, cancel=opts.cancel,
-                     on_step=opts.on_step)
+    out = run_worker(request("compile", None, cand, device, opts, base), opts, StepListener(opts.on_step), keep=base)
     res = compile_result(cand, out.result, out)
     if out.died:
         res.ok = False

@@ -61,7 +61,7 @@ def ceilings(device: str, worker_env: dict, opts: Options, refresh: bool = False
     base = workdir(opts)
     try:
         out = run_worker(request("ceilings", None, None, device, dataclasses.replace(opts, threads=threads), base),
-                         build_timeout=opts.build_timeout, run_timeout=opts.run_timeout, keep=base, cancel=opts.cancel)
+                         opts, keep=base)
     finally:
         if paused:
             own_builds.resume()

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from ..host import HostSampler, gpu_state
+from ..launch.isolation import Listener
 
 GOOD, NOISY, CONTENDED = "good", "noisy", "contended"
 QUALITIES = (GOOD, NOISY, CONTENDED)
@@ -158,13 +159,13 @@ def disjoint(rounds: list[dict], device: str = "cuda") -> list[tuple[int, int]]:
     return out
 
 
-class RoundJudge:
+class RoundJudge(Listener):
     """Judges each timing round as the worker finishes it, and answers it: time again (on fresh
     allocations) until ``min_rounds`` rounds are good and agree, after a backoff where a round was
     not good, while re-times are left; then report the rounds of the best verdict, merged.
 
-    ``poll(out_dir)`` (every ~50 ms while the worker runs) starts the host sampler when a round
-    begins; ``on_round(out_dir, k)`` is ``run_worker``'s round callback."""
+    As ``run_worker``'s listener (a race's): ``poll(out_dir)`` (every ~50 ms while the worker runs)
+    starts the host sampler when a round begins; ``round(out_dir, k)`` answers a finished round."""
 
     def __init__(self, device: str, threads: int | None, retimes: int, backoff_s: float,
                  pair: tuple[str, str] = ("eager", "candidate"), min_rounds: int = 1):
@@ -196,8 +197,8 @@ class RoundJudge:
             from ..build.own_builds import resume
             resume()
 
-    def on_phase(self, phase: str) -> None:
-        self._phase = phase
+    def phase(self, name: str) -> None:
+        self._phase = name
 
     def poll(self, out_dir) -> None:
         if self._phase == "time" and not self._timing:
@@ -219,7 +220,7 @@ class RoundJudge:
                 threading.Thread(target=lambda: self._gpu_start.update(gpu_state(self._uuid, self._pid) or {}),
                                  daemon=True).start()
 
-    def on_round(self, out_dir, k: int) -> str:
+    def round(self, out_dir: Path, k: int) -> str:
         import json
 
         from ..worker.timing import speedup_ci

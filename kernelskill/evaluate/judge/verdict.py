@@ -296,35 +296,34 @@ def timed_profile(reply: WorkerReply, device: str, backend: str, meta: dict, fla
     """The ProfileResult of a verified, timed candidate from its worker's reply (samples, kernels);
     the flags its numbers raise (timer-mismatch, no-custom-kernel, review) are added to ``flags``."""
     timing = reply.timing
-    times = timing["times"]
-    cand_ms, base_ms = times["candidate"]["ms"], times["eager"]["ms"]
-    prof = ProfileResult(device=device, candidate=stats(cand_ms, times["candidate"].get("rounds")),
-                         baseline=stats(base_ms, times["eager"].get("rounds")),
-                         threads=timing.get("threads"), first_call_ms=timing.get("first_call_ms"),
-                         cost_s=timing.get("cost_s") or {},
+    times = timing.times
+    cand, base = times["candidate"], times["eager"]
+    cand_ms, base_ms = cand.ms, base.ms
+    prof = ProfileResult(device=device, candidate=stats(cand_ms, cand.rounds), baseline=stats(base_ms, base.rounds),
+                         threads=timing.threads, first_call_ms=timing.first_call_ms, cost_s=dict(timing.cost_s),
                          timer="cuda-events+host" if device.startswith("cuda") else "perf_counter")
     # Samples of several rounds (fresh allocations): the interval spans each round's speedup.
-    split = times["candidate"].get("rounds")
+    split = cand.rounds
     sp, ci = speedup_ci(base_ms, cand_ms, rounds=split)
     prof.speedup, prof.speedup_ci = sp, ci
-    q = timing.get("quality") or quality.assess(times, device, sp, ci, threads=prof.threads)
+    q = timing.quality or quality.assess(timing.raw_times(), device, sp, ci, threads=prof.threads)
     prof.quality = MeasurementQuality.from_dict(q)
     prof.decision_ms = quality.low_quantile(cand_ms)
     if not prof.quality.good:
         prof.notes.append(_no_decision_note(prof.quality))
-    info = timing.get("compile")
+    info = timing.compile
     if "compile" in times:
-        prof.compile_baseline = stats(times["compile"]["ms"], times["compile"].get("rounds"))
-        prof.speedup_vs_compile, prof.speedup_vs_compile_ci = speedup_ci(times["compile"]["ms"], cand_ms,
-                                                                          rounds=split)
-        prof.notes.append(f"torch.compile baseline: compiled in {info['seconds']:.1f} s (cached per environment)"
-                          + ("" if info.get("agrees_with_eager") else
+        compiled = times["compile"]
+        prof.compile_baseline = stats(compiled.ms, compiled.rounds)
+        prof.speedup_vs_compile, prof.speedup_vs_compile_ci = speedup_ci(compiled.ms, cand_ms, rounds=split)
+        prof.notes.append(f"torch.compile baseline: compiled in {info.seconds or 0.0:.1f} s (cached per environment)"
+                          + ("" if info.agrees_with_eager else
                              "; its outputs differ from eager beyond 1e-2 (Inductor numerics)"))
     elif info:
-        prof.notes.append(f"torch.compile baseline failed: {info.get('error', '?')}")
+        prof.notes.append(f"torch.compile baseline failed: {info.error or '?'}")
     if device.startswith("cuda"):
-        gap_c = float(np.median(np.subtract(times["candidate"]["host_ms"], cand_ms)))
-        gap_b = float(np.median(np.subtract(times["eager"]["host_ms"], base_ms)))
+        gap_c = float(np.median(np.subtract(cand.host_ms, cand_ms)))
+        gap_b = float(np.median(np.subtract(base.host_ms, base_ms)))
         ev = float(np.median(cand_ms))
         if gap_c > gap_b + max(0.5 * ev, 0.05):
             flags.append(f"timer-mismatch: the host clock sees {gap_c:.3f} ms more than the CUDA events "

@@ -16,6 +16,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Protocol
 
 from kernelskill.vocab import RECHECK_PHASE, WorkerStatus
 from .. import host
@@ -265,25 +266,91 @@ class Cancelled(Exception):
     """The caller cancelled the evaluation (``Options.cancel`` set): its worker is dead."""
 
 
-def run_worker(request: WorkerRequest, *, build_timeout: float, run_timeout: float,
-               keep: Path | None = None, on_phase=None, decide=None, on_timed=None, on_poll=None,
-               on_round=None, launcher: list[str] | None = None,
-               cancel: threading.Event | None = None, on_step=None) -> WorkerOutcome:
+class Limits(Protocol):
+    """What ``run_worker`` reads of the caller's options (``evaluate.options.Options`` has them)."""
+    build_timeout: float                 # seconds a phase before the candidate runs (setup, build) may take
+    run_timeout: float                   # seconds any later phase may take
+    cancel: threading.Event | None       # once set, the worker is killed within one poll
+
+
+class WorkerListener(Protocol):
+    """What hears one worker while it runs and answers its questions; every method is called on
+    ``run_worker``'s thread, between polls (~50 ms apart)."""
+
+    def phase(self, name: str) -> None:
+        """The worker entered phase ``name`` (setup, build, run, await, timed, profile, done, …)."""
+
+    def step(self, text: str) -> None:
+        """A step within the phase (a build's unit compiled, its link)."""
+
+    def decide(self, out_dir: Path) -> bool:
+        """``await``: its outputs are written; True lets it go on to timing (an incorrect
+        candidate is never timed)."""
+
+    def timed(self, out_dir: Path) -> None:
+        """The timed calls' outputs are written: re-check them while the worker profiles."""
+
+    def round(self, out_dir: Path, k: int) -> str:
+        """Timing round ``k``'s samples are written: ``again SECONDS`` or ``done K``."""
+
+    def poll(self, out_dir: Path) -> None:
+        """Every poll while the worker lives (trials are compared as they appear)."""
+
+    def cancelled(self) -> bool:
+        """True kills the worker within one poll and ``run_worker`` raises ``Cancelled``."""
+
+
+class Listener:
+    """A listener that hears nothing and lets the worker run through: go on to timing, keep the
+    first round, never cancel. Subclass it and override what a caller needs."""
+
+    def phase(self, name: str) -> None:
+        pass
+
+    def step(self, text: str) -> None:
+        pass
+
+    def decide(self, out_dir: Path) -> bool:
+        return True
+
+    def timed(self, out_dir: Path) -> None:
+        pass
+
+    def round(self, out_dir: Path, k: int) -> str:
+        return "done 0"
+
+    def poll(self, out_dir: Path) -> None:
+        pass
+
+    def cancelled(self) -> bool:
+        return False
+
+
+class StepListener(Listener):
+    """Hears only a build's steps (``compile``: the CLI's progress line)."""
+
+    def __init__(self, on_step: Callable[[str], None] | None):
+        self.on_step = on_step
+
+    def step(self, text: str) -> None:
+        if self.on_step:
+            self.on_step(text)
+
+
+def run_worker(request: WorkerRequest, opts: Limits, listener: WorkerListener | None = None, *,
+               keep: Path | None = None, launcher: list[str] | None = None) -> WorkerOutcome:
     """Run ``python -m kernelskill.evaluate.worker`` on ``request``; never raises for its failures.
 
-    When the worker reaches the ``await`` phase (its outputs are written), ``decide(out_dir)``
-    says whether it goes on to timing: an incorrect candidate is never timed. When it reaches
-    ``profile`` (the timed calls' outputs are written), ``on_timed(out_dir)`` runs here while the
-    worker profiles. At each ``timed`` phase (a timing round's samples are written),
-    ``on_round(out_dir, k)`` answers the worker (``again SECONDS`` or ``done K``; without it the
-    first round is kept). ``on_poll(out_dir)`` runs every ~50 ms while the worker lives (the parent
-    compares trials as they appear). ``launcher`` is a command the worker runs under (Nsight
-    Compute: ``["ncu", …]``). ``cancel``, once set, kills the worker's group within one poll and
-    raises ``Cancelled``. ``on_step(text)`` hears the steps of the phase under way (a build's units,
-    its link) as the worker reports them. With ``prestart_workers()`` on, a worker started ahead serves the
-    request when one matches, and another is started for the next request: at once on a GPU,
+    ``opts`` gives the timeouts (a phase before the candidate runs gets ``build_timeout``, a later
+    one ``run_timeout``; the whole run at most their sum) and ``cancel``. ``listener`` hears the
+    worker's phases and steps and answers its questions (``WorkerListener``; None: ``Listener()``,
+    which hears nothing and lets it run through). ``launcher`` is a command the worker runs under
+    (Nsight Compute: ``["ncu", …]``). With ``prestart_workers()`` on, a worker started ahead serves
+    the request when one matches, and another is started for the next request: at once on a GPU,
     once this one ends on a CPU.
     """
+    listener = listener if listener is not None else Listener()
+    build_timeout, run_timeout, cancel = opts.build_timeout, opts.run_timeout, opts.cancel
     base = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="kernelskill-"))
     # A spare is taken whenever one of the request's kind waits (started ahead by prestart_workers or
     # start_one_ahead); more are started only with prestart_workers on.
@@ -332,24 +399,19 @@ def run_worker(request: WorkerRequest, *, build_timeout: float, run_timeout: flo
                     pass
                 for new_phase in phases.read_new():   # every phase, however short, in order
                     if new_phase.startswith(STEP):
-                        if on_step:
-                            on_step(new_phase[len(STEP):])
+                        listener.step(new_phase[len(STEP):])
                         continue
                     phase, phase_started = new_phase, time.monotonic()
-                    if on_phase:
-                        on_phase(phase)
+                    listener.phase(phase)
                     if phase == "await":
-                        go = decide(out_dir) if decide else True
-                        write_atomic(out_dir / "decision", "go" if go else "stop")
+                        write_atomic(out_dir / "decision", "go" if listener.decide(out_dir) else "stop")
                     elif phase == "timed":
-                        answer = on_round(out_dir, rounds) if on_round else "done 0"
-                        write_atomic(out_dir / f"round_{rounds}", answer)
+                        write_atomic(out_dir / f"round_{rounds}", listener.round(out_dir, rounds))
                         rounds += 1
-                    elif phase in TIMED_OUTPUTS_WRITTEN and on_timed:
-                        on_timed(out_dir)
-                if on_poll:
-                    on_poll(out_dir)
-                if cancel is not None and cancel.is_set():
+                    elif phase in TIMED_OUTPUTS_WRITTEN:
+                        listener.timed(out_dir)
+                listener.poll(out_dir)
+                if (cancel is not None and cancel.is_set()) or listener.cancelled():
                     raise Cancelled(f"cancelled in the {phase} phase")
                 limit = build_timeout if phase in ("setup", "build") else run_timeout
                 # The phase file is written by untrusted code: the sum of both limits bounds it all.
@@ -370,13 +432,11 @@ def run_worker(request: WorkerRequest, *, build_timeout: float, run_timeout: flo
     if not timed_out:
         for phase in phases.read_new():       # what it reported just before it exited
             if phase.startswith(STEP):
-                if on_step:
-                    on_step(phase[len(STEP):])
+                listener.step(phase[len(STEP):])
                 continue
-            if on_phase:
-                on_phase(phase)
-            if phase in TIMED_OUTPUTS_WRITTEN and on_timed:
-                on_timed(out_dir)
+            listener.phase(phase)
+            if phase in TIMED_OUTPUTS_WRITTEN:
+                listener.timed(out_dir)
     if spare is not None:
         # The spare's folders become the caller's, as if it had started there.
         for name in ("scratch", "out"):

@@ -14,6 +14,88 @@ from kernelskill.vocab import WorkerStatus
 
 
 @dataclass
+class Samples:
+    """One model's timed calls, as the worker took them (interleaved with the other models')."""
+    ms: list[float]                   # each call: CUDA events on a GPU, perf_counter on a CPU
+    host_ms: list[float] = field(default_factory=list)      # the host's clock around each call
+    device_ms: list[float] = field(default_factory=list)    # hide_launch: the device's own time
+    enqueue_ms: list[float] = field(default_factory=list)   # hide_launch: the host's enqueue time
+    rounds: list[int] | None = None   # the samples each timing round gave (several rounds merged)
+
+    @classmethod
+    def parse(cls, data: dict) -> Samples:
+        """One model's samples; ValueError unless ``ms`` is a non-empty list of numbers."""
+        ms = data.get("ms")
+        if not isinstance(ms, list) or not ms or not all(isinstance(x, (int, float)) for x in ms):
+            raise ValueError("timing: a model's ms is not a non-empty list of numbers")
+        return cls(ms=ms, host_ms=list(data.get("host_ms") or []),
+                   device_ms=list(data.get("device_ms") or []), enqueue_ms=list(data.get("enqueue_ms") or []),
+                   rounds=data.get("rounds"))
+
+    def to_dict(self) -> dict:
+        """The wire form ({"ms": [...], ...}, empty lists left out), as the round files hold it."""
+        out = {"ms": self.ms}
+        for name in ("host_ms", "device_ms", "enqueue_ms"):
+            if getattr(self, name):
+                out[name] = getattr(self, name)
+        if self.rounds is not None:
+            out["rounds"] = self.rounds
+        return out
+
+
+@dataclass
+class CompileInfo:
+    """How the torch.compile baseline was made in the worker (``baseline`` compile or both)."""
+    ok: bool
+    seconds: float | None = None
+    agrees_with_eager: bool | None = None   # its outputs within 1e-2 of eager's (Inductor numerics)
+    error: str | None = None
+
+
+@dataclass
+class TimingReply:
+    """A run or race worker's timing: every model's samples, and how they were taken."""
+    times: dict[str, Samples]         # run: candidate, eager (and compile); race: c0, c1, …, eager
+    reps: int = 0                     # calls per model in the kept round(s)
+    threads: int | None = None        # torch's intra-op threads in the worker
+    rounds: int = 1                   # timing rounds the worker ran
+    chosen_round: int | None = None   # the round kept (one)
+    chosen_rounds: list[int] | None = None   # the rounds kept and merged (several)
+    first_call_ms: float | None = None   # the candidate's first call (Triton compiles there)
+    compile: CompileInfo | None = None   # the torch.compile baseline's making; None: not asked for
+    spin_ms: float | None = None      # the GPU spin before each round (hide_launch)
+    flush_l2: bool = True             # whether L2 was flushed before each timed call
+    cost_s: dict[str, float] = field(default_factory=dict)   # where the worker's time went
+    # Set by the parent: the rounds' judged quality (judge.quality.RoundJudge.summary).
+    quality: dict | None = None
+
+    @classmethod
+    def parse(cls, data: object) -> TimingReply | None:
+        """The timing in a reply; None when there is none. A malformed one raises ValueError."""
+        if data is None:
+            return None
+        if not isinstance(data, dict) or not isinstance(data.get("times"), dict):
+            raise ValueError("timing: not an object with times")
+        info = data.get("compile")
+        return cls(times={str(k): Samples.parse(v) for k, v in data["times"].items()},
+                   reps=data.get("reps") or 0, threads=data.get("threads"), rounds=data.get("rounds") or 1,
+                   chosen_round=data.get("chosen_round"), chosen_rounds=data.get("chosen_rounds"),
+                   first_call_ms=data.get("first_call_ms"),
+                   compile=CompileInfo(**{k: info.get(k) for k in ("ok", "seconds", "agrees_with_eager", "error")})
+                   if isinstance(info, dict) else None,
+                   spin_ms=data.get("spin_ms"), flush_l2=data.get("flush_l2", True),
+                   cost_s=dict(data.get("cost_s") or {}), quality=data.get("quality"))
+
+    def kept_rounds(self) -> int | list[int] | None:
+        """The round(s) whose samples these are."""
+        return self.chosen_rounds or self.chosen_round
+
+    def raw_times(self) -> dict:
+        """``times`` in the wire form the round judge's statistics read (``quality.assess``)."""
+        return {name: s.to_dict() for name, s in self.times.items()}
+
+
+@dataclass
 class WorkerReply:
     """One worker's report. Fields a mode does not write keep their defaults."""
     # Every mode. None when a forged reply carries none, or a status the worker never sends.
@@ -35,7 +117,7 @@ class WorkerReply:
     gpu_uuid: str | None = None
     flags_after: list = field(default_factory=list)   # backend flags the candidate changed
     # run and race, once timed: samples, rounds, first call, torch.compile baseline, cost_s, …
-    timing: dict | None = None
+    timing: TimingReply | None = None
     # run (profiled in the same worker) and profile: the kernel breakdown. ``kernels_note`` is
     # the parent's, when a profiling worker apart gave none.
     kernels: dict | None = None
@@ -55,11 +137,15 @@ class WorkerReply:
         if not isinstance(data, dict):
             return None
         get = data.get
+        try:
+            timing = TimingReply.parse(get("timing"))
+        except (ValueError, TypeError, AttributeError):
+            return None               # a forged or broken timing: as if the worker never reported
         return cls(status=_status(get("status")), error=get("error"), env=get("env") or {}, line=get("line"),
                    source_line=get("source_line") or "", traceback=get("traceback"), build=get("build") or {},
                    checks=get("checks") or [], aligned=get("aligned"), verify_seconds=get("verify_seconds"),
                    pid=get("pid"), gpu_uuid=get("gpu_uuid"), flags_after=get("flags_after") or [],
-                   timing=get("timing"), kernels=get("kernels"), kernels_note=get("kernels_note"),
+                   timing=timing, kernels=get("kernels"), kernels_note=get("kernels_note"),
                    cost_s=get("cost_s") or {}, ceilings=get("ceilings"), gpu=get("gpu"), served=get("served"),
                    raw=data)
 
