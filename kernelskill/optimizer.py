@@ -453,7 +453,8 @@ class Optimizer:
         best = self.tree.best()
         if limit is None or best is None or not best.measured_well:
             return None
-        frac = best.profile.roofline.get("fraction") if best.profile is not None else None
+        roof = best.profile.roofline if best.profile is not None else None
+        frac = roof.fraction if roof is not None else None
         return "roof" if isinstance(frac, (int, float)) and frac >= limit else None
 
     def _budget_update(self) -> None:

@@ -15,8 +15,10 @@ from .vocab import Bottleneck, Status
 
 def to_dict(obj: Any) -> Any:
     """Plain JSON-ready data from a (nested) result dataclass."""
+    if isinstance(obj, OpenRecord):
+        return obj.wire()
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        return {f.name: to_dict(_wire_value(f, getattr(obj, f.name))) for f in dataclasses.fields(obj)}
     if isinstance(obj, (list, tuple)):
         return [to_dict(x) for x in obj]
     if isinstance(obj, dict):
@@ -38,6 +40,8 @@ def _build(tp: Any, value: Any) -> Any:
     if origin is list:
         (inner,) = typing.get_args(tp) or (Any,)
         return [_build(inner, v) for v in value]
+    if isinstance(tp, type) and issubclass(tp, OpenRecord):
+        return tp.from_wire(value) if value else None   # {}: the record was never written
     if dataclasses.is_dataclass(tp):
         return from_dict(tp, value)
     if isinstance(tp, type) and issubclass(tp, Enum):
@@ -47,6 +51,8 @@ def _build(tp: Any, value: Any) -> Any:
 
 def from_dict(cls: type, data: dict) -> Any:
     """Rebuild a result dataclass (and its nested ones) from ``to_dict`` output."""
+    if issubclass(cls, OpenRecord):
+        return cls.from_wire(data)
     hints = typing.get_type_hints(cls)
     kwargs = {f.name: _build(hints[f.name], data[f.name])
               for f in dataclasses.fields(cls) if f.name in data}
@@ -67,6 +73,32 @@ class JsonMixin:
     @classmethod
     def from_json(cls, text: str):
         return from_dict(cls, json.loads(text))
+
+
+def _wire_value(f: dataclasses.Field, value: Any) -> Any:
+    """A field's value as JSON holds it: a field declared with ``metadata={"json_none": x}`` writes
+    ``x`` for None (an optional record that older versions wrote as an empty object)."""
+    return f.metadata["json_none"] if value is None and "json_none" in f.metadata else value
+
+
+class OpenRecord(JsonMixin):
+    """A dataclass written as one flat JSON object of optional keys, the way it was written when it
+    was a dict: a field left None is no key at all (the writer never set it), and a key no field
+    names (written by another version) is kept in ``extra`` and written back at the top level, so
+    that loading and saving a stored record changes nothing in it."""
+
+    def wire(self) -> dict:
+        out = {f.name: to_dict(getattr(self, f.name)) for f in dataclasses.fields(self)
+               if f.name != "extra" and getattr(self, f.name) is not None}
+        return {**to_dict(getattr(self, "extra", None) or {}), **out}
+
+    @classmethod
+    def from_wire(cls, data: dict):
+        hints = typing.get_type_hints(cls)
+        names = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+        known = {k: _build(hints[k], v) for k, v in data.items() if k in names}
+        rest = {k: v for k, v in data.items() if k not in names}
+        return cls(**known, extra=rest) if rest else cls(**known)
 
 
 @dataclass
@@ -191,6 +223,51 @@ class ModuleStat(JsonMixin):
 
 
 @dataclass
+class Roofline(OpenRecord):
+    """The roofline position of one measured model (evaluate/judge/roofline.analyse), and what
+    verdict._roofline adds. Every field is optional: a record holds only what was known when it
+    was written (stored records predate some fields), and a None field is absent from its JSON."""
+    # The task's compulsory work per call and the device's roofs it is measured against.
+    flops: int | None = None              # FLOPs one call counts
+    bytes: int | None = None              # compulsory bytes one call moves (inputs read, outputs written)
+    intensity: float | None = None        # flops / bytes, FLOP/B (inf when no bytes)
+    ridge: float | None = None            # FLOP/B at which the compute and memory roofs meet
+    peak_tflops: float | None = None      # the measured matmul rate for the dtype (the compute roof), TFLOP/s
+    bandwidth_gbs: float | None = None    # the measured copy bandwidth (the memory roof), GB/s
+    roof: str | None = None               # "memory" (intensity below the ridge) | "compute"
+    ceilings: str | None = None           # which ceilings: the device's name and when they were measured
+    # The candidate against them.
+    floor_ms: float | None = None         # the time the compulsory work needs at the roofs, ms
+    fraction: float | None = None         # floor_ms / the candidate's time (1 = on the roof; above 1: see over_roof_*)
+    achieved_gbs: float | None = None     # compulsory bytes / the candidate's time, GB/s
+    achieved_tflops: float | None = None  # flops / the candidate's time, TFLOP/s
+    measured: str | None = None           # which statistic of the timed calls the fraction divides by
+    launches: int | None = None           # kernel launches (GPU) or top-level ops (CPU) per call
+    launch_us: float | None = None        # the measured per-launch overhead of an eager op, µs
+    busy: float | None = None             # share of the call the GPU's kernels ran (0–1; GPU only)
+    # The hardware's limits beside the library's measured rates.
+    fma_peak_tflops: float | None = None  # fp32 FMA peak (float32 tasks), TFLOP/s
+    tensor_peak_tflops: float | None = None   # tensor-core peak of the path the dtype may take, TFLOP/s
+    dtype: str | None = None              # the task's dtype the peaks were read for
+    tf32_allowed: bool | None = None      # fp32 matmuls may use TF32 (its peak then)
+    hw_floor_ms: float | None = None      # the floor at the hardware's limits, ms
+    hw_fraction: float | None = None      # hw_floor_ms / the candidate's time
+    hw_peak_tflops: float | None = None   # the fastest path's peak the hardware floor uses, TFLOP/s
+    limits: dict | None = None            # the ceilings' hardware limits as measured with them (machine.gpu_limits)
+    # Faster than the floor: why (one of roofline.OVER_*), the numbers behind it, and what that
+    # leaves of the bottleneck class.
+    over_roof_reason: str | None = None
+    over_roof_detail: str | None = None
+    bottleneck_note: str | None = None
+    # Eager (the task's PyTorch reference) against the same floor.
+    eager_fraction: float | None = None   # floor_ms / eager's time
+    eager_over_roof_reason: str | None = None
+    raised_ceiling: dict | None = None    # eager beat its floor: {"ceiling", "from", "to", "stored"} of the raise
+    binds: bool | None = None             # the floor bounds speedups (GPU, L2 flushed): bench's clip goes by it
+    extra: dict = field(default_factory=dict)   # keys of a stored record that no field names
+
+
+@dataclass
 class ProfileResult(JsonMixin):
     device: str
     candidate: TimingStats | None = None
@@ -207,7 +284,8 @@ class ProfileResult(JsonMixin):
     threads: int | None = None
     first_call_ms: float | None = None           # the candidate's first call (Triton compiles here)
     timer: str = ""
-    roofline: dict = field(default_factory=dict)   # flops, bytes, floor_ms, fraction, eager_fraction, …
+    # None: no roofline (no ceilings for the device, or the task's work is unknown); written as {}.
+    roofline: Roofline | None = field(default=None, metadata={"json_none": {}})
     bottleneck: Bottleneck | None = None
     ncu: dict = field(default_factory=dict)        # Nsight Compute metrics (--ncu): totals and per kernel
     cost_s: dict = field(default_factory=dict)     # the worker's seconds: timing, saving outputs, profiling

@@ -39,10 +39,10 @@ def _speed(r: EvalResult) -> str:
 
 def _roof(p) -> str:
     """The roofline position and bottleneck class, when the evaluator measured them."""
-    if not p.roofline:
+    if p.roofline is None:
         return ""
     return (f"; {fraction_text(p.roofline, what='of the roofline floor' + chr(39) + 's pace')} "
-            f"(floor {p.roofline['floor_ms']:.4g} ms)"
+            f"(floor {p.roofline.floor_ms:.4g} ms)"
             + (f", {p.bottleneck}" if p.bottleneck else ""))
 
 

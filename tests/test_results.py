@@ -1,10 +1,13 @@
 """Results round-trip through JSON; candidates get a backend and a stable hash."""
 from __future__ import annotations
 
+import dataclasses
 import json
+from pathlib import Path
 
 from kernelskill import Candidate
-from kernelskill.results import (CompileResult, Diagnostic, Env, EvalResult, KernelStat, ProfileResult,
+from kernelskill.bench.store import Row
+from kernelskill.results import (CompileResult, Diagnostic, Env, EvalResult, KernelStat, ProfileResult, Roofline,
                                  TimingStats, TrialResult, VerifyResult)
 
 
@@ -37,3 +40,80 @@ def test_backend_detection_and_hash():
     assert Candidate.from_source("import torch\n").backend == "none"
     assert Candidate.from_source(cpp).hash == Candidate.from_source(cpp.replace("\n", "  \n")).hash
     assert Candidate.from_source(cpp).hash != Candidate.from_source(cuda).hash
+
+
+# ---- the roofline record: typed, its JSON as the dict it replaced wrote it --------------------
+RESULTS = Path(__file__).parents[1] / "benchmarks" / "results"
+
+
+def _roofline() -> Roofline:
+    return Roofline(flops=0, bytes=512000, intensity=0.0, ridge=12.5, peak_tflops=0.1, bandwidth_gbs=8.0,
+                    roof="memory", ceilings="cpu (measured now)", floor_ms=0.064, fraction=0.5,
+                    achieved_gbs=4.0, achieved_tflops=0.0, measured="p10 of the timed calls", launches=1,
+                    launch_us=6.0, dtype="float32", tf32_allowed=False, fma_peak_tflops=0.27,
+                    limits={"fp32_fma_tflops": 0.27, "tensor": {}}, eager_fraction=0.4, binds=False,
+                    raised_ceiling={"ceiling": "bandwidth", "from": 8e9, "to": 9e9, "stored": True})
+
+
+def _result(roof: Roofline | None) -> EvalResult:
+    return EvalResult(status="ok", compile=CompileResult(ok=True, backend="cpp"),
+                      profile=ProfileResult(device="cpu", candidate=TimingStats(0.128, 0.01, 10), roofline=roof))
+
+
+def test_a_roofline_round_trips_through_the_result_json():
+    roof = _roofline()
+    data = json.loads(_result(roof).to_json())
+    wire = data["profile"]["roofline"]
+    # The fields set, and only those: a field left None was never a key of the dict this replaced.
+    assert wire["fraction"] == 0.5 and wire["raised_ceiling"]["stored"] is True and wire["tf32_allowed"] is False
+    assert "hw_fraction" not in wire and "over_roof_reason" not in wire and "extra" not in wire
+    assert set(wire) == {k for k, v in dataclasses.asdict(roof).items() if v is not None and k != "extra"}
+    back = EvalResult.from_dict(data)
+    assert isinstance(back.profile.roofline, Roofline) and back.profile.roofline == roof
+    assert back.profile.roofline.fraction == 0.5 and back.profile.roofline.limits["fp32_fma_tflops"] == 0.27
+
+
+def test_no_roofline_is_the_empty_object_it_always_was():
+    data = json.loads(_result(None).to_json())
+    assert data["profile"]["roofline"] == {}
+    assert EvalResult.from_dict(data).profile.roofline is None
+    data["profile"]["roofline"] = None
+    assert EvalResult.from_dict(data).profile.roofline is None
+
+
+def test_a_key_no_field_names_is_kept_and_written_back():
+    data = json.loads(_result(_roofline()).to_json())
+    data["profile"]["roofline"]["l2_hit_rate"] = 0.9          # a key of some other version
+    back = EvalResult.from_dict(data)
+    assert back.profile.roofline.extra == {"l2_hit_rate": 0.9} and back.profile.roofline.fraction == 0.5
+    assert back.to_dict()["profile"]["roofline"] == data["profile"]["roofline"]
+
+
+def _stored_rows() -> list[dict]:
+    """From each committed bench's results.jsonl: its first row with a roofline, and its first
+    with each optional part (an over-the-roof reason, a raised ceiling, the hardware limits)."""
+    rows = []
+    for path in sorted(RESULTS.glob("*/results.jsonl")):
+        wanted = ["", "over_roof_reason", "raised_ceiling", "hw_fraction"]
+        for line in path.read_text().splitlines():
+            roof = ((json.loads(line).get("result") or {}).get("profile") or {}).get("roofline")
+            hit = [w for w in wanted if roof and (not w or w in roof)]
+            if hit:
+                rows.append(json.loads(line))
+                wanted = [w for w in wanted if w not in hit]
+    return rows
+
+
+def test_stored_bench_rows_read_their_roofline_by_attribute():
+    rows = _stored_rows()
+    assert len(rows) >= 4 and any("raised_ceiling" in r["result"]["profile"]["roofline"] for r in rows)
+    for data in rows:
+        stored = data["result"]["profile"]["roofline"]
+        row = Row.from_dict(data)
+        roof = row.result.profile.roofline
+        assert isinstance(roof, Roofline) and roof.extra == {}, sorted(roof.extra)
+        assert roof.fraction == stored["fraction"] and roof.floor_ms == stored["floor_ms"]
+        assert roof.eager_fraction == stored["eager_fraction"] and roof.roof in ("memory", "compute")
+        assert roof.over_roof_reason == stored.get("over_roof_reason")
+        # Written again, the record is the one stored (what the bench's report and score read).
+        assert row.result.to_dict()["profile"]["roofline"] == stored

@@ -12,7 +12,7 @@ from kernelskill.events import CandidateEvaluated, RunStarted, event_from_dict
 from kernelskill.evaluate.judge import roofline
 from kernelskill.mcp_server import advice
 from kernelskill.cli.report import _MARK
-from kernelskill.results import CompileResult, EvalResult, ProfileResult, TimingStats
+from kernelskill.results import CompileResult, EvalResult, ProfileResult, Roofline, TimingStats
 from kernelskill.trajectory import INVALID, Node
 from kernelskill.tui.model import STATUS_STYLE, failure_note
 from kernelskill.vocab import (DID_NOT_RUN, FAILURES, RUN_FAILURES, Backend, Bottleneck, Status, WorkerStatus,
@@ -96,9 +96,8 @@ def test_events_round_trip_unchanged():
 
 
 def test_roofline_classes_are_bottlenecks():
-    roof = {"fraction": 0.5, "roof": "memory"}
-    assert roofline.classify(roof, 1.0) is Bottleneck.memory_bound
-    assert roofline.classify({**roof, "fraction": 0.01}, 1.0) is Bottleneck.latency_bound
+    assert roofline.classify(Roofline(fraction=0.5, roof="memory"), 1.0) is Bottleneck.memory_bound
+    assert roofline.classify(Roofline(fraction=0.01, roof="memory"), 1.0) is Bottleneck.latency_bound
 
 
 def test_the_evaluator_docs_describe_every_status():

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernelskill.evaluate.judge.roofline import OVER_MARGIN, fraction_text, limits_text
-from ..results import EvalResult
+from ..results import EvalResult, Roofline
 from ..vocab import Bottleneck, covering
 
 _BOTTLENECK_HINTS = covering(Bottleneck, {
@@ -37,20 +37,20 @@ _CPU_HINTS = covering(Bottleneck, {
 }, "analyzer._CPU_HINTS")
 
 
-def bottleneck_hint(b: Bottleneck | str, gpu: bool, roof: dict) -> str:
+def bottleneck_hint(b: Bottleneck | str, gpu: bool, roof: Roofline | None) -> str:
     """The advice for a bottleneck class on this device, for this dtype at the task's accuracy."""
     if not gpu:
         return _CPU_HINTS.get(b, str(b))
     text = _BOTTLENECK_HINTS.get(b, str(b))
     if b == Bottleneck.compute_bound:
-        dtype = roof.get("dtype")
-        if dtype == "float32" and not roof.get("tf32_allowed"):
+        dtype = roof.dtype if roof is not None else None
+        if dtype == "float32" and not roof.tf32_allowed:
             text = ("compute-bound: raise arithmetic throughput (better tiling, fewer instructions per element). "
                     "fp32 here: plain TF32 tensor cores (~1e-3 relative error) miss this task's accuracy; "
                     "3xTF32 split precision keeps fp32's accuracy on tensor cores at a third of TF32's rate"
-                    + (f" ({roof['hw_peak_tflops']:.4g} TFLOP/s here, against the fp32 FMA peak's "
-                       f"{roof['fma_peak_tflops']:.4g})" if isinstance(roof.get("hw_peak_tflops"), (int, float))
-                       and isinstance(roof.get("fma_peak_tflops"), (int, float)) else ""))
+                    + (f" ({roof.hw_peak_tflops:.4g} TFLOP/s here, against the fp32 FMA peak's "
+                       f"{roof.fma_peak_tflops:.4g})" if isinstance(roof.hw_peak_tflops, (int, float))
+                       and isinstance(roof.fma_peak_tflops, (int, float)) else ""))
         elif dtype == "float32":
             text = ("compute-bound: raise arithmetic throughput: TF32 tensor cores are allowed by this task's "
                     "flags; better tiling, fewer instructions per element")
@@ -103,19 +103,21 @@ def analyze(result: EvalResult | None) -> str:
         for m in modules[:5]:
             lines.append(f"  {m.share:6.1%}  {_ms(m.time_ms):>10}  {m.module}" + (f" ({m.type})" if m.type else "")
                          + (f": {m.top[:60]}" if m.top else ""))
-    roof = {k: v for k, v in (prof.roofline or {}).items() if isinstance(v, (int, float, str))}
-    if roof:
-        lines.append("roofline: " + ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(roof.items())))
-    frac, hw = roof.get("fraction"), roof.get("hw_fraction")
+    roof = prof.roofline
+    # Every number and word of the record as written (its nested limits and raise left out).
+    scalars = {k: v for k, v in (roof.to_dict() if roof is not None else {}).items() if isinstance(v, (int, float, str))}
+    if scalars:
+        lines.append("roofline: " + ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(scalars.items())))
+    frac, hw = (roof.fraction, roof.hw_fraction) if roof is not None else (None, None)
     hw = hw if isinstance(hw, (int, float)) else None
     good = (verdict or "good") == "good"
     # The roof is the hardware's (its FMA or tensor-core peak for this dtype, the measured bandwidth),
     # never the library's measured rate alone: a CPU's conv ran above its measured matmul rate with
     # much of the FMA peak left, and "at the roof" sent the planner away from the same algorithm
     # (figures: docs/optimizer.md, "Measurements behind the code").
-    hw_text = (f"{hw:.0%} of the hardware's limits ({roof.get('hw_peak_tflops', '?')} TFLOP/s, "
-               f"{roof.get('bandwidth_gbs', '?')} GB/s)") if hw is not None else ""
-    if isinstance(frac, (int, float)) and frac > 1.0 and roof.get("over_roof_reason") != OVER_MARGIN:
+    hw_text = (f"{hw:.0%} of the hardware's limits ({_or_unknown(roof.hw_peak_tflops)} TFLOP/s, "
+               f"{_or_unknown(roof.bandwidth_gbs)} GB/s)") if hw is not None else ""
+    if isinstance(frac, (int, float)) and frac > 1.0 and roof.over_roof_reason != OVER_MARGIN:
         lines.append(f"faster than the measured library rate: this code runs at {fraction_text(roof, what='of its pace')}; "
                      f"the floor counts the library's rate and DRAM bandwidth{limits_text(roof)}"
                      + (f"; against the hardware it runs at {hw_text}" if hw is not None and hw <= 1.0 else ""))
@@ -143,3 +145,7 @@ def analyze(result: EvalResult | None) -> str:
 
 def _fmt(v: Any) -> str:
     return f"{v:.3g}" if isinstance(v, float) else str(v)
+
+
+def _or_unknown(v: Any) -> Any:
+    return "?" if v is None else v

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..results import Roofline
 from ..vocab import EVALUATED, RowStatus
 from .plan import TaskPlan
 from .store import Row
@@ -20,7 +21,7 @@ def solution_row(p: TaskPlan, job, rec: Row) -> dict:
     """One evaluated solution (examples_table's row: task, solution, expected, status, speedup, …)."""
     res = rec.result
     prof = res.profile if res else None
-    roof = (prof.roofline if prof else None) or {}
+    roof = (prof.roofline if prof else None) or Roofline()
     ms = lambda stats: stats.median_ms if stats else None  # noqa: E731
     row = {"task": p.task.id, "level": p.task.level, "solution": rec.best_file or job.solution,
            "expected": job.expected, "status": rec.status, "as_expected": rec.status == job.expected,
@@ -32,8 +33,8 @@ def solution_row(p: TaskPlan, job, rec: Row) -> dict:
            "custom_share": res.custom_share if res else None,
            "flags": res.flags if res else [], "message": rec.message, "seconds": rec.seconds,
            "device": rec.device, "gpu": res.env.gpu if res and res.env else None,
-           "floor_ms": roof.get("floor_ms"), "floor_binds": roof.get("binds"),
-           "eager_fraction": roof.get("eager_fraction"), "eager_over_roof_reason": roof.get("eager_over_roof_reason"),
+           "floor_ms": roof.floor_ms, "floor_binds": roof.binds,
+           "eager_fraction": roof.eager_fraction, "eager_over_roof_reason": roof.eager_over_roof_reason,
            # The row is plain JSON-ready data: the class's name, not the enum.
            "bottleneck": str(prof.bottleneck) if prof and prof.bottleneck else None, "op_classes": rec.op_classes,
            "phases": (res.phases if res else None) or {}}

@@ -134,16 +134,17 @@ def print_task(info: dict, out=print) -> None:
 
 def _print_roofline(p, out=print) -> None:
     roof = p.roofline
-    if roof:
-        out(f"  roofline: {roof['flops']:.3g} FLOP, {roof['bytes']:.3g} B (intensity {roof['intensity']:.3g} FLOP/B, "
-            f"ridge {roof['ridge']:.3g}) · floor {_ms(roof['floor_ms'])} · achieved {roof['achieved_gbs']:.1f} GB/s, "
-            f"{roof['achieved_tflops'] * 1e3:.1f} GFLOP/s: {fraction_text(roof, 'fraction', 1)}"
-            + (f" · eager {fraction_text(roof, 'eager_fraction', 1, what='')}" if "eager_fraction" in roof else ""))
-        out(f"  ceilings: {roof['bandwidth_gbs']:.0f} GB/s, {roof['peak_tflops']:.1f} TFLOP/s, "
-            f"launch {roof.get('launch_us', 0):.1f} µs — {roof['ceilings']}{limits_text(roof)}")
+    if roof is not None:
+        out(f"  roofline: {roof.flops:.3g} FLOP, {roof.bytes:.3g} B (intensity {roof.intensity:.3g} FLOP/B, "
+            f"ridge {roof.ridge:.3g}) · floor {_ms(roof.floor_ms)} · achieved {roof.achieved_gbs:.1f} GB/s, "
+            f"{roof.achieved_tflops * 1e3:.1f} GFLOP/s: {fraction_text(roof, 'fraction', 1)}"
+            + (f" · eager {fraction_text(roof, 'eager_fraction', 1, what='')}" if roof.eager_fraction is not None else ""))
+        out(f"  ceilings: {roof.bandwidth_gbs:.0f} GB/s, {roof.peak_tflops:.1f} TFLOP/s, "
+            f"launch {roof.launch_us or 0:.1f} µs — {roof.ceilings}{limits_text(roof)}")
     if p.bottleneck:
-        extra = f" ({roof['launches']} launch{'es' if roof['launches'] != 1 else ''} per call" + (f", device busy {roof['busy']:.0%}" if "busy" in roof else "") \
-            + ")" if roof.get("launches") is not None else ""
+        launches = roof.launches if roof is not None else None
+        extra = f" ({launches} launch{'es' if launches != 1 else ''} per call" + (f", device busy {roof.busy:.0%}" if roof.busy is not None else "") \
+            + ")" if launches is not None else ""
         out(f"  bottleneck: {p.bottleneck}{extra}")
     n = p.ncu
     if n:

@@ -127,7 +127,7 @@ def run_ncu(result, task, cand, device: str, ref_dir, opts) -> None:
                           "(ERR_NVGPUCTRPERM); run as root or set NVreg_RestrictProfilingToAdminUsers=0")
     elif (summary := summarize(parse(text))):
         prof.ncu = summary
-        if prof.roofline:
+        if prof.roofline is not None:
             prof.bottleneck = roofline.classify(prof.roofline, prof.candidate.median_ms,
                                                 gpu=True, ncu=summary)
     else:

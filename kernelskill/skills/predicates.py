@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..errors import UserError
+from ..results import Roofline
 from ..vocab import BOTTLENECKS, TASK_FEATURES
 
 
@@ -200,9 +201,11 @@ def profile_facts(profile: Any) -> dict[str, Any]:
     for key in ("speedup", "custom_share", "bottleneck"):
         if get(key) is not None:
             out[key] = get(key)
-    roof = get("roofline") or {}
-    if roof.get("fraction") is not None:
-        out["roofline_fraction"] = roof["fraction"]
+    roof = get("roofline")
+    if isinstance(roof, Mapping):           # the profile's JSON: its roofline record as written
+        roof = Roofline.from_dict(roof)
+    if roof is not None and roof.fraction is not None:
+        out["roofline_fraction"] = roof.fraction
     kernels = get("kernels") or []
     if kernels:
         calls = [k.get("calls") if isinstance(k, Mapping) else getattr(k, "calls", None) for k in kernels]

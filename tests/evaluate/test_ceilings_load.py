@@ -112,7 +112,7 @@ def _evaluated(ceil: dict, verdict: str) -> EvalResult:
                          baseline=TimingStats(median_ms=eager_ms, iqr_ms=0.0, n=10),
                          quality=MeasurementQuality(verdict=verdict, reasons=[] if verdict == "good" else ["busy"]))
     _roofline(prof, task, GEMM, ceil, [])
-    assert prof.roofline["raised_ceiling"]["ceiling"] == "peak_flops.float32"
+    assert prof.roofline.raised_ceiling["ceiling"] == "peak_flops.float32"
     return EvalResult(status="ok", compile=CompileResult(ok=True, backend="cuda"), profile=prof)
 
 
@@ -132,7 +132,7 @@ def test_a_raise_is_stored_only_from_a_good_timing_onto_good_ceilings(tmp_path, 
     r = _evaluated(ceil, timing)
     store_raised_ceiling(r, "cuda", env, ceil)
     after = roofline.cached(tmp_path, key)
-    assert r.profile.roofline["raised_ceiling"]["stored"] is stored
+    assert r.profile.roofline.raised_ceiling["stored"] is stored
     assert (after["peak_flops"]["float32"] > 50e12) is stored
     if not stored:
         assert any("ceiling is not stored" in n for n in r.profile.notes), r.profile.notes

@@ -37,9 +37,9 @@ def test_floor_is_the_slower_of_the_two_roofs():
 
 def test_analyse_reports_fraction_intensity_and_achieved_rates():
     roof, cls = roofline.analyse(0, 3e9, H100ISH, "float32", False, measured_ms=2.0, launches=1, busy_ms=1.9)
-    assert roof["floor_ms"] == pytest.approx(1.0) and roof["fraction"] == pytest.approx(0.5)
-    assert roof["achieved_gbs"] == pytest.approx(1500.0) and roof["roof"] == "memory"
-    assert roof["ridge"] == pytest.approx(50e12 / 3e12, rel=1e-3)
+    assert roof.floor_ms == pytest.approx(1.0) and roof.fraction == pytest.approx(0.5)
+    assert roof.achieved_gbs == pytest.approx(1500.0) and roof.roof == "memory"
+    assert roof.ridge == pytest.approx(50e12 / 3e12, rel=1e-3)
     assert cls == "memory-bound"
 
 
@@ -47,9 +47,9 @@ def test_small_fractions_keep_their_significant_digits():
     # 3 MB at 3 TB/s is a 1 µs floor; a 25 s candidate reaches 4e-8 of it. Rounding to decimal
     # places used to report 0.0 here, and 0.0386 for 0.038641 (outside a 0.1 % check).
     roof, _ = roofline.analyse(0, 3e6, H100ISH, "float32", False, measured_ms=25_000.0)
-    assert roof["fraction"] == pytest.approx(4e-8, rel=1e-3) and roof["fraction"] > 0
+    assert roof.fraction == pytest.approx(4e-8, rel=1e-3) and roof.fraction > 0
     roof, _ = roofline.analyse(0, 3e9, H100ISH, "float32", False, measured_ms=1.0 / 0.038641)
-    assert roof["fraction"] == pytest.approx(0.038641, rel=1e-3)
+    assert roof.fraction == pytest.approx(0.038641, rel=1e-3)
 
 
 @pytest.mark.parametrize("kw, expected", [
@@ -95,16 +95,16 @@ def test_a_candidate_faster_than_the_floor_is_flagged_for_review_on_the_gpu():
     flags = []
     prof = _prof(1.1)
     _roofline(prof, task, meta, H100ISH, flags)
-    assert flags == [] and prof.roofline["binds"] is True
+    assert flags == [] and prof.roofline.binds is True
     # CPU caches can hold the working set: the floor is reported, never a flag, and it does not bind
     # (the bench neither calls a speedup beyond it impossible nor clips the mean to it).
     prof = _prof(0.5, device="cpu")
     _roofline(prof, task, meta, H100ISH, flags)
-    assert flags == [] and prof.roofline["fraction"] == pytest.approx(2.0) and prof.roofline["binds"] is False
+    assert flags == [] and prof.roofline.fraction == pytest.approx(2.0) and prof.roofline.binds is False
     # A GPU timed without the L2 flush: a memory floor does not bind either.
     prof = _prof(0.5)
     _roofline(prof, task, meta, H100ISH, flags, flush_l2=False)
-    assert flags == [] and prof.roofline["binds"] is False
+    assert flags == [] and prof.roofline.binds is False
 
 
 def _eager_prof(eager_ms: float, cand_ms: float) -> ProfileResult:
@@ -125,25 +125,25 @@ def test_eager_faster_than_its_floor_raises_the_ceiling_it_beat():
     prof, flags = _eager_prof(eager_ms, cand_ms=30.0), []
     _roofline(prof, task, GEMM, H100ISH, flags)
     assert flags == []
-    raised = prof.roofline["raised_ceiling"]
+    raised = prof.roofline.raised_ceiling
     assert raised["ceiling"] == "peak_flops.float32" and raised["from"] == 50e12
     assert raised["to"] == pytest.approx(1e12 / (eager_ms / 1e3))
     note = next(n for n in prof.notes if n.startswith("review: eager"))
     assert "50.3 TFLOP/s" in note and "float32 ceiling 50 TFLOP/s" in note and "raised" in note
     # This profile already measures against the raised ceiling: eager is on its roof, not above.
-    assert prof.roofline["eager_fraction"] == pytest.approx(1.0) and prof.roofline["eager_fraction"] <= 1.0
-    assert prof.roofline["peak_tflops"] == pytest.approx(50.3, abs=0.01)
+    assert prof.roofline.eager_fraction == pytest.approx(1.0) and prof.roofline.eager_fraction <= 1.0
+    assert prof.roofline.peak_tflops == pytest.approx(50.3, abs=0.01)
     assert H100ISH["peak_flops"]["float32"] == 50e12          # the caller's dict is left as it was
     # Under the task's TF32 setting the TF32 ceiling is the one raised; a memory-roof task raises bandwidth.
     tf32 = Task.load(RELU_TASK)
     tf32.allow_tf32 = True
     prof = _eager_prof(2.5 / 1.01, cand_ms=3.0)
     _roofline(prof, tf32, GEMM, H100ISH, [])
-    assert prof.roofline["raised_ceiling"]["ceiling"] == "peak_flops.tf32"
+    assert prof.roofline.raised_ceiling["ceiling"] == "peak_flops.tf32"
     assert any("tf32 ceiling 400 TFLOP/s" in n for n in prof.notes)
     prof = _eager_prof(1.0 / 1.02, cand_ms=2.0)
     _roofline(prof, task, {"flops": 0, "bytes": 3e9}, H100ISH, [])
-    assert prof.roofline["raised_ceiling"]["ceiling"] == "bandwidth"
+    assert prof.roofline.raised_ceiling["ceiling"] == "bandwidth"
     assert any("3060 GB/s" in n and "bandwidth ceiling 3000 GB/s" in n for n in prof.notes)
 
 
@@ -151,17 +151,17 @@ def test_eager_at_or_below_its_floor_or_far_above_it_raises_nothing():
     task = Task.load(RELU_TASK)
     prof = _eager_prof(20.0, cand_ms=30.0)                  # exactly on the floor: strictly faster only
     _roofline(prof, task, GEMM, H100ISH, [])
-    assert "raised_ceiling" not in prof.roofline and not any(n.startswith("review:") for n in prof.notes)
+    assert prof.roofline.raised_ceiling is None and not any(n.startswith("review:") for n in prof.notes)
     # Twice the ceiling: the task's counted work, not the ceiling, is the likelier error.
     prof = _eager_prof(10.0, cand_ms=30.0)
     _roofline(prof, task, GEMM, H100ISH, [])
-    assert "raised_ceiling" not in prof.roofline
+    assert prof.roofline.raised_ceiling is None
     assert any(n.startswith("review: eager") and "not raised" in n for n in prof.notes)
     # CPU caches can hold the working set: eager above the bandwidth floor raises nothing there.
     prof = _eager_prof(0.9, cand_ms=2.0)
     prof.device = "cpu"
     _roofline(prof, task, {"flops": 0, "bytes": 3e9}, H100ISH, [])
-    assert "raised_ceiling" not in prof.roofline
+    assert prof.roofline.raised_ceiling is None
 
 
 def test_a_candidate_just_faster_than_the_floor_gets_a_note_and_raises_nothing():
@@ -170,7 +170,7 @@ def test_a_candidate_just_faster_than_the_floor_gets_a_note_and_raises_nothing()
     _roofline(prof, task, {"flops": 0, "bytes": 3e9}, H100ISH, flags)
     assert flags == []
     assert any(n.startswith("review: the candidate") and "faster than the roofline floor" in n for n in prof.notes)
-    assert "raised_ceiling" not in prof.roofline and prof.roofline["bandwidth_gbs"] == 3000.0
+    assert prof.roofline.raised_ceiling is None and prof.roofline.bandwidth_gbs == 3000.0
 
 
 def test_the_raise_is_stored_in_the_ceilings_cache_and_later_floors_use_it(monkeypatch, tmp_path):
@@ -192,11 +192,11 @@ def test_the_raise_is_stored_in_the_ceilings_cache_and_later_floors_use_it(monke
     # A flagged evaluation: eager ran beside a candidate that may have touched it, so nothing is stored.
     r = evaluated("flagged", eager_ms)
     store_raised_ceiling(r, "cuda", env, stored)
-    assert r.profile.roofline["raised_ceiling"]["stored"] is False
+    assert r.profile.roofline.raised_ceiling["stored"] is False
     assert roofline.cached(tmp_path, key)["peak_flops"]["float32"] == 50e12
     r = evaluated("ok", eager_ms)
     store_raised_ceiling(r, "cuda", env, stored)
-    assert r.profile.roofline["raised_ceiling"]["stored"] is True
+    assert r.profile.roofline.raised_ceiling["stored"] is True
     data = json.loads((tmp_path / "ceilings" / f"{key}.json").read_text())
     assert data["peak_flops"]["float32"] == pytest.approx(1e12 / (eager_ms / 1e3))
     assert data["raised"]["peak_flops.float32"]["from"] == 50e12
@@ -204,7 +204,7 @@ def test_the_raise_is_stored_in_the_ceilings_cache_and_later_floors_use_it(monke
     # The next evaluation's floor: eager on its roof (fraction ≤ 1), and nothing raised again.
     assert 1e12 / data["peak_flops"]["float32"] * 1e3 / eager_ms <= 1.0
     again = evaluated("ok", eager_ms)
-    assert again.profile.roofline["eager_fraction"] <= 1.0 and "raised_ceiling" not in again.profile.roofline
+    assert again.profile.roofline.eager_fraction <= 1.0 and again.profile.roofline.raised_ceiling is None
     # Re-measured (merged) ceilings keep the raise: a ceiling is a peak.
     merged = roofline.merge(data, {**stored, "peak_flops": {"float32": 49e12}})
     assert merged["peak_flops"]["float32"] == data["peak_flops"]["float32"] and "raised" in merged
@@ -220,7 +220,7 @@ def test_a_candidate_never_raises_a_ceiling(monkeypatch, tmp_path):
     for cand_ms in (19.5, 15.0):                # within 5 % of the 20 ms floor, and far below it
         prof, flags = _eager_prof(25.0, cand_ms), []
         _roofline(prof, task, GEMM, H100ISH, flags)
-        assert "raised_ceiling" not in prof.roofline
+        assert prof.roofline.raised_ceiling is None
         store_raised_ceiling(EvalResult(status="ok", compile=CompileResult(ok=True, backend="cuda"), profile=prof), "cuda", {"gpu": "G"}, H100ISH)
         assert roofline.cached(tmp_path, key)["peak_flops"]["float32"] == 50e12
     assert any("below the roofline floor" in f for f in flags)
@@ -239,10 +239,10 @@ def test_missing_ceilings_or_work_become_notes():
     task = Task.load(RELU_TASK)
     prof = _prof(1.0)
     _roofline(prof, task, {"flops": 0, "bytes": 10}, {}, [])
-    assert prof.roofline == {} and "no ceilings" in prof.notes[-1]
+    assert prof.roofline is None and "no ceilings" in prof.notes[-1]
     prof = _prof(1.0)
     _roofline(prof, task, {"flops": None, "bytes": None, "work_note": "FLOPs not traced: X"}, H100ISH, [])
-    assert prof.roofline == {} and prof.notes[-1] == "FLOPs not traced: X"
+    assert prof.roofline is None and prof.notes[-1] == "FLOPs not traced: X"
 
 
 # ---- Nsight Compute output ---------------------------------------------------------------------
@@ -281,14 +281,14 @@ def test_eval_reports_roofline_and_bottleneck_from_measured_ceilings(fast):
     assert r.ok, r.message
     roof = r.profile.roofline
     # relu(x)*2 on 64×1000 fp32: no FLOPs counted by the flop counter, 2 × 256 000 compulsory bytes.
-    assert roof["flops"] == 0 and roof["bytes"] == 2 * 64 * 1000 * 4
-    assert roof["roof"] == "memory" and roof["floor_ms"] > 0
+    assert roof.flops == 0 and roof.bytes == 2 * 64 * 1000 * 4
+    assert roof.roof == "memory" and roof.floor_ms > 0
     # The decision statistic is the candidate's 10th percentile: between its minimum and its median.
     p = r.profile
     assert p.candidate.min_ms <= p.decision_ms <= p.candidate.median_ms
-    assert roof["fraction"] == pytest.approx(roof["floor_ms"] / p.decision_ms, rel=1e-3)
+    assert roof.fraction == pytest.approx(roof.floor_ms / p.decision_ms, rel=1e-3)
     base = p.baseline
-    assert roof["floor_ms"] / base.median_ms * 0.999 <= roof["eager_fraction"] <= roof["floor_ms"] / base.min_ms * 1.001
+    assert roof.floor_ms / base.median_ms * 0.999 <= roof.eager_fraction <= roof.floor_ms / base.min_ms * 1.001
     assert r.profile.bottleneck in BOTTLENECKS
     stored = list((cache_root() / "ceilings").glob("*cpu*.json"))
     if any("ceilings were measured under load" in n for n in r.profile.notes):

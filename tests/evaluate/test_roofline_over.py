@@ -78,32 +78,32 @@ def test_a_limit_the_measured_library_rate_beats_is_withdrawn_as_unknown():
 def test_memory_roof_above_the_floor_in_the_cpus_caches():
     # 8 MB of compulsory bytes at 10 GB/s: a 0.8 ms floor; measured 0.36 ms → 222 % (the case seen).
     roof, cls = roofline.analyse(0, 8e6, CPU, "float32", False, 0.36, launches=1, gpu=False)
-    assert roof["fraction"] == pytest.approx(2.222, rel=1e-3)
-    assert roof["over_roof_reason"] == roofline.OVER_CPU_CACHE and "MiB" in roof["over_roof_detail"]
-    assert cls == Bottleneck.memory_bound and "arithmetic intensity only" in roof["bottleneck_note"]
+    assert roof.fraction == pytest.approx(2.222, rel=1e-3)
+    assert roof.over_roof_reason == roofline.OVER_CPU_CACHE and "MiB" in roof.over_roof_detail
+    assert cls == Bottleneck.memory_bound and "arithmetic intensity only" in roof.bottleneck_note
     # Beyond the cache: no reason the hardware gives, and no class from counts in doubt.
     roof, cls = roofline.analyse(0, 80e6, CPU, "float32", False, 3.6, launches=1, gpu=False)
-    assert roof["over_roof_reason"] == roofline.OVER_MISCOUNT and cls is None
-    assert "no bottleneck class" in roof["bottleneck_note"]
+    assert roof.over_roof_reason == roofline.OVER_MISCOUNT and cls is None
+    assert "no bottleneck class" in roof.bottleneck_note
 
 
 def test_memory_roof_above_the_floor_on_a_gpu():
     # 1 GB at 2.9 TB/s: far beyond the 50 MiB L2, 9 % above the floor → the counts, not the cache.
     floor = 1e9 / 2.899e12 * 1e3
     roof, cls = roofline.analyse(0, 1e9, H100, "float32", False, floor / 1.09)
-    assert roof["over_roof_reason"] == roofline.OVER_MISCOUNT and cls is None
+    assert roof.over_roof_reason == roofline.OVER_MISCOUNT and cls is None
     # 2 % above: within the margin a copy benchmark leaves below a streaming kernel.
     roof, cls = roofline.analyse(0, 1e9, H100, "float32", False, floor / 1.02)
-    assert roof["over_roof_reason"] == roofline.OVER_MARGIN and cls == Bottleneck.memory_bound
+    assert roof.over_roof_reason == roofline.OVER_MARGIN and cls == Bottleneck.memory_bound
     # A working set the L2 holds, or an L2 not flushed before each call.
     small = 16 << 20
     roof, _ = roofline.analyse(0, small, H100, "float32", False, small / 2.899e12 * 1e3 / 1.5)
-    assert roof["over_roof_reason"] == roofline.OVER_L2
+    assert roof.over_roof_reason == roofline.OVER_L2
     roof, _ = roofline.analyse(0, 1e9, H100, "float32", False, floor / 1.5, flushed=False)
-    assert roof["over_roof_reason"] == roofline.OVER_L2 and "not flushed" in roof["over_roof_detail"]
+    assert roof.over_roof_reason == roofline.OVER_L2 and "not flushed" in roof.over_roof_detail
     # At or below the floor: no reason, the plain class.
     roof, cls = roofline.analyse(0, 1e9, H100, "float32", False, floor * 1.25, launches=1, busy_ms=floor * 1.2)
-    assert "over_roof_reason" not in roof and cls == Bottleneck.memory_bound
+    assert roof.over_roof_reason is None and cls == Bottleneck.memory_bound
 
 
 GEMM_FLOPS = 2 * 4096 ** 3                                 # 137 GFLOP: a 2.68 ms floor at 51.2 TFLOP/s
@@ -122,9 +122,9 @@ def _gemm_ms(tflops: float) -> float:
 def test_compute_roof_above_the_library_rate(tflops, reason):
     roof, cls = roofline.analyse(GEMM_FLOPS, GEMM_BYTES, H100, "float32", False, _gemm_ms(tflops), launches=1,
                                  busy_ms=_gemm_ms(tflops))
-    assert roof["peak_tflops"] == pytest.approx(51.2) and roof["fma_peak_tflops"] == pytest.approx(66.91, abs=0.01)
-    assert roof["tensor_peak_tflops"] == pytest.approx(535.3, abs=0.1)
-    assert roof["over_roof_reason"] == reason
+    assert roof.peak_tflops == pytest.approx(51.2) and roof.fma_peak_tflops == pytest.approx(66.91, abs=0.01)
+    assert roof.tensor_peak_tflops == pytest.approx(535.3, abs=0.1)
+    assert roof.over_roof_reason == reason
     assert cls == (None if reason == roofline.OVER_MISCOUNT else Bottleneck.compute_bound)
 
 
@@ -142,7 +142,7 @@ def test_a_tensor_core_kernel_faster_than_the_library_floor_is_explained_not_ala
     _roofline(prof, task, meta, H100, flags)
     assert not any("below the roofline floor" in f for f in flags), flags
     assert any("explained: " + roofline.OVER_TENSOR in n for n in prof.notes), prof.notes
-    assert prof.roofline["limits"]["fp32_fma_tflops"] == pytest.approx(66.91, abs=0.01)
+    assert prof.roofline.limits["fp32_fma_tflops"] == pytest.approx(66.91, abs=0.01)
     assert prof.bottleneck == Bottleneck.compute_bound
     # Beyond every hardware limit: still the review flag.
     prof, flags = _prof(_gemm_ms(700.0)), []
@@ -154,7 +154,7 @@ def test_the_texts_people_read_name_the_reason_never_a_bare_fraction_above_100()
     task = Task.load(RELU_TASK)
     prof = _prof(_gemm_ms(150.0))
     _roofline(prof, task, {"flops": GEMM_FLOPS, "bytes": GEMM_BYTES}, H100, [])
-    frac = prof.roofline["fraction"]
+    frac = prof.roofline.fraction
     assert frac > 1
     bare = f"{frac:.0%}"
     texts = {"fraction_text": roofline.fraction_text(prof.roofline)}

@@ -56,9 +56,9 @@ def test_the_second_gpu_times_its_own_work(tmp_path):
         assert r.ok, r.message
         roof = r.profile.roofline
         # Events that bracket the work: never faster than the floor, and no review note.
-        assert r.profile.baseline.min_ms >= 0.8 * roof["floor_ms"], (r.env.device, r.profile.baseline, roof)
-        assert r.profile.candidate.min_ms >= 0.8 * roof["floor_ms"], (r.env.device, r.profile.candidate, roof)
-        assert r.profile.compile_baseline.min_ms >= 0.8 * roof["floor_ms"], r.profile.compile_baseline
+        assert r.profile.baseline.min_ms >= 0.8 * roof.floor_ms, (r.env.device, r.profile.baseline, roof)
+        assert r.profile.candidate.min_ms >= 0.8 * roof.floor_ms, (r.env.device, r.profile.candidate, roof)
+        assert r.profile.compile_baseline.min_ms >= 0.8 * roof.floor_ms, r.profile.compile_baseline
         assert not any(f.startswith("review:") for f in r.flags), r.flags
         assert r.verify.memory_plan.get("peak_bytes", 0) > 0, r.verify.memory_plan   # GPU N's statistics
     # The same GEMM on two identical GPUs takes the same time.

@@ -30,10 +30,10 @@ def test_roofline_and_bottleneck_of_a_cuda_kernel(gpu):
     r = evaluate(RELU_TASK, Candidate.from_source(CUDA), opts=gpu)
     assert r.ok, r.message
     roof = r.profile.roofline
-    assert roof["bytes"] == 512000 and roof["bandwidth_gbs"] > 500, roof      # HBM, measured
-    assert roof["peak_tflops"] > 10
-    assert 0 < roof["fraction"] <= 1.05 and 0 < roof["eager_fraction"] <= 1.05
-    assert roof["launches"] == 1 and 0 < roof["busy"] <= 1
+    assert roof.bytes == 512000 and roof.bandwidth_gbs > 500, roof      # HBM, measured
+    assert roof.peak_tflops > 10
+    assert 0 < roof.fraction <= 1.05 and 0 < roof.eager_fraction <= 1.05
+    assert roof.launches == 1 and 0 < roof.busy <= 1
     assert r.profile.bottleneck in BOTTLENECKS
     assert not any(f.startswith("review:") for f in r.flags), r.flags
 

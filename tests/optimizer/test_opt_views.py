@@ -5,8 +5,8 @@ import pytest
 
 from kernelskill.agents.analyzer import analyze
 from kernelskill.agents.views import render_chain, render_failure
-from kernelskill.results import (CompileResult, Diagnostic, EvalResult, KernelStat, ProfileResult, TimingStats,
-                                 TrialResult, VerifyResult)
+from kernelskill.results import (CompileResult, Diagnostic, EvalResult, KernelStat, ProfileResult, Roofline,
+                                 TimingStats, TrialResult, VerifyResult)
 
 from test_opt_search import tree_of
 
@@ -14,7 +14,7 @@ from test_opt_search import tree_of
 def test_analyzer_summarizes_time_kernels_share_and_bottleneck():
     prof = ProfileResult(device="cuda", candidate=TimingStats(0.5, 0.01, 30), baseline=TimingStats(1.0, 0.02, 30),
                          speedup=2.0, speedup_ci=[1.9, 2.1], custom_share=0.3, bottleneck="memory-bound",
-                         roofline={"achieved_gbps": 812.5, "peak_fraction": 0.24},
+                         roofline=Roofline.from_dict({"achieved_gbps": 812.5, "peak_fraction": 0.24}),
                          kernels=[KernelStat("my_kernel", 1, 0.15, 0.3, True),
                                   KernelStat("aten::add", 2, 0.35, 0.7, False)])
     text = analyze(EvalResult(status="ok", compile=CompileResult(ok=True, backend="cuda"), profile=prof,
@@ -44,7 +44,7 @@ def test_failure_report_has_diagnostics_mismatch_and_log():
 
 
 # ---- feedback that is true (issue 48, item 1) -------------------------------------------------------
-def _roofed(device: str, roof: dict, bottleneck: str = "compute-bound") -> str:
+def _roofed(device: str, roof: Roofline, bottleneck: str = "compute-bound") -> str:
     prof = ProfileResult(device=device, candidate=TimingStats(4.4, 0.01, 30), baseline=TimingStats(26.9, 0.1, 30),
                          speedup=6.1, speedup_ci=[6.0, 6.2], bottleneck=bottleneck, roofline=roof)
     return analyze(EvalResult(status="ok", compile=CompileResult(ok=True, backend="cpp"), profile=prof,
@@ -57,23 +57,23 @@ def test_the_roof_is_the_hardwares_never_the_librarys_measured_rate():
     # level2/82 on a 2-core CPU: 1.19 GFLOP in 4.4 ms = 0.27 TFLOP/s, above the measured matmul rate
     # (0.21), half the FMA peak (0.52).
     roof, _ = roofline.analyse(int(1.19e9), 4_000_000, cpu, "float32", False, measured_ms=4.4, gpu=False)
-    assert roof["fraction"] > 1 and roof["hw_fraction"] == pytest.approx(1.19e9 / 0.52e12 * 1e3 / 4.4, rel=1e-3)
+    assert roof.fraction > 1 and roof.hw_fraction == pytest.approx(1.19e9 / 0.52e12 * 1e3 / 4.4, rel=1e-3)
     text = _roofed("cpu", roof)
     assert "AT THE ROOF" not in text and "against the hardware it runs at 52%" in text
     assert "SIMD FMA" in text and "no tensor cores on a CPU" in text and "(tensor cores" not in text
     # The library's rate reached, the hardware's not: keep going with the same algorithm.
     near, _ = roofline.analyse(int(0.9e9), 4_000_000, cpu, "float32", False, measured_ms=4.4, gpu=False)
-    assert 0.9 <= near["fraction"] <= 1.0 and near["hw_fraction"] < 0.9
+    assert 0.9 <= near.fraction <= 1.0 and near.hw_fraction < 0.9
     text = _roofed("cpu", near)
     assert "AT THE ROOF" not in text and "near the library's measured rate" in text and "can still go faster" in text
     # At 90 % of the hardware's limits: the roof, said as such.
     at, _ = roofline.analyse(int(2.1e9), 4_000_000, cpu, "float32", False, measured_ms=4.4, gpu=False)
-    assert 0.9 <= at["hw_fraction"] <= 1.0
+    assert 0.9 <= at.hw_fraction <= 1.0
     assert "AT THE ROOF: this code runs at 92% of the hardware's limits (0.52 TFLOP/s" in _roofed("cpu", at)
     # No hardware limit known: never a roof.
     bare = {"bandwidth": 20e9, "peak_flops": {"float32": 0.21e12}}
     none, _ = roofline.analyse(int(0.9e9), 4_000_000, bare, "float32", False, measured_ms=4.4, gpu=False)
-    assert "hw_fraction" not in none
+    assert none.hw_fraction is None
     text = _roofed("cpu", none)
     assert "AT THE ROOF" not in text and "the hardware's limit is not known here" in text
 

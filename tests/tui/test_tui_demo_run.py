@@ -161,10 +161,10 @@ async def test_the_head_and_the_references_profile_show_the_same_eager(config_fo
 def test_a_position_above_the_roof_says_why():
     view = demo_view()
     for node in view.tree:
-        roof = node.profile.roofline if node.profile is not None else {}
-        if roof and roof.get("fraction", 0) > 1 and not node.duplicate_of:
-            assert roof.get("over_roof_reason"), node.id                  # the evaluator says why
-            assert f"above the roof: {roof['over_roof_reason']}" in profile_text(node, view.root).plain
+        roof = node.profile.roofline if node.profile is not None else None
+        if roof is not None and (roof.fraction or 0) > 1 and not node.duplicate_of:
+            assert roof.over_roof_reason, node.id                  # the evaluator says why
+            assert f"above the roof: {roof.over_roof_reason}" in profile_text(node, view.root).plain
 
     def node(roof: dict) -> Node:
         prof = {"candidate": {"median_ms": 0.082, "iqr_ms": 0.04, "n": 30},

@@ -39,7 +39,7 @@ def test_the_demo_run_is_small_and_has_something_for_every_view():
     assert "worst:" in nodes["n1"].result.verify.mismatch and "got " in nodes["n1"].result.verify.mismatch
     for nid in ("n0", "n2", "n3"):
         prof = nodes[nid].profile
-        assert prof.roofline["fraction"] > 0 and prof.kernels and prof.quality.verdict
+        assert prof.roofline.fraction > 0 and prof.kernels and prof.quality.verdict
         assert prof.candidate.n >= 10 and prof.baseline.median_ms > 0
     assert nodes["n2"].speedup > 1.0 > nodes["n3"].speedup
     assert nodes["n5"].duplicate_of == "n2"

@@ -147,21 +147,22 @@ def _timing(out: Text, node: Node, prof: ProfileResult, root: Node | None) -> No
 
 def _roofline(out: Text, node: Node, prof: ProfileResult) -> None:
     """The roofline position; above the roof (a fraction over 100 %), with the reason the evaluator gives."""
-    roof = {k: v for k, v in (prof.roofline or {}).items() if isinstance(v, (int, float, str))}
+    roof = prof.roofline
     out.append("roofline ", style="dim")
-    if {"floor_ms", "fraction", "achieved_gbs", "roof"} <= roof.keys():
+    if roof is not None and None not in (roof.floor_ms, roof.fraction, roof.achieved_gbs, roof.roof):
         # The reference is eager: its own position and eager's are one (no second figure for it).
-        eager = (f" (eager {fraction_text(prof.roofline, 'eager_fraction', what='')})"
-                 if "eager_fraction" in roof and node.parent is not None else "")
-        out.append(f"floor {fmt_ms(roof['floor_ms'])} · {fraction_text(prof.roofline, what='of its pace')}{eager} · "
-                   f"{fmt_rate(roof['achieved_gbs'])} GB/s · {roof['roof']} roof\n")
-        whose = [(node.id, "over_roof_detail")] + ([("eager", "eager_over_roof_detail")] if eager else [])
-        for who, key in whose:
-            if roof.get(key):
-                out.append(f"  {who} above the roof: {roof[key]}\n", style="dim")
+        eager = (f" (eager {fraction_text(roof, 'eager_fraction', what='')})"
+                 if roof.eager_fraction is not None and node.parent is not None else "")
+        out.append(f"floor {fmt_ms(roof.floor_ms)} · {fraction_text(roof, what='of its pace')}{eager} · "
+                   f"{fmt_rate(roof.achieved_gbs)} GB/s · {roof.roof} roof\n")
+        if roof.over_roof_detail:
+            out.append(f"  {node.id} above the roof: {roof.over_roof_detail}\n", style="dim")
     else:
-        out.append((", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(roof.items()))
-                    if roof else "not measured") + "\n")
+        # A partial record (a stored run's): every number and word it has.
+        scalars = {k: v for k, v in (roof.to_dict() if roof is not None else {}).items()
+                   if isinstance(v, (int, float, str))}
+        out.append((", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(scalars.items()))
+                    if scalars else "not measured") + "\n")
 
 
 def profile_text(node: Node, root: Node | None = None) -> Text:

@@ -16,7 +16,7 @@ from textual.containers import Container, Vertical
 from textual.widgets import Label, Static
 
 from kernelskill.evaluate.judge.roofline import fraction_text
-from kernelskill.results import TimingStats
+from kernelskill.results import Roofline, TimingStats
 from kernelskill.trajectory import Node
 
 from ..model import RunView, profile_of
@@ -148,11 +148,12 @@ def timing_rows(node: Node, root: Node | None) -> list[tuple[str, TimingStats]]:
     return rows
 
 
-def roofline_points(view: RunView) -> list[tuple[str, dict]]:
+def roofline_points(view: RunView) -> list[tuple[str, Roofline]]:
     """(node id, roofline) of every timed node that has a roofline position, the reference first;
     duplicates are left out (their point is the node they repeat)."""
     return [(n.id, n.profile.roofline) for n in view.tree
-            if not n.duplicate_of and n.profile is not None and {"bytes", "achieved_gbs"} <= (n.profile.roofline or {}).keys()]
+            if not n.duplicate_of and n.profile is not None and n.profile.roofline is not None
+            and n.profile.roofline.bytes is not None and n.profile.roofline.achieved_gbs is not None]
 
 
 def kernel_bars(node: Node, limit: int = 8) -> list[tuple[str, float, bool]]:
@@ -245,7 +246,8 @@ class RunPlots(Vertical):
         self.drawn: dict[str, str] = {}          # plot → what it shows (one line, for people and tests)
         self._args: tuple[RunView, Node] | None = None
         try:
-            import textual_plotext  # noqa: F401
+            import textual_plotext
+            del textual_plotext                  # only whether it imports matters here
             self.available = True
         except ImportError:
             self.available = False
@@ -356,34 +358,34 @@ class RunPlots(Vertical):
             widget.refresh()
             return
         roof = points[-1][1]
-        bw, peak = float(roof.get("bandwidth_gbs") or 0), float(roof.get("peak_tflops") or 0)
-        if all((r.get("flops") or 0) > 0 for _, r in points) and bw and peak:
+        bw, peak = float(roof.bandwidth_gbs or 0), float(roof.peak_tflops or 0)
+        if all((r.flops or 0) > 0 for _, r in points) and bw and peak:
             # The classic picture: attainable TFLOP/s = min(peak, bandwidth × intensity), log-log.
-            xs = [float(r["intensity"]) for _, r in points]
+            xs = [float(r.intensity) for _, r in points]
             lo, hi = min(xs + [peak * 1e3 / bw]) / 10, max(xs + [peak * 1e3 / bw]) * 10
             grid = [lo * (hi / lo) ** (i / 40) for i in range(41)]
             plt.xscale("log")
             plt.yscale("log")
             plt.plot(grid, [min(peak, bw * x / 1e3) for x in grid], color="gray")
             for nid, r in points:
-                plt.scatter([float(r["intensity"])], [max(float(r.get("achieved_tflops") or 0), 1e-9)],
+                plt.scatter([float(r.intensity)], [max(float(r.achieved_tflops or 0), 1e-9)],
                             marker="●" if nid != node.id else "◉", color="magenta" if nid == node.id else "green")
-                plt.text(nid, float(r["intensity"]), max(float(r.get("achieved_tflops") or 0), 1e-9), color="white")
+                plt.text(nid, float(r.intensity), max(float(r.achieved_tflops or 0), 1e-9), color="white")
             plt.title(f"roofline {peak:g} TFLOP/s, {bw:g} GB/s")
             plt.xlabel("FLOP/byte")
             self.drawn["roofline"] = "log-log: " + ", ".join(f"{nid} {fraction_text(r, what='')}" for nid, r in points)
         else:
             # No FLOPs counted (data movement only): where each node sits against the memory roof.
             names = [nid for nid, _ in points]
-            gbs = [float(r.get("achieved_gbs") or 0) for _, r in points]
+            gbs = [float(r.achieved_gbs or 0) for _, r in points]
             # A bar past the roof is never silent: the evaluator's reason in the title and in ``drawn``
             # (a stored run from before the evaluator gave one says so).
-            over = [float(r.get("fraction") or 0) > 1.0 for _, r in points]
+            over = [float(r.fraction or 0) > 1.0 for _, r in points]
             plt.bar(names, gbs, orientation="horizontal", color="green", width=0.4)
             if bw:
                 plt.vertical_line(bw, color="red")
                 plt.xlim(0, max(gbs + [bw]) * 1.1)
-            past = [f"{nid} past it: {r.get('over_roof_reason') or 'no reason recorded, do not trust it'}"
+            past = [f"{nid} past it: {r.over_roof_reason or 'no reason recorded, do not trust it'}"
                     for (nid, r), o in zip(points, over, strict=True) if o]
             plt.title(f"GB/s vs the {bw:g} GB/s roof │" + "".join(f"; {p}" for p in past))
             pairs = ", ".join(f"{n} {g:.3g}" + (f" ({fraction_text(r, what='of its pace')})" if o else "")

@@ -88,7 +88,7 @@ def store_raised_ceiling(result: EvalResult, device: str, worker_env: dict, meas
     whose status is ok (eager ran beside the candidate, and a flagged one may have touched it), whose
     timing was good (eager's rate under load is no ceiling), and onto ceilings measured quietly."""
     prof = result.profile
-    raised = (prof.roofline or {}).get("raised_ceiling") if prof is not None else None
+    raised = prof.roofline.raised_ceiling if prof is not None and prof.roofline is not None else None
     if not raised:
         return
     why = (f"the evaluation is {result.status}" if result.status != Status.ok else

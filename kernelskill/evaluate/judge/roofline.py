@@ -41,8 +41,10 @@ import json
 import os
 import re
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
+from kernelskill.results import Roofline
 from kernelskill.vocab import Bottleneck
 
 LAUNCH_BOUND_SHARE = 0.5
@@ -281,37 +283,38 @@ def _sig(x: float, digits: int = 4) -> float:
 
 def analyse(flops: int | None, nbytes: int | None, ceilings: dict, dtype: str, allow_tf32: bool, measured_ms: float,
             launches: int | None = None, busy_ms: float | None = None, gpu: bool = True,
-            ncu: dict | None = None, flushed: bool = True) -> tuple[dict, str | None]:
-    """The roofline record of one measured model, and its bottleneck class. ``flushed``: a GPU's L2
-    was flushed before each timed call. A fraction above 1 gets its ``over_roof_reason``."""
+            ncu: dict | None = None, flushed: bool = True) -> tuple[Roofline | None, str | None]:
+    """The roofline record of one measured model, and its bottleneck class (None, None: no ceilings,
+    no counted work or no time). ``flushed``: a GPU's L2 was flushed before each timed call. A
+    fraction above 1 gets its ``over_roof_reason``."""
     if not ceilings or flops is None or nbytes is None or measured_ms <= 0:
-        return {}, None
+        return None, None
     peak, bw = peak_for(ceilings, dtype, allow_tf32), ceilings["bandwidth"]
     floor = floor_ms(flops, nbytes, ceilings, dtype, allow_tf32)
     intensity = flops / nbytes if nbytes else float("inf")
     ridge = peak / bw
-    roof = {"flops": int(flops), "bytes": int(nbytes), "intensity": round(intensity, 3), "ridge": round(ridge, 3),
-            "peak_tflops": round(peak / 1e12, 3), "bandwidth_gbs": round(bw / 1e9, 1),
-            "floor_ms": floor, "fraction": _sig(floor / measured_ms),
-            "achieved_gbs": _sig(nbytes / (measured_ms / 1e3) / 1e9),
-            "achieved_tflops": _sig(flops / (measured_ms / 1e3) / 1e12),
-            "roof": "memory" if intensity < ridge else "compute",
-            "ceilings": f"{ceilings.get('name', '?')} (measured {ceilings.get('measured_at', '?')})"}
-    if launches is not None:
-        roof["launches"] = int(launches)
-        roof["launch_us"] = round(ceilings.get("launch_us", 0.0), 2)
-    if busy_ms is not None:
-        roof["busy"] = round(min(busy_ms / measured_ms, 1.0), 3)
     lim = limits_for(ceilings, dtype, allow_tf32)
-    roof.update({k: v for k, v in lim.items() if v is not None})
-    roof["dtype"], roof["tf32_allowed"] = dtype, bool(allow_tf32)
+    roof = Roofline(flops=int(flops), bytes=int(nbytes), intensity=round(intensity, 3), ridge=round(ridge, 3),
+                    peak_tflops=round(peak / 1e12, 3), bandwidth_gbs=round(bw / 1e9, 1),
+                    floor_ms=floor, fraction=_sig(floor / measured_ms),
+                    achieved_gbs=_sig(nbytes / (measured_ms / 1e3) / 1e9),
+                    achieved_tflops=_sig(flops / (measured_ms / 1e3) / 1e12),
+                    roof="memory" if intensity < ridge else "compute",
+                    ceilings=f"{ceilings.get('name', '?')} (measured {ceilings.get('measured_at', '?')})",
+                    fma_peak_tflops=lim["fma_peak_tflops"], tensor_peak_tflops=lim["tensor_peak_tflops"],
+                    dtype=dtype, tf32_allowed=bool(allow_tf32))
+    if launches is not None:
+        roof.launches = int(launches)
+        roof.launch_us = round(ceilings.get("launch_us", 0.0), 2)
+    if busy_ms is not None:
+        roof.busy = round(min(busy_ms / measured_ms, 1.0), 3)
     hw = hardware_floor_ms(flops, nbytes, ceilings, dtype, allow_tf32)
     if hw is not None:
-        roof["hw_floor_ms"], roof["hw_fraction"] = hw, _sig(hw / measured_ms)
-        roof["hw_peak_tflops"] = round(hardware_peak(ceilings, dtype, allow_tf32) / 1e12, 3)
-    if roof["fraction"] > 1.0:
-        roof["over_roof_reason"], roof["over_roof_detail"] = over_roof_reason(
-            flops, nbytes, ceilings, dtype, allow_tf32, measured_ms, roof["fraction"], roof["roof"], gpu, flushed)
+        roof.hw_floor_ms, roof.hw_fraction = hw, _sig(hw / measured_ms)
+        roof.hw_peak_tflops = round(hardware_peak(ceilings, dtype, allow_tf32) / 1e12, 3)
+    if roof.fraction > 1.0:
+        roof.over_roof_reason, roof.over_roof_detail = over_roof_reason(
+            flops, nbytes, ceilings, dtype, allow_tf32, measured_ms, roof.fraction, roof.roof, gpu, flushed)
     return roof, classify(roof, measured_ms, gpu=gpu, ncu=ncu)
 
 
@@ -404,53 +407,57 @@ def over_roof_reason(flops: int, nbytes: int, ceilings: dict, dtype: str, allow_
                            + ("caches" if roof == "memory" else "hardware limits") + " explain")
 
 
-def limits_text(roof: dict) -> str:
+def limits_text(roof: Roofline) -> str:
     """The hardware limits beside the library rate in a roofline record, as a clause ("" when unknown)."""
-    parts = [f"{name} {roof[key]:.4g} TFLOP/s" for key, name in (("fma_peak_tflops", "fp32 FMA peak"),
-                                                                  ("tensor_peak_tflops", "tensor-core peak"))
-             if isinstance(roof.get(key), (int, float))]
+    parts = [f"{name} {value:.4g} TFLOP/s" for value, name in ((roof.fma_peak_tflops, "fp32 FMA peak"),
+                                                               (roof.tensor_peak_tflops, "tensor-core peak"))
+             if isinstance(value, (int, float))]
     return ("; hardware limits (computed): " + ", ".join(parts)) if parts else ""
 
 
-def fraction_text(roof: dict, key: str = "fraction", digits: int = 0, what: str = "of the floor's pace") -> str:
+def fraction_text(roof: Roofline | Mapping, key: str = "fraction", digits: int = 0,
+                  what: str = "of the floor's pace") -> str:
     """A fraction as a person reads it: "81% of the floor's pace", and above 1 never a bare number:
-    "222% of the floor's pace (above the roof: working set resident in the CPU's caches)"."""
-    v = roof.get(key)
+    "222% of the floor's pace (above the roof: working set resident in the CPU's caches)".
+    ``key``: "fraction", "eager_fraction" or "hw_fraction"; ``roof`` a roofline record, or a row
+    that copies its keys (bench/score.py's rows: eager_fraction and eager_over_roof_reason)."""
+    read = roof.get if isinstance(roof, Mapping) else (lambda name: getattr(roof, name, None))
+    v = read(key)
     if not isinstance(v, (int, float)):
         return "?"
     text = f"{v:.{digits}%}" + (f" {what}" if what else "")
     if v > 1.0:
-        why = roof.get("eager_over_roof_reason" if key == "eager_fraction" else "over_roof_reason")
+        why = read("eager_over_roof_reason" if key == "eager_fraction" else "over_roof_reason")
         text += f" (above the roof: {why or 'no reason recorded; do not trust it'})"
     return text
 
 
-def classify(roof: dict, measured_ms: float, *, gpu: bool = True, ncu: dict | None = None) -> Bottleneck | None:
+def classify(roof: Roofline, measured_ms: float, *, gpu: bool = True, ncu: dict | None = None) -> Bottleneck | None:
     """The bottleneck class (rules in the module docstring). Faster than the floor, the roofline
     position classifies nothing: the class is the arithmetic intensity's (or Nsight Compute's), and
     none when the reason is a count in doubt (the intensity comes from the same counts);
-    ``roof["bottleneck_note"]`` says so."""
-    if roof.get("fraction", 0.0) > 1.0:
+    ``roof.bottleneck_note`` says so."""
+    if (roof.fraction or 0.0) > 1.0:
         dram, sm = (ncu or {}).get("dram_pct"), (ncu or {}).get("sm_pct")
         if dram is not None and sm is not None and max(dram, sm) >= NCU_SATURATED:
             return Bottleneck.memory_bound if dram >= sm else Bottleneck.compute_bound
-        why = roof.get("over_roof_reason") or OVER_MISCOUNT
+        why = roof.over_roof_reason or OVER_MISCOUNT
         if why == OVER_MISCOUNT:
-            roof["bottleneck_note"] = f"no bottleneck class: faster than the floor ({why})"
+            roof.bottleneck_note = f"no bottleneck class: faster than the floor ({why})"
             return None
-        cls = Bottleneck.memory_bound if roof["roof"] == "memory" else Bottleneck.compute_bound
-        roof["bottleneck_note"] = f"bottleneck from the arithmetic intensity only ({cls}): faster than the floor ({why})"
+        cls = Bottleneck.memory_bound if roof.roof == "memory" else Bottleneck.compute_bound
+        roof.bottleneck_note = f"bottleneck from the arithmetic intensity only ({cls}): faster than the floor ({why})"
         return cls
-    launches = roof.get("launches") or 0
-    launch_ms = launches * roof.get("launch_us", 0.0) / 1e3
+    launches = roof.launches or 0
+    launch_ms = launches * (roof.launch_us if roof.launch_us is not None else 0.0) / 1e3
     if launch_ms >= LAUNCH_BOUND_SHARE * measured_ms:
         return Bottleneck.launch_bound
-    if gpu and launches >= 2 and roof.get("busy") is not None and roof["busy"] < LAUNCH_BOUND_SHARE:
+    if gpu and launches >= 2 and roof.busy is not None and roof.busy < LAUNCH_BOUND_SHARE:
         return Bottleneck.launch_bound
     if ncu:
         dram, sm = ncu.get("dram_pct"), ncu.get("sm_pct")
         if dram is not None and sm is not None and max(dram, sm) >= NCU_SATURATED:
             return Bottleneck.memory_bound if dram >= sm else Bottleneck.compute_bound
-    if roof["fraction"] < LATENCY_FRACTION:
+    if roof.fraction < LATENCY_FRACTION:
         return Bottleneck.latency_bound
-    return Bottleneck.memory_bound if roof["roof"] == "memory" else Bottleneck.compute_bound
+    return Bottleneck.memory_bound if roof.roof == "memory" else Bottleneck.compute_bound

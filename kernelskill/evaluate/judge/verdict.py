@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from kernelskill.results import KernelStat, MeasurementQuality, ModuleStat, ProfileResult
+from kernelskill.results import KernelStat, MeasurementQuality, ModuleStat, ProfileResult, Roofline
 from kernelskill.vocab import Bottleneck
 from . import quality
 from .correctness import compare_trial, summarize, verify_outputs
@@ -512,7 +512,7 @@ def _roofline(prof: ProfileResult, task, meta: dict, ceilings: dict, flags: list
     """Roofline record, bottleneck class and the floor check of a timed candidate.
 
     Eager faster than its floor raises the binding ceiling to what eager reached (within
-    ``roofline.RAISE_LIMIT``; recorded in ``prof.roofline["raised_ceiling"]``, which the caller
+    ``roofline.RAISE_LIMIT``; recorded in ``prof.roofline.raised_ceiling``, which the caller
     stores in the ceilings cache) before the candidate is measured against it."""
     from . import roofline
     gpu = prof.device.startswith("cuda")
@@ -534,45 +534,49 @@ def _roofline(prof: ProfileResult, task, meta: dict, ceilings: dict, flags: list
     # Decisions use a low quantile of the interleaved samples: contention only ever adds time, so
     # a busy machine does not make a memory-bound kernel look latency-bound.
     cand_ms = prof.decision_ms or prof.candidate.median_ms
-    prof.roofline, prof.bottleneck = roofline.analyse(*args, cand_ms, launches=launches, busy_ms=busy, gpu=gpu,
-                                                      flushed=flush_l2)
-    if prof.roofline:
-        prof.roofline["measured"] = f"p{int(quality.QUANTILE * 100)} of the timed calls"
+    roof, prof.bottleneck = roofline.analyse(*args, cand_ms, launches=launches, busy_ms=busy, gpu=gpu,
+                                             flushed=flush_l2)
+    prof.roofline = roof
+    if roof is not None:
+        roof.measured = f"p{int(quality.QUANTILE * 100)} of the timed calls"
         if raised:
-            prof.roofline["raised_ceiling"] = raised
+            roof.raised_ceiling = raised
         if ceilings.get("limits"):
             # The hardware's limits beside the library rates the floor uses (the planner sees both).
-            prof.roofline["limits"] = ceilings["limits"]
+            roof.limits = ceilings["limits"]
     if ceilings.get("quality", "good") != "good":
         prof.notes.append(f"roofline: the ceilings were measured under load ({ceilings.get('quality')}); they are "
                           "not cached: this process reuses them for 2 minutes at most, then measures them again")
-    over = prof.roofline.get("over_roof_reason")
+    over = roof.over_roof_reason if roof is not None else None
     if over:
-        prof.notes.append(f"roofline: the candidate ran at {prof.roofline['fraction']:.3g}× the floor's pace, above "
-                          f"the roof: {over} ({prof.roofline.get('over_roof_detail', '')})")
-    if prof.roofline.get("bottleneck_note"):
-        prof.notes.append(prof.roofline["bottleneck_note"])
+        prof.notes.append(f"roofline: the candidate ran at {roof.fraction:.3g}× the floor's pace, above "
+                          f"the roof: {over} ({roof.over_roof_detail or ''})")
+    if roof is not None and roof.bottleneck_note:
+        prof.notes.append(roof.bottleneck_note)
     if prof.bottleneck and prof.quality is not None and not prof.quality.good:
         # Never classify from a noisy measurement alone: only the timing-free part, the roof the
         # arithmetic intensity puts the task under, is kept.
-        prof.bottleneck = Bottleneck.memory_bound if prof.roofline.get("roof") == "memory" else Bottleneck.compute_bound
+        memory = roof is not None and roof.roof == "memory"
+        prof.bottleneck = Bottleneck.memory_bound if memory else Bottleneck.compute_bound
         prof.notes.append(f"bottleneck from the arithmetic intensity only ({prof.bottleneck}): the timing was "
                           f"{prof.quality.verdict}")
     eager, _ = roofline.analyse(*args, eager_ms, gpu=gpu, flushed=flush_l2)
-    if eager:
-        prof.roofline["eager_fraction"] = eager["fraction"]
-        if eager.get("over_roof_reason"):
-            prof.roofline["eager_over_roof_reason"] = eager["over_roof_reason"]
-    floor = prof.roofline.get("floor_ms")
+    if eager is not None:
+        # Eager's position is recorded even where the candidate's time gave none.
+        roof = prof.roofline = roof if roof is not None else Roofline()
+        roof.eager_fraction = eager.fraction
+        if eager.over_roof_reason:
+            roof.eager_over_roof_reason = eager.over_roof_reason
+    floor = roof.floor_ms if roof is not None else None
     # On a GPU the L2 is flushed before each timed call, so the floor binds; CPU caches can hold a
     # small task's whole working set, so there it is information, not a bound (``binds``: what the
     # bench's "beyond the roofline floor" and its clipped mean go by).
-    binds = bool(gpu and floor) and (prof.roofline.get("roof") != "memory" or flush_l2)
-    if prof.roofline:
-        prof.roofline["binds"] = binds
+    binds = bool(gpu and floor) and (roof.roof != "memory" or flush_l2)
+    if roof is not None:
+        roof.binds = binds
     if not binds:
         return
-    work = "compulsory FLOPs at the measured peak" if prof.roofline.get("roof") == "compute" else \
+    work = "compulsory FLOPs at the measured peak" if roof.roof == "compute" else \
         "compulsory bytes at the measured bandwidth"
     if cand_ms < 0.95 * floor and over in roofline.EXPLAINED:
         # Below the library-rate floor for a reason the hardware allows (a tensor-core path, a rate

@@ -247,8 +247,8 @@ def check(state) -> list[str]:
                         + [c.reply for c in n.calls]).lower()
         if "relu" in text:
             problems.append(f"{n.id} mentions relu in a GELU task")
-        roof = n.profile.roofline if n.profile is not None else {}
-        if roof and roof.get("fraction", 0) > 1 and not roof.get("over_roof_reason"):
+        roof = n.profile.roofline if n.profile is not None else None
+        if roof is not None and (roof.fraction or 0) > 1 and not roof.over_roof_reason:
             problems.append(f"{n.id} is above its roof with no reason recorded")
     return problems
 
