@@ -130,3 +130,10 @@ def hear(phase=None, decide=None):
         def decide(self, out_dir) -> bool:
             return decide(out_dir) if decide else True
     return Hear()
+
+
+def ref_meta(**fields):
+    """A reference's meta (``launch.reply.ReferenceMeta``) with the fields a test sets (work: flops, bytes)."""
+    from kernelskill.evaluate.launch.reply import ReferenceMeta
+    base = {"seed": 42, "distributions": ["task"], "output_bytes": 0}
+    return ReferenceMeta.parse({**base, **fields})

@@ -15,7 +15,6 @@ Candidate code runs only in the workers; everything here runs in the trusted par
 from __future__ import annotations
 
 import dataclasses
-import json
 import shutil
 import threading
 import time
@@ -35,7 +34,7 @@ from .ncu import run_ncu
 from .options import BASELINES, Options, host_env, request, resolve_device, workdir
 from .judge.quality import RoundJudge
 from .reference import RefServer, reference, reference_server
-from .launch.reply import WorkerReply
+from .launch.reply import ReferenceMeta, WorkerReply
 from .launch.request import WorkerRequest
 
 # Flags that make a verdict ``flagged`` beside the static checks' own cheats.
@@ -59,7 +58,7 @@ class Evaluation(Listener):
                                  env=host_env(self.device), task=task.name, candidate_hash=cand.hash)
         # Set by plan():
         self.ref_dir: Path | None = None
-        self.meta: dict = {}                   # the reference's meta.json
+        self.meta: ReferenceMeta | None = None  # what the reference worker found (its meta.json)
         self.base: Path | None = None          # the run worker's folder
         self.request: WorkerRequest | None = None
         self.apart: ApartProfile | None = None
@@ -115,8 +114,8 @@ class Evaluation(Listener):
         self.mark("reference")
         self.ref_dir = reference(task, device, opts)
         self.mark("plan")
-        self.meta = json.loads((self.ref_dir / "meta.json").read_text())
-        if self.meta.get("stochastic"):      # the task's problem: nothing a candidate does can be verified
+        self.meta = ReferenceMeta.load(self.ref_dir)
+        if self.meta.stochastic:      # the task's problem: nothing a candidate does can be verified
             self.finish(Status.stochastic, verdict.stochastic_message(task, self.meta))
             return True
         if opts.baseline not in BASELINES:
@@ -126,12 +125,11 @@ class Evaluation(Listener):
         if profile == ProfileMode.here and (opts.profile_apart if opts.profile_apart is not None else device.startswith("cuda")):
             profile = ProfileMode.apart
         self.request = request("run", task, cand, device, opts, self.base, ref_dir=str(self.ref_dir),
-                               poison_bytes=2 * self.meta["output_bytes"],
-                               poison_sizes=self.meta.get("output_sizes") or [],
+                               poison_bytes=2 * self.meta.output_bytes, poison_sizes=self.meta.output_sizes,
                                timing=dataclasses.asdict(opts.timing) if opts.timing else None, profile=profile)
         # A task whose outputs are recomputed fills the GPU with two workers already: its profiling
         # worker sets up beside them (a CUDA context, CUPTI) but profiles once the run worker is gone.
-        self.late_profile = (self.meta.get("plan") or {}).get("outputs") == "recompute"
+        self.late_profile = self.meta.recompute
         if profile == ProfileMode.apart:
             # It builds after the run worker: two builds of one source at once queue on its build
             # lock, and the profiling worker, set up ahead, took it first (the verdict waited on its
@@ -222,7 +220,7 @@ class Evaluation(Listener):
             self.apart.release(True)
         try:
             self.replay = verdict.replay_flags(out_dir, self.task, verdict.reference_outputs(self.ref_dir, self.server),
-                                               self.meta["distributions"], live=True)
+                                               self.meta.distributions, live=True)
         finally:
             write_atomic(out_dir / "timed_checked", "done")   # outputs shared on the GPU may go now
 
@@ -301,24 +299,24 @@ class Evaluation(Listener):
         if verify is None:
             return self.finish(Status.flagged, "outputs are not plain torch.Tensor objects")
         result.verify = verify
-        if meta.get("degenerate"):
-            flags.append(f"degenerate-task: {meta['degenerate']}; a speedup on it means nothing")
-        if meta.get("plan"):
+        if meta.degenerate:
+            flags.append(f"degenerate-task: {meta.degenerate}; a speedup on it means nothing")
+        if meta.plan:
             from .worker.trials import describe
-            verify.memory_plan = {**meta["plan"], "summary": describe(meta["plan"])}
-            if meta["plan"].get("outputs") == "recompute" and self.trials is not None:
+            verify.memory_plan = {**meta.plan, "summary": describe(meta.plan)}
+            if meta.recompute and self.trials is not None:
                 # How the candidate's outputs reached the comparison: shared on the GPU, or as files.
                 verify.memory_plan["handoff"] = ("file" if not self.trials.shared else
                                                  "cuda-ipc" if self.device.startswith("cuda") else "shared-memory")
-        if meta.get("random"):
-            flags.append(verdict.random_reference_flag(meta["random"]))
+        if meta.random:
+            flags.append(verdict.random_reference_flag(meta.random))
         timing = self.reply.timing
         if timing and verify.correct:
             # The timed calls' outputs, re-checked: a result computed once and replayed fails here.
             # Usually done already, while the worker profiled (``timed``).
             flags += self.replay if self.replay is not None else verdict.replay_flags(
                 self.outcome.out_dir, self.task, verdict.reference_outputs(self.ref_dir, self.server),
-                meta["distributions"], live=False)
+                meta.distributions, live=False)
             result.profile = verdict.timed_profile(self.reply, result.env.device, result.compile.backend, meta, flags)
             result.profile.baseline_flags = result.env.flags_mode
             verdict._roofline(result.profile, self.task, meta, self.roof, flags, timing.raw_times(),

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import shutil
 import time
 
@@ -17,7 +16,7 @@ from ..candidate import Candidate
 from ..results import MeasurementQuality, RaceEntry, RaceResult
 from ..vocab import RaceStatus
 from .launch.isolation import run_worker
-from .launch.reply import Samples
+from .launch.reply import ReferenceMeta, Samples
 from .options import Options, request, resolve, resolve_device, workdir
 from .judge.quality import GOOD, RoundJudge
 from .reference import reference, reference_server
@@ -45,7 +44,7 @@ def race(task, candidates: list, *, opts: Options | None = None, server=None) ->
     device = resolve_device(opts.device, cands[0].backend)
     timing = opts.timing or TimingConfig()
     ref_dir = reference(task, device, opts)
-    meta = json.loads((ref_dir / "meta.json").read_text())
+    meta = ReferenceMeta.load(ref_dir)
     base = workdir(opts)
     paths = []
     for i, c in enumerate(cands):
@@ -75,7 +74,7 @@ def _run(task, cands, names, device, opts, req, judge, ref_dir, meta, base, serv
             return RaceResult(status=RaceStatus.failed, message=f"race failed: {why}"[:1000],
                               seconds=round(time.perf_counter() - started, 3))
         times = reply.timing.times
-        ref_outs, dists = reference_outputs(ref_dir, server), meta["distributions"]
+        ref_outs, dists = reference_outputs(ref_dir, server), meta.distributions
         entries = []
         for c, name in zip(cands, names):
             sp, ci = speedup_ci(times["eager"].ms, times[name].ms, rounds=times[name].rounds)

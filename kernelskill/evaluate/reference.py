@@ -20,6 +20,7 @@ from ..task import Task
 from ..vocab import WorkerStatus
 from .cache import cache_root
 from .launch.isolation import Cancelled, WorkerOutcome, run_worker
+from .launch.reply import ReferenceMeta
 from .launch.request import WorkerRequest
 from .options import Options, backend_flags, mkdir, request, workdir
 
@@ -138,9 +139,9 @@ class RefServer:
 
 
 @contextlib.contextmanager
-def reference_server(task: Task, device: str, opts: Options, ref_dir: Path, meta: dict):
+def reference_server(task: Task, device: str, opts: Options, ref_dir: Path, meta: ReferenceMeta):
     """A RefServer while the block runs when the task's outputs are recomputed, else None."""
-    if (meta.get("plan") or {}).get("outputs") != "recompute":
+    if not meta.recompute:
         yield None
         return
     server = RefServer(task, device, opts, ref_dir)

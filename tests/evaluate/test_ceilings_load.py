@@ -18,11 +18,11 @@ from kernelskill.results import CompileResult, EvalResult, MeasurementQuality, P
 from kernelskill.task import Task
 from kernelskill.vocab import WorkerStatus
 
-from helpers import RELU_TASK, Busy
+from helpers import RELU_TASK, Busy, ref_meta
 
 H100ISH = {"name": "GPU", "bandwidth": 3.0e12, "peak_flops": {"float32": 50e12, "tf32": 400e12},
            "launch_us": 5.0, "measured_at": "now", "version": roofline.CEILINGS_VERSION}
-GEMM = {"flops": 1e12, "bytes": 3 * 4096 * 4096 * 4}        # a 20 ms floor at 50 TFLOP/s
+GEMM = ref_meta(flops=1e12, bytes=3 * 4096 * 4096 * 4)        # a 20 ms floor at 50 TFLOP/s
 
 
 def _files(root) -> list:

@@ -17,6 +17,7 @@ from kernelskill import Candidate, Task
 from kernelskill.evaluate import evaluate
 from kernelskill.evaluate.launch import isolation
 from kernelskill.evaluate.judge import verdict
+from kernelskill.evaluate.launch.reply import ReferenceMeta
 from kernelskill.evaluate.options import request
 from kernelskill.evaluate.reference import reference
 
@@ -57,7 +58,7 @@ def test_trials_are_compared_while_the_worker_runs_the_next(fast, monkeypatch, t
 def _judge_dir(tmp_path, fast):
     task = Task.load(RELU_TASK)
     ref_dir = reference(task, "cpu", fast)
-    meta = json.loads((ref_dir / "meta.json").read_text())
+    meta = ReferenceMeta.load(ref_dir)
     return task, ref_dir, meta, verdict.reference_outputs(ref_dir)
 
 

@@ -17,7 +17,7 @@ from kernelskill.results import KernelStat, ProfileResult, TimingStats
 from kernelskill.task import Task
 from kernelskill.vocab import BOTTLENECKS
 
-from helpers import RELU_TASK, toolkit_candidate
+from helpers import RELU_TASK, ref_meta, toolkit_candidate
 
 GOOD = toolkit_candidate("return ext.relu2(x)")
 H100ISH = {"name": "GPU", "bandwidth": 3.0e12, "peak_flops": {"float32": 50e12, "tf32": 400e12, "bfloat16": 800e12},
@@ -88,7 +88,7 @@ def _prof(median_ms: float, device: str = "cuda") -> ProfileResult:
 
 def test_a_candidate_faster_than_the_floor_is_flagged_for_review_on_the_gpu():
     task = Task.load(RELU_TASK)
-    meta = {"flops": 0, "bytes": 3e9}          # floor 1 ms at 3 TB/s
+    meta = ref_meta(flops=0, bytes=3e9)          # floor 1 ms at 3 TB/s
     flags: list[str] = []
     _roofline(_prof(0.5), task, meta, H100ISH, flags)
     assert any(f.startswith("review:") and "below the roofline floor" in f for f in flags)
@@ -114,7 +114,7 @@ def _eager_prof(eager_ms: float, cand_ms: float) -> ProfileResult:
 
 
 # 1 TFLOP in fp32 with TF32 off: a 20 ms floor at H100ISH's 50 TFLOP/s (compute roof).
-GEMM = {"flops": 1e12, "bytes": 3 * 4096 * 4096 * 4}
+GEMM = ref_meta(flops=1e12, bytes=3 * 4096 * 4096 * 4)
 
 
 def test_eager_faster_than_its_floor_raises_the_ceiling_it_beat():
@@ -142,7 +142,7 @@ def test_eager_faster_than_its_floor_raises_the_ceiling_it_beat():
     assert prof.roofline.raised_ceiling["ceiling"] == "peak_flops.tf32"
     assert any("tf32 ceiling 400 TFLOP/s" in n for n in prof.notes)
     prof = _eager_prof(1.0 / 1.02, cand_ms=2.0)
-    _roofline(prof, task, {"flops": 0, "bytes": 3e9}, H100ISH, [])
+    _roofline(prof, task, ref_meta(flops=0, bytes=3e9), H100ISH, [])
     assert prof.roofline.raised_ceiling["ceiling"] == "bandwidth"
     assert any("3060 GB/s" in n and "bandwidth ceiling 3000 GB/s" in n for n in prof.notes)
 
@@ -160,14 +160,14 @@ def test_eager_at_or_below_its_floor_or_far_above_it_raises_nothing():
     # CPU caches can hold the working set: eager above the bandwidth floor raises nothing there.
     prof = _eager_prof(0.9, cand_ms=2.0)
     prof.device = "cpu"
-    _roofline(prof, task, {"flops": 0, "bytes": 3e9}, H100ISH, [])
+    _roofline(prof, task, ref_meta(flops=0, bytes=3e9), H100ISH, [])
     assert prof.roofline.raised_ceiling is None
 
 
 def test_a_candidate_just_faster_than_the_floor_gets_a_note_and_raises_nothing():
     task = Task.load(RELU_TASK)
     prof, flags = _prof(0.97), []                            # 0.97 × a 1 ms floor; eager at 5 ms
-    _roofline(prof, task, {"flops": 0, "bytes": 3e9}, H100ISH, flags)
+    _roofline(prof, task, ref_meta(flops=0, bytes=3e9), H100ISH, flags)
     assert flags == []
     assert any(n.startswith("review: the candidate") and "faster than the roofline floor" in n for n in prof.notes)
     assert prof.roofline.raised_ceiling is None and prof.roofline.bandwidth_gbs == 3000.0
@@ -238,10 +238,10 @@ def test_raise_ceiling_only_raises():
 def test_missing_ceilings_or_work_become_notes():
     task = Task.load(RELU_TASK)
     prof = _prof(1.0)
-    _roofline(prof, task, {"flops": 0, "bytes": 10}, {}, [])
+    _roofline(prof, task, ref_meta(flops=0, bytes=10), {}, [])
     assert prof.roofline is None and "no ceilings" in prof.notes[-1]
     prof = _prof(1.0)
-    _roofline(prof, task, {"flops": None, "bytes": None, "work_note": "FLOPs not traced: X"}, H100ISH, [])
+    _roofline(prof, task, ref_meta(flops=None, bytes=None, work_note="FLOPs not traced: X"), H100ISH, [])
     assert prof.roofline is None and prof.notes[-1] == "FLOPs not traced: X"
 
 

@@ -17,7 +17,7 @@ from kernelskill.results import EvalResult, CompileResult, KernelStat, ProfileRe
 from kernelskill.task import Task
 from kernelskill.vocab import Bottleneck
 
-from helpers import RELU_TASK
+from helpers import RELU_TASK, ref_meta
 from mcp_server.advice import _roof
 
 H100_LIMITS = machine.gpu_limits(9, 0, 132, 1980.0, "test")
@@ -137,7 +137,7 @@ def _prof(ms: float) -> ProfileResult:
 def test_a_tensor_core_kernel_faster_than_the_library_floor_is_explained_not_alarmed():
     """A correct 3xTF32 tensor-core kernel was reported "below the roofline floor"."""
     task = Task.load(RELU_TASK)                                     # float32, TF32 off
-    meta = {"flops": GEMM_FLOPS, "bytes": GEMM_BYTES}
+    meta = ref_meta(flops=GEMM_FLOPS, bytes=GEMM_BYTES)
     prof, flags = _prof(_gemm_ms(150.0)), []
     _roofline(prof, task, meta, H100, flags)
     assert not any("below the roofline floor" in f for f in flags), flags
@@ -153,7 +153,7 @@ def test_a_tensor_core_kernel_faster_than_the_library_floor_is_explained_not_ala
 def test_the_texts_people_read_name_the_reason_never_a_bare_fraction_above_100():
     task = Task.load(RELU_TASK)
     prof = _prof(_gemm_ms(150.0))
-    _roofline(prof, task, {"flops": GEMM_FLOPS, "bytes": GEMM_BYTES}, H100, [])
+    _roofline(prof, task, ref_meta(flops=GEMM_FLOPS, bytes=GEMM_BYTES), H100, [])
     frac = prof.roofline.fraction
     assert frac > 1
     bare = f"{frac:.0%}"

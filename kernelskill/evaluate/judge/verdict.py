@@ -17,7 +17,7 @@ from kernelskill.vocab import Bottleneck
 from . import quality
 from .correctness import compare_trial, summarize, verify_outputs
 from ..launch.isolation import write_atomic
-from ..launch.reply import WorkerReply
+from ..launch.reply import ReferenceMeta, WorkerReply
 from ..worker.timing import speedup_ci, stats
 
 SPEEDUP_REVIEW = 10.0
@@ -36,11 +36,10 @@ class ReferenceOutputs:
     worker (``server``, reference.RefServer)."""
 
     def __init__(self, ref_dir, server=None):
-        import json
         self.ref_dir = ref_dir
-        self.meta = meta = json.loads((ref_dir / "meta.json").read_text())
-        self.n = len(meta["distributions"])
-        self.stored = (meta.get("plan") or {}).get("outputs", "stored") == "stored"
+        self.meta = meta = ReferenceMeta.load(ref_dir)
+        self.n = len(meta.distributions)
+        self.stored = meta.plan.get("outputs", "stored") == "stored"
         self.server = server
 
     def __len__(self) -> int:
@@ -62,19 +61,19 @@ class ReferenceOutputs:
 EAGER_MARGIN = 2.0
 
 
-def tolerances(task, meta: dict) -> list[dict]:
+def tolerances(task, meta: ReferenceMeta) -> list[dict]:
     """Per output: the task's tolerance, the user's eager's deviation from the strict reference
-    (meta["accuracy"], in multiples of that tolerance: the larger of the elementwise allclose ratio
+    (meta.accuracy, in multiples of that tolerance: the larger of the elementwise allclose ratio
     and the relative-error ratio) and the tolerance compared with: the task's, raised to
     ``EAGER_MARGIN`` × the deviation where that is larger. Where the user's flags are the strict
     ones, eager is the strict reference (deviation 0). [] for a reference cached without it."""
     atol, rtol = task.tolerance
-    acc = meta.get("accuracy")
+    acc = meta.accuracy
     if not acc:
         return []
     devs = acc.get("eager_deviation")
     if devs is None:       # not measured: the same flags (or it did not fit): the task's tolerance as it is
-        devs = [{"ratio": 0.0, "rel": 0.0, "max_abs": 0.0, "measured": False} for _ in meta.get("output_sizes") or []]
+        devs = [{"ratio": 0.0, "rel": 0.0, "max_abs": 0.0, "measured": False} for _ in meta.output_sizes]
     out = []
     for k, d in enumerate(devs):
         ratio = max(float(d.get("ratio") or 0.0), float(d.get("rel") or 0.0))
@@ -86,7 +85,7 @@ def tolerances(task, meta: dict) -> list[dict]:
     return out
 
 
-def effective_tolerance(task, meta: dict) -> tuple:
+def effective_tolerance(task, meta: ReferenceMeta) -> tuple:
     """(atol, rtol) to compare with: the task's numbers, or one per output where ``tolerances`` has them."""
     tols = tolerances(task, meta)
     if not tols:
@@ -94,10 +93,10 @@ def effective_tolerance(task, meta: dict) -> tuple:
     return [t["effective_atol"] for t in tols], [t["effective_rtol"] for t in tols]
 
 
-def accuracy_notes(task, meta: dict) -> list[str]:
+def accuracy_notes(task, meta: ReferenceMeta) -> list[str]:
     """What the reference worker found about the reference's own accuracy, for the planner and the
     MCP client: the strict fp32 reference missing the task's tolerance against float64."""
-    fp64 = (meta.get("accuracy") or {}).get("fp64") or {}
+    fp64 = (meta.accuracy or {}).get("fp64") or {}
     atol, rtol = task.tolerance
     notes = []
     for m in fp64.get("misses") or []:
@@ -126,9 +125,9 @@ def trial_seeds(seed: int, dists: list[str]) -> list[int]:
     return out
 
 
-def stochastic_message(task, meta: dict) -> str:
+def stochastic_message(task, meta: ReferenceMeta) -> str:
     """The ``stochastic`` verdict's message: what is wrong with the reference and what to do."""
-    return (f"{task.path}: the reference is not reproducible: {meta['stochastic']}. No candidate can be "
+    return (f"{task.path}: the reference is not reproducible: {meta.stochastic}. No candidate can be "
             f"verified against it. Make it deterministic: draw random numbers from torch's global "
             f"generator (the evaluator seeds it before every call), not from a generator seeded by the "
             f"clock or os.urandom; for atomics, torch.use_deterministic_algorithms(True). If the "
@@ -152,11 +151,11 @@ class TrialJudge:
         self.task_tol = task.tolerance
         self.tolerances = tolerances(task, meta)
         self.atol, self.rtol = effective_tolerance(task, meta)
-        self.dists = meta["distributions"]
-        self.seeds = trial_seeds(int(meta.get("seed", 42)), self.dists)
+        self.dists = meta.distributions
+        self.seeds = trial_seeds(int(meta.seed), self.dists)
         self.ref_outs = reference_outputs(ref_dir, server)
         # A task whose outputs are large: each candidate file is deleted once compared (disk).
-        self.drop = int(meta.get("output_bytes") or 0) > DROP_COMPARED_BYTES
+        self.drop = int(meta.output_bytes or 0) > DROP_COMPARED_BYTES
         self.done: dict[int, tuple] = {}
         self.unreadable: str | None = None
         self.acked: set[int] = set()  # trials whose shared outputs the worker was told it may free
@@ -231,7 +230,7 @@ def verify_run(out_dir, task, ref_dir, meta, judge: TrialJudge | None = None) ->
     verify, flags = (judge or TrialJudge(task, ref_dir, meta)).verdict(out_dir)
     if verify is None:
         return None, flags
-    verify.degenerate = bool(meta.get("degenerate"))
+    verify.degenerate = bool(meta.degenerate)
     verify.notes = accuracy_notes(task, meta)
     verify.seconds = round(res.get("verify_seconds", 0.0), 3)
     cheats = []
@@ -247,10 +246,10 @@ def verify_run(out_dir, task, ref_dir, meta, judge: TrialJudge | None = None) ->
                 t.check = t.check or ("input-modified" if problem.startswith("input") else "aliasing")
                 t.message = t.message or problem
             verify.mismatch = (verify.mismatch + f"\ntrial {i}: {problem}").strip()
-        if meta.get("structure") and check.get("structure") != meta.get("structure"):
+        if meta.structure and check.get("structure") != meta.structure:
             verify.correct = False
             verify.mismatch = (verify.mismatch + f"\ntrial {i}: output structure {check.get('structure')}, "
-                               f"expected {meta.get('structure')}").strip()
+                               f"expected {meta.structure}").strip()
     cheats += res.get("flags_after", [])
     verify.flags = list(cheats)
     return verify, cheats
@@ -292,7 +291,7 @@ def replay_flags(out_dir, task, ref_outs: list, dists: list[str], live: bool,
     return []
 
 
-def timed_profile(reply: WorkerReply, device: str, backend: str, meta: dict, flags: list[str]) -> ProfileResult:
+def timed_profile(reply: WorkerReply, device: str, backend: str, meta: ReferenceMeta, flags: list[str]) -> ProfileResult:
     """The ProfileResult of a verified, timed candidate from its worker's reply (samples, kernels);
     the flags its numbers raise (timer-mismatch, no-custom-kernel, review) are added to ``flags``."""
     timing = reply.timing
@@ -350,7 +349,7 @@ def timed_profile(reply: WorkerReply, device: str, backend: str, meta: dict, fla
         flags.append("no-custom-kernel: the candidate runs only PyTorch operators (custom share 0)")
     elif prof.custom_share is not None and prof.custom_share == 0:
         flags.append("no-custom-kernel: none of the candidate's own kernels ran (custom share 0)")
-    if meta.get("degenerate"):
+    if meta.degenerate:
         prof.notes.append("degenerate task: speedup withheld")
         prof.speedup, prof.speedup_ci = None, []
     elif sp > SPEEDUP_REVIEW:
@@ -507,7 +506,7 @@ def span_eager_runs(prof: ProfileResult, earlier: list[float]) -> None:
                           f"({min(runs):.4g}–{max(runs):.4g} ms, {spread:.1%} apart): what a rerun's eager reads")
 
 
-def _roofline(prof: ProfileResult, task, meta: dict, ceilings: dict, flags: list[str], times: dict | None = None,
+def _roofline(prof: ProfileResult, task, meta: ReferenceMeta, ceilings: dict, flags: list[str], times: dict | None = None,
               flush_l2: bool = True) -> None:
     """Roofline record, bottleneck class and the floor check of a timed candidate.
 
@@ -519,12 +518,12 @@ def _roofline(prof: ProfileResult, task, meta: dict, ceilings: dict, flags: list
     if not ceilings:
         prof.notes.append("roofline: no ceilings measured for this device")
         return
-    if meta.get("flops") is None:
-        prof.notes.append(meta.get("work_note") or "roofline: the task's FLOPs and bytes are unknown")
+    if meta.flops is None:
+        prof.notes.append(meta.work_note or "roofline: the task's FLOPs and bytes are unknown")
         return
     launches = sum(k.calls for k in prof.kernels) if prof.kernels else None
     busy = sum(k.time_ms for k in prof.kernels) if (gpu and prof.kernels) else None
-    flops, nbytes = meta["flops"], meta["bytes"]
+    flops, nbytes = meta.flops, meta.bytes
     base_times = (times or {}).get("eager", {}).get("ms")
     eager_ms = quality.low_quantile(base_times) if base_times else prof.baseline.median_ms
     raised = _eager_above_floor(prof, task, flops, nbytes, ceilings, eager_ms, gpu, flush_l2)

@@ -7,7 +7,10 @@ inside the process that ran candidate code: nothing in it is trusted beyond its 
 """
 from __future__ import annotations
 
+import dataclasses
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from kernelskill.vocab import WorkerStatus
@@ -93,6 +96,55 @@ class TimingReply:
     def raw_times(self) -> dict:
         """``times`` in the wire form the round judge's statistics read (``quality.assess``)."""
         return {name: s.to_dict() for name, s in self.times.items()}
+
+
+@dataclass
+class ReferenceMeta:
+    """What the reference worker found (its reply, stored as the reference cache's ``meta.json``):
+    the trials' seeds and distributions, the outputs' sizes, what makes the task special
+    (degenerate, stochastic, random), its memory plan, accuracy probes and work (FLOPs, bytes).
+    The reference worker runs no candidate code: this file is trusted."""
+    seed: int
+    distributions: list[str]          # trial i's input distribution: "task" (get_inputs) or "signed"
+    output_bytes: int                 # one call's outputs, all tensors
+    output_sizes: list[int] = field(default_factory=list)   # bytes of each output tensor
+    structure: Any = None             # the outputs' structure ("tensor", a tuple of them, …)
+    degenerate: str = ""              # why a speedup on this task means nothing ("": it does)
+    stochastic: str = ""              # why the reference is not reproducible ("": it is)
+    random: str = ""                  # how it draws random numbers, each call seeded ("": it does not)
+    # The memory plan (worker/trials.py): inputs and outputs "stored" or regenerated/"recompute",
+    # the rotation, the budgets it was made from and where the reference's seconds went.
+    plan: dict = field(default_factory=dict)
+    accuracy: dict | None = None      # eager's flags, its deviation from them, the fp64 probe
+    parameter_names: list[str] = field(default_factory=list)
+    flops: int | None = None          # one forward call's, traced (None: not traced, see work_note)
+    bytes: int | None = None          # the bytes one call must move at least
+    op_classes: list[str] = field(default_factory=list)
+    work_note: str | None = None
+    env: dict = field(default_factory=dict)   # the worker's threads and backend flags
+    status: str = "ok"
+
+    @classmethod
+    def parse(cls, data: dict) -> ReferenceMeta:
+        """The record in ``data``; a key this version does not know is an error (the cache key
+        carries the protocol's version, so another version's file is never read)."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"meta.json: unknown keys {unknown}")
+        return cls(**data)
+
+    @classmethod
+    def load(cls, ref_dir: Path) -> ReferenceMeta:
+        return cls.parse(json.loads((Path(ref_dir) / "meta.json").read_text()))
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @property
+    def recompute(self) -> bool:
+        """Whether the reference outputs are recomputed on demand (too large to store)."""
+        return self.plan.get("outputs") == "recompute"
 
 
 @dataclass

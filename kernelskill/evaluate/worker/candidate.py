@@ -4,7 +4,6 @@ built under the reference's seed and given its weights."""
 from __future__ import annotations
 
 import importlib.util
-import json
 import sys
 import traceback
 from pathlib import Path
@@ -16,6 +15,7 @@ from . import guards
 from . import trials as trials_mod
 from kernelskill.errors import tail
 from kernelskill.vocab import WorkerStatus
+from kernelskill.evaluate.launch.reply import ReferenceMeta
 from kernelskill.evaluate.launch.request import WorkerRequest
 from .core import _load_task, _setup, set_phase
 
@@ -84,8 +84,7 @@ def _reference_data(req: WorkerRequest):
     task = _load_task(req)
     mod = task.module()
     init = task.init_inputs(mod)
-    meta = json.loads((ref_dir / "meta.json").read_text())
-    trials = trials_mod.TrialInputs(ref_dir, meta, task, mod, req.device)
+    trials = trials_mod.TrialInputs(ref_dir, ReferenceMeta.load(ref_dir), task, mod, req.device)
     state = torch.load(ref_dir / "state.pt", weights_only=True)
     return task, mod, init, trials, state
 

@@ -25,12 +25,12 @@ def mode_run(req: WorkerRequest, out: Path) -> dict:
     device = _setup(req)
     task, mod, init, trials, state = _reference_data(req)
     meta = trials.meta
-    dists = meta["distributions"]
+    dists = meta.distributions
     ref_model = _reference_model(task, mod, init, state, req, device)
     compiled_ref, compile_info = _compile_baseline(req, ref_model, trials.get(0), device)
     before = guards.backend_flags()
     # The timed calls rotate through the first task trials, as many as the memory plan holds.
-    rotate = max(1, min(cfg_rotate(req), (meta.get("plan") or {}).get("rotate", 3)))
+    rotate = max(1, min(cfg_rotate(req), meta.plan.get("rotate", 3)))
 
     compiled = mode_compile(req, out)
     if compiled["status"] != WorkerStatus.ok:
@@ -42,7 +42,7 @@ def mode_run(req: WorkerRequest, out: Path) -> dict:
     checks, sets = [], []
     # The memory plan's large outputs: compared by the reference worker in the memory they are in
     # (the GPU's through CUDA IPC, a CPU's shared), not written (handoff.py).
-    shares = (meta.get("plan") or {}).get("outputs") == "recompute"
+    shares = meta.recompute
     with torch.no_grad():
         for i in range(len(trials)):
             xs = trials.get(i)          # one trial on the device at a time (a level-1 task: gigabytes)
@@ -79,7 +79,7 @@ def mode_run(req: WorkerRequest, out: Path) -> dict:
             models["compile"] = compiled_ref
         # A reference that draws random numbers: each timed call is seeded as its input set's trial
         # was (set i is trial i), so the timed outputs can be re-checked against the reference.
-        reseed = (lambda idx: seed_call(call_seed(req.seed, idx), device)) if meta.get("random") else None
+        reseed = (lambda idx: seed_call(call_seed(req.seed, idx), device)) if meta.random else None
         t1 = _clock()
         timed, rounds = _timing_rounds(models, sets, device, cfg, out, reseed, keep=("candidate",))
         t2 = _clock()
@@ -193,9 +193,9 @@ def mode_race(req: WorkerRequest, out: Path) -> dict:
     device = _setup(req)
     task, mod, init, trials, state = _reference_data(req)
     meta = trials.meta
-    dists = meta["distributions"]
+    dists = meta.distributions
     models = {"eager": _reference_model(task, mod, init, state, req, device)}
-    reseed = (lambda idx: seed_call(call_seed(req.seed, idx), device)) if meta.get("random") else None
+    reseed = (lambda idx: seed_call(call_seed(req.seed, idx), device)) if meta.random else None
     set_phase(out, "build")
     log = _build.BuildLog()
     for i, path in enumerate(req.candidate_paths):
@@ -206,7 +206,7 @@ def mode_race(req: WorkerRequest, out: Path) -> dict:
                     "build": _buildlog(log)}
         models[f"c{i}"], _ = _candidate_model(module, init, state, req, device)
     set_phase(out, "run")
-    rotate = max(1, min(cfg_rotate(req), (meta.get("plan") or {}).get("rotate", 3)))
+    rotate = max(1, min(cfg_rotate(req), meta.plan.get("rotate", 3)))
     sets = [trials.get(i) for i, d in enumerate(dists) if d == "task"][:rotate]
     (out / "checks.json").write_text(json.dumps({"pid": os.getpid(), "gpu_uuid": _gpu_uuid(device)}))
     timed, rounds = _timing_rounds(models, sets, device, TimingConfig(**req.timing), out, reseed,

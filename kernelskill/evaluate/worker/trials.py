@@ -26,6 +26,8 @@ from pathlib import Path
 
 import torch
 
+from kernelskill.evaluate.launch.reply import ReferenceMeta
+
 GB = 1 << 30
 STORE_INPUTS_MAX = 8 * GB       # at most this much of trial inputs is written to the cache
 STORE_OUTPUTS_MAX = 16 * GB     # ... and of reference outputs
@@ -92,11 +94,11 @@ class TrialInputs:
     """Every trial's inputs, as the reference cache holds them: stored files (memory-mapped) or
     regenerated from their seeds. ``get(i, device)`` puts trial i on the device."""
 
-    def __init__(self, ref_dir: Path, meta: dict, task, mod, device: str):
+    def __init__(self, ref_dir: Path, meta: ReferenceMeta, task, mod, device: str):
         self.ref_dir, self.meta, self.task, self.mod, self.device = Path(ref_dir), meta, task, mod, device
-        self.dists = meta["distributions"]
-        self.seed = int(meta["seed"])
-        self.plan = meta.get("plan") or {"inputs": "stored"}
+        self.dists = meta.distributions
+        self.seed = int(meta.seed)
+        self.plan = meta.plan or {"inputs": "stored"}
         self._first = None
 
     def __len__(self) -> int:
