@@ -1,7 +1,8 @@
 """Events of a run, and the bus that hands them to subscribers (run store, CLI, TUI, MCP).
 
 Every event is a dataclass that round-trips through JSON (``to_dict`` / ``event_from_dict``); the
-run store appends them to ``events.jsonl`` and a resumed run rebuilds its tree from them.
+run store appends them to ``events.jsonl`` and a resumed run rebuilds its tree from them. In memory a
+node is a ``Node`` and a race a ``RaceResult``; on the wire, their ``to_dict()``.
 ``AgentDelta`` (streamed text) and ``EvaluationStep`` (a build's steps) are for live displays and are
 not stored.
 """
@@ -12,10 +13,16 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 
+from .node import Node
+from .results import RaceResult
+
 
 @dataclass
 class Event:
     persist: ClassVar[bool] = True
+    # Fields that hold a typed object (a Node, a RaceResult): written as its to_dict(), read back by the
+    # class's from_dict. None is written as {} and {} is read as None, as the fields' old default was {}.
+    objects: ClassVar[dict[str, type]] = {}
     t: float = field(default_factory=time.time, kw_only=True)
 
     @property
@@ -23,8 +30,12 @@ class Event:
         return type(self).__name__
 
     def to_dict(self) -> dict[str, Any]:
-        # Shallow: the fields are plain data already, and a deep copy per event costs more than the write.
-        return {"event": self.name, **{f.name: getattr(self, f.name) for f in dataclasses.fields(self)}}
+        # Shallow but for the typed objects: the other fields are plain data already, and a deep copy
+        # per event costs more than the write.
+        d = {"event": self.name, **{f.name: getattr(self, f.name) for f in dataclasses.fields(self)}}
+        for key in self.objects:
+            d[key] = d[key].to_dict() if d[key] is not None else {}
+        return d
 
 
 @dataclass
@@ -41,7 +52,8 @@ class RunStarted(Event):
 
 @dataclass
 class BaselineMeasured(Event):
-    node: dict                    # the root Node (reference code, its EvalResult)
+    objects: ClassVar[dict[str, type]] = {"node": Node}
+    node: Node                    # the root (reference code, its EvalResult), as it was measured
     seconds: float = 0.0
 
 
@@ -79,12 +91,13 @@ class AgentFinished(Event):
 
 @dataclass
 class CandidateEvaluated(Event):
-    node: dict                    # the full Node, result included: what resume rebuilds from
+    objects: ClassVar[dict[str, type]] = {"node": Node}
+    node: Node                    # the full node as it was then, result included: what resume rebuilds from
     evaluated: bool = True        # False: invalid output, or identical code evaluated before
 
     @property
     def status(self) -> str:
-        return self.node["status"]
+        return self.node.status
 
 
 @dataclass
@@ -109,17 +122,19 @@ class BestImproved(Event):
 class NodeRetimed(Event):
     """A candidate re-timed head to head during the run: its eager drifted from the best's, its
     baseline was noisy, or the planner asked (``why``); costs no attempt."""
+    objects: ClassVar[dict[str, type]] = {"race": RaceResult}
     node_id: str
     against: str | None = None                    # the best it raced, None when alone against eager
     why: str = ""
-    race: dict = field(default_factory=dict)      # RaceResult.to_dict()
+    race: RaceResult | None = None
 
 
 @dataclass
 class FinalistsRetimed(Event):
     """The run's top candidates, re-timed head to head at its end (evaluate.race)."""
+    objects: ClassVar[dict[str, type]] = {"race": RaceResult}
     node_ids: list
-    race: dict = field(default_factory=dict)      # RaceResult.to_dict()
+    race: RaceResult | None = None
     winner: str | None = None                     # the node faster with confidence, else None
 
 
@@ -156,12 +171,17 @@ EVENTS: dict[str, type[Event]] = {cls.__name__: cls for cls in (
 
 
 def event_from_dict(data: dict[str, Any]) -> Event:
-    """Rebuild an event from ``to_dict`` output (unknown fields are ignored)."""
+    """Rebuild an event from ``to_dict`` output (unknown fields are ignored; a node or a race is
+    read back as a ``Node`` or a ``RaceResult``)."""
     cls = EVENTS.get(data.get("event", ""))
     if cls is None:
         raise ValueError(f"unknown event {data.get('event')!r}")
     names = {f.name for f in dataclasses.fields(cls)}
-    return cls(**{k: v for k, v in data.items() if k in names})
+    kwargs = {k: v for k, v in data.items() if k in names}
+    for key, typ in cls.objects.items():
+        if isinstance(kwargs.get(key), dict):
+            kwargs[key] = typ.from_dict(kwargs[key]) if kwargs[key] else None
+    return cls(**kwargs)
 
 
 Subscriber = Callable[[Event], None]

@@ -317,7 +317,7 @@ class Optimizer:
                     result=result, status=result.status, speedup=1.0, message=result.message,
                     eval_seconds=seconds)
         self.tree.add(root)
-        self.emit(BaselineMeasured(node=root.to_dict(), seconds=seconds))
+        self.emit(BaselineMeasured(node=root.snapshot(), seconds=seconds))
 
     def _attempt(self, sel, attempt: int) -> Node:
         parent = self.tree.get(sel.node_id)
@@ -335,7 +335,7 @@ class Optimizer:
         self.spend.attempts += 1
         self.spend.tokens += node.tokens
         self.spend.usd += node.cost
-        self.emit(CandidateEvaluated(node=node.to_dict(), evaluated=evaluated))
+        self.emit(CandidateEvaluated(node=node.snapshot(), evaluated=evaluated))
         if evaluated and (node.skill_id or node.secondary_skill):
             self._record(node)
         if why:
@@ -409,7 +409,7 @@ class Optimizer:
         node.race = {"against": best.id if len(codes) == 2 else None, "why": why, **res.to_dict()}
         if len(codes) == 1:             # alone: the race's winner field is about eager, not a rival
             node.race["winner"] = None
-        self.emit(NodeRetimed(node_id=node.id, against=node.race["against"], why=why, race=res.to_dict()))
+        self.emit(NodeRetimed(node_id=node.id, against=node.race["against"], why=why, race=res))
 
     def _finalists(self) -> tuple | None:
         """Re-time the top candidates head to head; the winner (with confidence) becomes the best.
@@ -432,7 +432,7 @@ class Optimizer:
         res = self.racer(self.task, [n.code for n in pool], opts=self.eval_opts)
         self.timers["eval"] += time.perf_counter() - t
         winner = pool[res.winner] if res.winner is not None else None
-        self.emit(FinalistsRetimed(node_ids=[n.id for n in pool], race=res.to_dict(),
+        self.emit(FinalistsRetimed(node_ids=[n.id for n in pool], race=res,
                                    winner=winner.id if winner else None))
         best = self.tree.best()
         pick = winner or (best if best is not None else pool[0])

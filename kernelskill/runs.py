@@ -64,8 +64,8 @@ class RunStore:
             return
         if isinstance(event, (CandidateEvaluated, BaselineMeasured)):
             node = event.node
-            if node["code"]:
-                (self.path / "nodes" / f"{node['id']}.py").write_text(node["code"], encoding="utf-8")
+            if node.code:
+                (self.path / "nodes" / f"{node.id}.py").write_text(node.code, encoding="utf-8")
         if isinstance(event, BestImproved) and self.tree is not None and event.node_id in self.tree:
             _atomic_write(self.path / "best.py", self.tree.get(event.node_id).code)
         self._fh.write(json.dumps(event.to_dict(), default=str) + "\n")

@@ -23,7 +23,7 @@ FOLDERS = {"kernelskill": "kernelskill", "tui": "kernelskill.tui", "mcp_server":
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("kernelskill", "kernelskill.errors", "kernelskill.vocab", "kernelskill.paths", "kernelskill.results",
               "kernelskill.candidate", "kernelskill.patterns", "kernelskill.features", "kernelskill.task",
-              "kernelskill.events")),
+              "kernelskill.node", "kernelskill.events")),
     ("evaluate", ("kernelskill.evaluate",)),
     ("memory", ("kernelskill.skills", "kernelskill.mechanisms", "kernelskill.trajectory", "kernelskill.search")),
     ("agents", ("kernelskill.llm", "kernelskill.agents")),

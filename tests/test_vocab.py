@@ -43,9 +43,12 @@ def test_groupings():
     assert set(FAILURES) | {Status.ok, Status.stochastic} == set(Status)
     assert Node(id="n1", parent="n0", kind="coder", code="", status="incorrect").failed
     assert not Node(id="n1", parent="n0", kind="coder", code="", status="stochastic").failed
-    assert failure_note({"id": "n2", "status": "timeout", "message": "took too long"}) == "n2 timeout: took too long"
-    assert failure_note({"id": "n3", "status": INVALID}) == "n3 invalid"
-    assert failure_note({"id": "n4", "status": "ok"}) is None
+
+    def node(nid: str, status: str, message: str = "") -> Node:
+        return Node(id=nid, parent="n0", kind="plan", code="", status=status, message=message)
+    assert failure_note(node("n2", "timeout", "took too long")) == "n2 timeout: took too long"
+    assert failure_note(node("n3", INVALID)) == "n3 invalid"
+    assert failure_note(node("n4", "ok")) is None
 
 
 def test_values_are_todays_strings():
@@ -86,11 +89,12 @@ def test_eval_result_round_trips_unchanged():
 def test_events_round_trip_unchanged():
     node = Node(id="n1", parent="n0", kind="coder", code="x", status=Status.incorrect,
                 result=_result(Status.incorrect).to_dict())
-    ev = CandidateEvaluated(node=node.to_dict(), t=1.0)
+    ev = CandidateEvaluated(node=node, t=1.0)
     line = json.dumps(ev.to_dict(), default=str)
-    assert line == json.dumps(CandidateEvaluated(node={**node.to_dict(), "status": "incorrect"}, t=1.0).to_dict())
+    plain = Node.from_dict({**node.to_dict(), "status": "incorrect"})
+    assert line == json.dumps(CandidateEvaluated(node=plain, t=1.0).to_dict())
     back = event_from_dict(json.loads(line))
-    assert back == ev and back.status == "incorrect"
+    assert back == ev and back.status == "incorrect" and isinstance(back.node, Node)
     started = RunStarted(run_id="r", task="t", task_hash="h", backend=Backend.cpp, device="cpu", policy="stark", t=1.0)
     assert json.loads(json.dumps(started.to_dict(), default=str))["backend"] == "cpp"
 

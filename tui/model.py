@@ -182,13 +182,13 @@ class RunView:
         return text, ("warning" if self.reason in BUDGET_REASONS else "information")
 
 
-def failure_note(node: dict) -> str | None:
+def failure_note(node: Node) -> str | None:
     """A one-line notification for a candidate that failed, else None."""
-    status = node.get("status")
+    status = node.status
     if status not in FAILURES and status != INVALID:
         return None
-    msg = (node.get("message") or "").splitlines()[0][:160] if node.get("message") else ""
-    return f"{node['id']} {status}" + (f": {msg}" if msg else "")
+    msg = node.message.splitlines()[0][:160] if node.message else ""
+    return f"{node.id} {status}" + (f": {msg}" if msg else "")
 
 
 @functools.lru_cache(maxsize=1)

@@ -59,7 +59,7 @@ class Progress:
             verb = "resuming" if ev.resumed else "run"
             self._line(f"{verb} {ev.run_id}: backend {ev.backend} on {ev.device}, policy {ev.policy}")
         elif name == "BaselineMeasured":
-            prof = Node.from_dict(ev.node).profile
+            prof = ev.node.profile
             ms = prof.baseline.median_ms if prof is not None and prof.baseline else None
             self._line("baseline: reference measured" + (f", {ms:.3f} ms" if ms else "") + f" ({ev.seconds:.1f} s)")
         elif name == "BestImproved":
@@ -72,22 +72,21 @@ class Progress:
                                               ev.seconds))
         elif name == "NodeRetimed":
             vs = f" against {ev.against}" if ev.against else " against eager"
-            self._line(f"      {ev.node_id} re-timed{vs} ({ev.why}): {ev.race.get('message', '')[:90]}")
+            self._line(f"      {ev.node_id} re-timed{vs} ({ev.why}): {ev.race.message[:90] if ev.race else ''}")
         elif name == "FinalistsRetimed":
-            self._line(f"finalists {', '.join(ev.node_ids)} re-timed head to head: {ev.race.get('message', '')}")
+            self._line(f"finalists {', '.join(ev.node_ids)} re-timed head to head: {ev.race.message if ev.race else ''}")
         elif name == "RunError":
             self._line(f"stopped by an error: {ev.message}")
 
-    def _attempt(self, node: dict, evaluated: bool) -> None:
-        n = int(node["id"][1:]) if node["id"][1:].isdigit() else 0
+    def _attempt(self, node: Node, evaluated: bool) -> None:
+        n = int(node.id[1:]) if node.id[1:].isdigit() else 0
         total = f"/{self.limit}" if self.limit else ""
-        parsed = Node.from_dict(node)
-        sp = " " + _sp(parsed.speedup, parsed.speedup_ci, parsed.quality) if parsed.speedup is not None else ""
-        what = node["status"] + sp
-        msg = node.get("message") or ""
-        detail = f" — {msg[:70]}" if msg and (node["status"] != Status.ok or not evaluated) else ""
-        self._line(f"[{n}{total}] {node['id']} ← {node['parent']} {node['kind']:<6} "
-                   f"{node.get('skill_id') or '-'}: {what}{detail}")
+        sp = " " + _sp(node.speedup, node.speedup_ci, node.quality) if node.speedup is not None else ""
+        what = node.status + sp
+        msg = node.message or ""
+        detail = f" — {msg[:70]}" if msg and (node.status != Status.ok or not evaluated) else ""
+        self._line(f"[{n}{total}] {node.id} ← {node.parent} {node.kind:<6} "
+                   f"{node.skill_id or '-'}: {what}{detail}")
 
     def _line(self, text: str) -> None:
         print(text, file=self.out or sys.stderr, flush=True)

@@ -2,7 +2,10 @@
 the scripted agents' output is unusable, so no candidate reaches the evaluator)."""
 from __future__ import annotations
 
+import json
+import shutil
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -11,9 +14,14 @@ from kernelskill.config import Budget, load_config
 from kernelskill.errors import UserError
 from kernelskill.llm import LLMResponse, ScriptedLLM
 from kernelskill.optimizer import Optimizer, Spend
-from kernelskill.runs import load_run
+from kernelskill.runs import load_run, read_events
+from kernelskill.trajectory import Node
+
+from helpers import RELU_TASK
 
 BAD = "I have no code for you."
+# A run committed before events carried typed objects: its events.jsonl holds nodes as plain dicts.
+EARLIER_RUN = Path(__file__).resolve().parents[1] / "tui" / "data" / "stored_runs" / "20250101-120000-relu_task-0001"
 
 
 def resume(path, replies, **flags):
@@ -67,6 +75,39 @@ def test_time_budget_and_exhausted_tree(run_copy):
     opt, _ = resume(run_copy, lambda role, messages: BAD, **{"search.root_children": 1, "budget.attempts": 5})
     out = opt.run()
     assert out.reason == "exhausted" and out.attempts == 1
+
+
+def test_a_run_stored_by_an_earlier_version_resumes(tmp_path):
+    """Nodes stored as dicts (the format events.jsonl has always had) rebuild a tree of Nodes, the run
+    goes on from it, and what the resumed run appends reads back beside them."""
+    run = tmp_path / "runs" / EARLIER_RUN.name
+    shutil.copytree(EARLIER_RUN, run)
+    toml = run / "run.toml"                   # the task is named relative to the repository: name it absolutely
+    toml.write_text(toml.read_text().replace('task = "tests/data/relu_task.py"', f"task = {json.dumps(str(RELU_TASK))}"))
+    before = (run / "events.jsonl").read_text()
+
+    def no_evaluation(*args, **kw):
+        raise AssertionError("nothing here should reach the evaluator")
+    opt = Optimizer.from_run(run, llm=ScriptedLLM(lambda role, messages: BAD), flags={"budget.attempts": 5},
+                             evaluator=no_evaluation)
+    assert [n.id for n in opt.tree] == ["n0", "n1", "n2", "n3", "n4"] and all(isinstance(n, Node) for n in opt.tree)
+    assert opt.tree.get("n2").ok and opt.tree.get("n2").result.profile is not None and opt.spend.attempts == 4
+    seen = []
+    opt.bus.subscribe(seen.append)
+    out = opt.run()
+    assert (out.reason, out.attempts) == ("attempts", 5)
+    assert [(n.id, n.status) for n in opt.tree][-1] == ("n5", "invalid")
+    new = [e for e in seen if e.name == "CandidateEvaluated"]
+    assert len(new) == 1 and isinstance(new[0].node, Node) and new[0].node.id == "n5"
+    text = (run / "events.jsonl").read_text()
+    assert text.startswith(before)            # appended after the earlier version's lines, which stay as they were
+    appended = [json.loads(line) for line in text[len(before):].splitlines()]
+    assert [d["node"]["id"] for d in appended if d["event"] == "CandidateEvaluated"] == ["n5"]
+    assert all(isinstance(d["node"], dict) for d in appended if "node" in d)
+    state = load_run(run)
+    assert [n.id for n in state.tree] == ["n0", "n1", "n2", "n3", "n4", "n5"] and state.attempts == 5
+    assert [n.status for n in state.tree] == [n.status for n in opt.tree]
+    assert [e.resumed for e in read_events(run) if e.name == "RunStarted"] == [False, True]
 
 
 def test_stop_and_pause_controls(run_copy):

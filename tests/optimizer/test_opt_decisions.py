@@ -147,7 +147,7 @@ def test_the_planner_asks_for_a_retime_and_plans_with_two_skills_over_http(tmp_p
     # (n1 may have been raced on its own already, when its first round was noisy for eager's sake)
     assert [e.node_id for e in retimed if e.why.startswith("the planner asked (from ")] == ["n1"], \
         [(e.node_id, e.why) for e in retimed]
-    assert retimed[-1].race["status"] == "ok" and retimed[-1].race["entries"]
+    assert retimed[-1].race.status == "ok" and retimed[-1].race.entries
     state = load_run(run)
     ids = [n.id for n in state.tree]
     assert ids == ["n0", "n1", "n2"]                      # the re-time request is not a node

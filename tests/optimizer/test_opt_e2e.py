@@ -137,8 +137,8 @@ def test_compile_error_repair_slow_then_fast_budget_report_resume(project, tmp_p
         assert len(final) == 1 and set(final[0].node_ids) == {"n2", "n3"} and final[0].winner in ("n3", None)
         # Head to head, in one worker, the fast candidate is faster than the 201-pass one (the two
         # separate evaluations with this test's few repetitions may say otherwise on a busy machine).
-        by_id = dict(zip(final[0].node_ids, final[0].race["entries"]))
-        assert by_id["n3"]["speedup"] > by_id["n2"]["speedup"], final[0].race["message"]
+        by_id = dict(zip(final[0].node_ids, final[0].race.entries))
+        assert by_id["n3"].speedup > by_id["n2"].speedup, final[0].race.message
         assert events[-1].reason == "attempts" and events[-1].best_node == "n3"
         assert out["best_speedup"] == events[-1].best_speedup and len(events[-1].best_speedup_ci) == 2
         assert out["best_quality"] in ("good", "noisy", "contended")
@@ -165,7 +165,7 @@ def test_compile_error_repair_slow_then_fast_budget_report_resume(project, tmp_p
 
 
 def _evaluated_hashes(run: Path) -> Counter:
-    return Counter(e.node["code_hash"] for e in read_events(run) if e.name == "CandidateEvaluated" and e.evaluated)
+    return Counter(e.node.code_hash for e in read_events(run) if e.name == "CandidateEvaluated" and e.evaluated)
 
 
 def test_sigkill_mid_run_then_resume_loses_and_repeats_nothing(project, tmp_path, capsys):

@@ -7,11 +7,14 @@ import json
 import pytest
 
 from kernelskill.config import load_config
+from kernelskill.events import BaselineMeasured, CandidateEvaluated, FinalistsRetimed, NodeRetimed
 from kernelskill.llm import ScriptedLLM
 from kernelskill.optimizer import Optimizer
 from kernelskill.runs import load_run, read_events
 from kernelskill.skills import SkillBook
+from kernelskill.results import EvalResult, RaceResult
 from kernelskill.task import Task
+from kernelskill.trajectory import Node
 
 from helpers import eval_result
 from scenario import EVAL_FLAGS, GOOD, RELU_TASK, Scenario
@@ -23,7 +26,17 @@ def test_scripted_run_plans_fails_repairs_and_dedups(tmp_path):
                           "runs_dir": str(tmp_path / "runs")})
     opt = Optimizer(Task.load(RELU_TASK), llm=ScriptedLLM(script), config=config)
     seen = []
-    opt.bus.subscribe(seen.append)
+
+    def subscriber(ev):
+        # A live subscriber gets typed objects: the node as it was when the event was emitted, its own copy.
+        if isinstance(ev, (BaselineMeasured, CandidateEvaluated)):
+            assert isinstance(ev.node, Node), type(ev.node)
+            assert ev.node.result is None or isinstance(ev.node.result, EvalResult)
+            assert ev.node == opt.tree.get(ev.node.id) and ev.node is not opt.tree.get(ev.node.id)
+        if isinstance(ev, (NodeRetimed, FinalistsRetimed)):
+            assert isinstance(ev.race, RaceResult), type(ev.race)
+        seen.append(ev)
+    opt.bus.subscribe(subscriber)
     out = opt.run()
 
     n0, n1, n2, n3 = list(opt.tree)

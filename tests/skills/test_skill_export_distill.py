@@ -100,11 +100,11 @@ def profile(speedup, ci, fraction, launches, quality="good", bottleneck="memory-
             "quality": {"verdict": quality}}
 
 
-def node(id_, parent, status="ok", speedup=None, ci=(), fraction=0.2, launches=4, quality="good", **kw) -> dict:
+def node(id_, parent, status="ok", speedup=None, ci=(), fraction=0.2, launches=4, quality="good", **kw) -> Node:
     n = Node(id=id_, parent=parent, kind="root" if parent is None else "plan", code=f"# code of {id_}\n",
              status=status, speedup=speedup, **kw)
     n.result = eval_result(status, profile(speedup, list(ci), fraction, launches, quality))
-    return n.to_dict()
+    return n
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ import json
 
 from kernelskill.cli import main
 from kernelskill.runs import load_run
+from kernelskill.trajectory import Node
 from kernelskill.tui.app import KernelSkillApp
 from kernelskill.tui.demo import DEMO_RUN
 from kernelskill.tui.widgets.activity import ActivityLog
@@ -139,6 +140,9 @@ def test_a_stored_run_replays_to_the_same_tree_for_resume_and_for_the_dashboard(
         assert all(isinstance(n.result, EvalResult) for n in state.tree if n.result is not None)
         for ev in state.events:                    # applying the events again changes nothing
             assert not state.tree.apply(ev)
-        # replaying leaves the events' nodes as stored: parsing a result never writes into the payload
+        # replaying leaves the events' nodes as stored: each tree adds its own copy and changes only that
         stored = [json.loads(line) for line in (run / "events.jsonl").read_text(encoding="utf-8").splitlines()]
-        assert [d.get("node") for d in stored] == [getattr(ev, "node", None) for ev in state.events]
+        nodes = [getattr(ev, "node", None) for ev in state.events]
+        assert [Node.from_dict(d["node"]) if "node" in d else None for d in stored] == nodes
+        in_trees = {id(n) for n in (*view.tree, *state.tree)}
+        assert all(not n.children and id(n) not in in_trees for n in nodes if n is not None)

@@ -302,7 +302,7 @@ class RunScreen(KernelWork, KeepsFocus, Screen):
             activity.note(f"▶ attempt {ev.attempt}: {ev.action} {ev.node_id} ({ev.reason})", "bold")
         elif isinstance(ev, CandidateEvaluated):
             note = failure_note(ev.node)
-            node = self.view.tree.get(ev.node["id"])         # parsed once, by the view's apply above
+            node = self.view.tree.get(ev.node.id)            # the view's copy, added by its apply above
             dup = node.duplicate_of
             ok = f"{node.id} ok {fmt_speedup(node.speedup, node.speedup_ci)}{quality_note(node.profile)}" + (
                 f" (same code as {dup}, not evaluated again)" if dup else "")
