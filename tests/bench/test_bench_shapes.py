@@ -12,7 +12,6 @@ tests/evaluate/test_shapes.py's.
 """
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
