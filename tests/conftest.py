@@ -32,6 +32,39 @@ def _home(tmp_path_factory):
     yield
 
 
+# What a run of the whole suite writes at most, in its build cache and pytest's temporary folders
+# together (docs/testing.md, "Disk"): a run that starts with less free is told so in its header.
+SUITE_DISK_GB = 6
+
+
+def pytest_report_header(config):
+    import shutil
+    import tempfile
+    places = {"cache": Path(os.environ["KERNELSKILL_CACHE"]), "tmp": Path(tempfile.gettempdir())}
+    free = {}
+    for name, path in places.items():
+        probe = path if path.exists() else path.parent
+        free[name] = shutil.disk_usage(probe).free / 2 ** 30
+    line = "disk free: " + ", ".join(f"{n} {gb:.1f} GB" for n, gb in free.items())
+    if min(free.values()) < SUITE_DISK_GB:
+        line += (f" -- LOW: the suite writes up to ~{SUITE_DISK_GB} GB (precompiled headers of ~0.5 GB "
+                 "each); free space first, or tests will fail with 'No space left on device'")
+    return line
+
+
+@pytest.fixture(autouse=True)
+def _drop_private_headers(request):
+    """A test that builds in a cache of its own (under tmp_path) makes precompiled headers of about
+    0.5 GB each, and pytest keeps every tmp_path until the session ends: the suite's disk use grew
+    by a gigabyte for each such test. Its headers go when it ends (its other files stay, for a
+    failure's post-mortem)."""
+    tmp = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
+    yield
+    if tmp is not None and tmp.exists():
+        for f in tmp.rglob("*.gch"):
+            f.unlink(missing_ok=True)
+
+
 @pytest.fixture
 def fast():
     """Evaluation options for tests: few timing reps, short caps."""

@@ -5,7 +5,7 @@ import dataclasses
 
 from kernelskill import Candidate
 from kernelskill.evaluate.evaluation import Evaluation
-from kernelskill.evaluate.launch.reply import Samples, TimingReply, WorkerReply
+from kernelskill.evaluate.launch.reply import ReferenceMeta, Samples, TimingReply, WorkerReply
 from kernelskill.task import Task
 from kernelskill.vocab import ProfileMode
 
@@ -24,7 +24,8 @@ def test_the_steps_of_an_evaluation_in_order(fast, tmp_path):
 
     # plan: the reference (its meta and memory plan) and the request of the run worker.
     assert ev.plan() is False
-    assert (ev.ref_dir / "meta.json").exists() and ev.meta["plan"]["outputs"] == "stored"
+    assert (ev.ref_dir / "meta.json").exists() and isinstance(ev.meta, ReferenceMeta) and not ev.meta.recompute
+    assert ev.meta.plan["outputs"] == "stored" and ev.meta.distributions[-1] == "signed"
     assert ev.request.mode == "run" and ev.request.ref_dir == str(ev.ref_dir)
     assert ev.request.profile == ProfileMode.here and ev.apart is None        # a CPU profiles in the timing worker
     # Before each trial call the worker poisons blocks of each reference output's exact size.
