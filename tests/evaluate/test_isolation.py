@@ -20,7 +20,10 @@ def test_honest_toolkit_candidate_passes(fast):
     r = run(toolkit_candidate("return ext.relu2(x)"), fast)
     assert r.status == "ok", r.message
     assert r.verify.correct and len(r.verify.trials) >= 6
-    assert r.profile.speedup is not None and r.profile.custom_share > 0.5
+    assert r.profile.speedup is not None
+    # Its own kernel ran and was counted. How large its share is depends on the machine's load (the
+    # profiled calls share the cores: 0.17 under load 9 on 2 cores), so only that it is there.
+    assert r.profile.custom_share > 0 and any(k.custom and k.calls > 0 for k in r.profile.kernels), r.profile.kernels
 
 
 def test_segfault_is_crashed(fast):
