@@ -3,6 +3,7 @@ private KERNELSKILL_HOME per test session."""
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -60,9 +61,20 @@ def _drop_private_headers(request):
     failure's post-mortem)."""
     tmp = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
     yield
-    if tmp is not None and tmp.exists():
-        for f in tmp.rglob("*.gch"):
-            f.unlink(missing_ok=True)
+    if tmp is None or not tmp.exists():
+        return
+    # A detached maker the test's builds started may still be at work: it would write its header
+    # after this. It is this test's alone (its cache is under tmp_path): stopped first.
+    from kernelskill.evaluate.build.own_builds import own_builds
+    for cache in {m.parents[4] for m in tmp.rglob("_pch/busy/*.json")}:
+        for b in own_builds(cache):
+            try:
+                if os.getpgid(b["pid"]) == b["pid"] != os.getpid():
+                    os.killpg(b["pid"], signal.SIGKILL)
+            except OSError:
+                pass                       # it just ended
+    for f in [*tmp.rglob("*.gch"), *tmp.rglob("extension.h.*.tmp")]:
+        f.unlink(missing_ok=True)
 
 
 @pytest.fixture
