@@ -13,12 +13,21 @@ evaluator's own time. `cold`: every worker starts with its evaluation (one-shot 
 
     python benchmarks/loop_throughput.py [--device cpu|cuda] [--paths torch,direct]
                                          [--workers cold,ahead] [--json OUT]
+
+With `--kernelbench FILE,FILE,…` it measures the loop at KernelBench's sizes instead (issue 48,
+item 5): for each problem, `--candidates N` candidates as an optimizer run would hand them over,
+each a source never built before — the reference's own module with one custom kernel over its
+output (a copy: correct by construction, built for real) — evaluated with workers started ahead;
+the first pays the task's reference, the rest are the warm per-candidate cost. `--set NAME=VALUE`
+shrinks every problem's sizes (a CPU's tests), `--baseline both` adds torch.compile. The table
+gives each problem's first and warm seconds and where a warm evaluation's seconds went.
 """
 from __future__ import annotations
 
 import argparse
 import os
 import platform
+import statistics
 import sys
 import tempfile
 import time
@@ -102,6 +111,105 @@ def run(task: Task, backend: str, device: str, path: str, workers: str, warm: st
     return result
 
 
+COPY_CPP = r"""
+#include <torch/extension.h>
+// TOKEN
+torch::Tensor copy_out(torch::Tensor x) {
+    auto xc = x.contiguous();
+    auto y = torch::empty_like(xc);
+    const float* a = xc.data_ptr<float>();
+    float* b = y.data_ptr<float>();
+    for (int64_t i = 0; i < xc.numel(); ++i) b[i] = a[i];
+    return y;
+}
+"""
+COPY_CUDA = r"""
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+__global__ void copy_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
+    // TOKEN
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i];
+}
+torch::Tensor copy_out(torch::Tensor x) {
+    auto xc = x.contiguous();
+    auto y = torch::empty_like(xc);
+    int64_t n = xc.numel();
+    copy_kernel<<<(n + 255) / 256, 256, 0, at::cuda::getCurrentCUDAStream()>>>(xc.data_ptr<float>(), y.data_ptr<float>(), n);
+    return y;
+}
+"""
+
+
+def wrapped_candidate(reference: str, backend: str, token: str) -> str:
+    """A candidate for a KernelBench problem: its reference module, subclassed, with one custom
+    kernel over the (fp32, single tensor) output. Correct by construction; a new ``token`` is a
+    source never built before, so every candidate pays a real build."""
+    if backend == "cpp":
+        ext = (f"SRC = {COPY_CPP.replace('TOKEN', token)!r}\n"
+               f"_ks_ext = load_inline(name='ks_loop_{token}', cpp_sources=SRC, functions=['copy_out'], "
+               f"extra_cflags=['-O3'])\n")
+    else:
+        ext = (f"SRC = {COPY_CUDA.replace('TOKEN', token)!r}\n"
+               f"_ks_ext = load_inline(name='ks_loop_{token}', cpp_sources='torch::Tensor copy_out(torch::Tensor x);', "
+               f"cuda_sources=SRC, functions=['copy_out'])\n")
+    return (reference.rstrip() + "\n\nfrom torch.utils.cpp_extension import load_inline\n" + ext +
+            "\n\nclass ModelNew(Model):\n    def forward(self, *args):\n"
+            "        return _ks_ext.copy_out(super().forward(*args))\n")
+
+
+def kernelbench_loop(files: list[Path], device: str, n: int, baseline: str, overrides: dict, on_row=None) -> list[dict]:
+    """Each problem's candidates, evaluated as the optimizer runs them (workers started ahead):
+    [{"task", "rows": [{"label", "status", "seconds", "build_s", "phases"}]}]."""
+    backend = "cpp" if device == "cpu" else "cuda"
+    out = []
+    with isolation.prestarting(True):
+        for f in files:
+            task = Task.load(f, overrides=overrides or None)
+            entry = {"task": f"{f.parent.name}/{f.stem}", "rows": []}
+            out.append(entry)
+            for i in range(n):
+                isolation.wait_for_spares()      # ready, as between an agent's calls
+                src = wrapped_candidate(task.source, backend, uuid.uuid4().hex[:10])
+                t = time.perf_counter()
+                r = evaluate(task, Candidate.from_source(src), opts=Options(device=device, baseline=baseline))
+                seconds = time.perf_counter() - t
+                entry["rows"].append({"label": "first" if i == 0 else f"warm {i}", "status": str(r.status),
+                                      "message": r.message[:300], "seconds": round(seconds, 3),
+                                      "build_s": r.compile.seconds, "phases": r.phases})
+                print(f"  {entry['task']:<40} {entry['rows'][-1]['label']:<7} {r.status:<10} "
+                      f"build {r.compile.seconds:6.2f} s  whole {seconds:6.2f} s", file=sys.stderr, flush=True)
+                if on_row:
+                    on_row(out)
+    return out
+
+
+def kernelbench_table(results: list[dict]) -> str:
+    """Per problem: the first evaluation, the warm ones' median, and a warm one's largest steps."""
+    lines = ["| problem | candidates ok | first (s) | warm median (s) | warm build median (s) | warm: largest steps (median s) |",
+             "|---|---|---|---|---|---|"]
+    for e in results:
+        rows = e["rows"]
+        warm = rows[1:]
+        ok = sum(r["status"] == "ok" for r in rows)
+        med = (lambda xs: statistics.median(xs) if xs else float("nan"))
+        steps = {k: med([r["phases"].get(k, 0.0) for r in warm]) for r in warm for k in r["phases"]}
+        top = ", ".join(f"{k} {v:.2f}" for k, v in sorted(steps.items(), key=lambda kv: -kv[1])[:4])
+        lines.append(f"| {e['task']} | {ok}/{len(rows)} | {rows[0]['seconds']:.1f} | {med([r['seconds'] for r in warm]):.1f} "
+                     f"| {med([r['build_s'] for r in warm]):.1f} | {top} |")
+    return "\n".join(lines)
+
+
+def _overrides(pairs: list[str]) -> dict:
+    out = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep:
+            raise SystemExit(f"loop_throughput: --set {pair!r}: expected NAME=VALUE")
+        out[name] = int(value) if value.lstrip("-").isdigit() else value
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -111,8 +219,18 @@ def main() -> None:
                     "(workers started ahead, as the optimizer, MCP server and TUI run); comma-separated")
     ap.add_argument("--json", help="write the results here (rewritten after every candidate: a run cut off keeps "
                     "what it replayed)")
+    ap.add_argument("--kernelbench", help="KernelBench problem files, comma-separated: measure the loop at their "
+                    "sizes (each problem's candidates wrap its reference with one custom kernel)")
+    ap.add_argument("--candidates", type=int, default=4, help="with --kernelbench: candidates per problem (default 4: "
+                    "one first, three warm)")
+    ap.add_argument("--baseline", default="eager", choices=["eager", "both"], help="with --kernelbench: the baselines "
+                    "timed (both: torch.compile too)")
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                    help="with --kernelbench: a size every problem is run at (e.g. batch_size=2 on a CPU)")
     args = ap.parse_args()
     stop_on_sigterm()
+    if args.kernelbench:
+        return kernelbench_main(args)
     host = HostWatch()          # the host before any of this run's work
     where = torch.cuda.get_device_name() if args.device.startswith("cuda") else (platform.processor()
                                                                                  or platform.machine())
@@ -156,6 +274,37 @@ def main() -> None:
         calls = " / ".join(f"{row[3]:.1f}" for row in r["rows"])
         print(f"| {r['path']} | {r['workers']} | {len(r['rows'])} | {r['total_s']:.1f} | {r['per_minute']:.1f} | "
               f"{builds} | {calls} |")
+    if args.json:
+        write_json(args.json, where, host, results, complete=done, key="results")
+
+
+def kernelbench_main(args) -> None:
+    files = [Path(f) for f in args.kernelbench.split(",") if f]
+    missing = [str(f) for f in files if not f.is_file()]
+    if missing:
+        raise SystemExit(f"loop_throughput: no such KernelBench file: {', '.join(missing)}")
+    host = HostWatch()
+    where = torch.cuda.get_device_name() if args.device.startswith("cuda") else (platform.processor()
+                                                                                 or platform.machine())
+    results: list[dict] = []
+
+    def save(partial: list[dict]) -> None:
+        results[:] = partial
+        if args.json:
+            write_json(args.json, where, host, results, complete=False, key="results")
+    done = False
+    try:
+        kernelbench_loop(files, args.device, args.candidates, args.baseline, _overrides(args.set), on_row=save)
+        done = True
+    except KeyboardInterrupt:
+        print("  interrupted: the candidates evaluated so far follow", file=sys.stderr, flush=True)
+    isolation.stop_spares()
+    host_lines = host.end()
+    print(f"\nmachine: {where}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; torch {torch.__version__}; "
+          f"baseline {args.baseline}; sizes {'shipped' if not args.set else ', '.join(args.set)}"
+          f"{'' if done else ' (cut off)'}\n")
+    print("\n".join(host_lines) + "\n")
+    print(kernelbench_table(results))
     if args.json:
         write_json(args.json, where, host, results, complete=done, key="results")
 
