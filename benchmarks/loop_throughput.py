@@ -165,7 +165,9 @@ def kernelbench_loop(files: list[Path], device: str, n: int, baseline: str, over
     out = []
     with isolation.prestarting(True):
         for f in files:
-            task = Task.load(f, overrides=overrides or None)
+            # a size applies to the problems that have it (one --set list serves them all)
+            own = {k: v for k, v in overrides.items() if k in Task.load(f).constants} if overrides else None
+            task = Task.load(f, overrides=own or None)
             entry = {"task": f"{f.parent.name}/{f.stem}", "rows": []}
             out.append(entry)
             for i in range(n):
@@ -226,7 +228,8 @@ def main() -> None:
     ap.add_argument("--baseline", default="eager", choices=["eager", "both"], help="with --kernelbench: the baselines "
                     "timed (both: torch.compile too)")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                    help="with --kernelbench: a size every problem is run at (e.g. batch_size=2 on a CPU)")
+                    help="with --kernelbench: a size the problems that have that constant are run at (e.g. "
+                    "batch_size=2 on a CPU)")
     args = ap.parse_args()
     stop_on_sigterm()
     if args.kernelbench:

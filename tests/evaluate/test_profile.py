@@ -333,9 +333,15 @@ def test_timed_outputs_are_rechecked_while_the_worker_profiles(fast, monkeypatch
 
 
 @pytest.mark.slow     # Inductor compiles on a cold cache; tests/gpu/test_gpu_profile.py covers the GPU path
-def test_torch_compile_baseline_is_timed_interleaved(fast):
-    r = evaluate(RELU_TASK, Candidate.from_source(GOOD), opts=fast, baseline="both", run_timeout=300)
+def test_torch_compile_baseline_is_timed_interleaved(fast, tmp_path):
+    r = evaluate(RELU_TASK, Candidate.from_source(GOOD), opts=fast, baseline="both", run_timeout=300,
+                 keep_dir=tmp_path)
     assert r.ok, r.message
+    # Inductor's CPU precompiled header is made beside the cache, where the next worker finds it,
+    # not in this worker's scratch folder (it was made again by every worker).
+    from kernelskill.evaluate.cache import cache_root
+    assert list((cache_root() / "inductor-tmp").glob("torchinductor_*/precompiled_headers/*.gch"))
+    assert not list(tmp_path.rglob("torchinductor_*")), "a header made in the worker's scratch"
     p = r.profile
     assert p.compile_baseline is not None and p.compile_baseline.n == p.candidate.n
     assert p.speedup_vs_compile == pytest.approx(p.compile_baseline.median_ms / p.candidate.median_ms, rel=0.2)

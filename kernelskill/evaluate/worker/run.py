@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -233,6 +234,15 @@ def _compile_baseline(req: WorkerRequest, ref_model, xs: list, device: str):
     if req.baseline not in ("compile", "both") or not req.timing:
         return None, None
     t0 = _clock()
+    # Inductor keeps its CPU precompiled header under the temporary folder, not under its cache
+    # directory: in a worker's own scratch folder it was made again by every worker (about half of
+    # the compile's seconds; docs/optimizer.md). No candidate code has run yet: for the compile, the
+    # temporary folder is one beside the parent's cache, shared by the workers (Inductor locks it).
+    saved_tmp = tempfile.tempdir
+    if req.cache_root:
+        shared = Path(req.cache_root) / "inductor-tmp"
+        shared.mkdir(parents=True, exist_ok=True)
+        tempfile.tempdir = str(shared)
     try:
         compiled = torch.compile(ref_model)
         with torch.no_grad():
@@ -243,6 +253,8 @@ def _compile_baseline(req: WorkerRequest, ref_model, xs: list, device: str):
         _sync(device)
     except Exception as e:  # noqa: BLE001
         return None, {"ok": False, "error": f"{type(e).__name__}: {e}"[:500]}
+    finally:
+        tempfile.tempdir = saved_tmp
     agree = all(isinstance(g, torch.Tensor) and g.shape == w.shape and
                 bool(torch.allclose(g.float(), w.float(), atol=1e-2, rtol=1e-2)) for g, w in zip(got, want))
     return compiled, {"ok": True, "seconds": round(_clock() - t0, 3), "agrees_with_eager": agree}
