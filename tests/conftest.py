@@ -35,7 +35,7 @@ def _home(tmp_path_factory):
 
 # What a run of the whole suite writes at most, in its build cache and pytest's temporary folders
 # together (docs/testing.md, "Disk"): a run that starts with less free is told so in its header.
-SUITE_DISK_GB = 6
+SUITE_DISK_GB = 4
 
 
 def pytest_report_header(config):
