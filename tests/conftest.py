@@ -34,11 +34,12 @@ def _home(tmp_path_factory):
 
 
 # What a run of the whole suite writes at most, in its build cache and pytest's temporary folders
-# together (docs/testing.md, "Disk"): a run that starts with less free is told so in its header.
-SUITE_DISK_GB = 4
+# together (docs/testing.md, "Disk"): a run that starts with less free is told so.
+SUITE_DISK_GB = 5
 
 
-def pytest_report_header(config):
+def _disk_line() -> tuple[str, bool]:
+    """The free space where the suite writes, and whether it is below what a run needs."""
     import shutil
     import tempfile
     places = {"cache": Path(os.environ["KERNELSKILL_CACHE"]), "tmp": Path(tempfile.gettempdir())}
@@ -47,10 +48,25 @@ def pytest_report_header(config):
         probe = path if path.exists() else path.parent
         free[name] = shutil.disk_usage(probe).free / 2 ** 30
     line = "disk free: " + ", ".join(f"{n} {gb:.1f} GB" for n, gb in free.items())
-    if min(free.values()) < SUITE_DISK_GB:
+    low = min(free.values()) < SUITE_DISK_GB
+    if low:
         line += (f" -- LOW: the suite writes up to ~{SUITE_DISK_GB} GB (precompiled headers of ~0.5 GB "
                  "each); free space first, or tests will fail with 'No space left on device'")
-    return line
+    return line, low
+
+
+def pytest_report_header(config):
+    return _disk_line()[0]
+
+
+def pytest_sessionstart(session):
+    """Under -q the header is not shown: a run short of disk is told so anyway (not an xdist worker's)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    line, low = _disk_line()
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if low and reporter is not None:
+        reporter.write_line("WARNING " + line, yellow=True, bold=True)
 
 
 @pytest.fixture(autouse=True)
