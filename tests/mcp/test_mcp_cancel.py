@@ -121,6 +121,13 @@ async def cancel_a_hung_verify(client, root_pid: int) -> Released:
     return window.released()
 
 
+def collect(into: list):
+    """A progress callback that keeps every message (the mcp client awaits its callback)."""
+    async def on_progress(progress, total, message):
+        into.append(message)
+    return on_progress
+
+
 async def next_call_starts_at_once(client) -> None:
     """The next call does not queue behind the cancelled one. The cancelled call held the device in
     this server's process (its thread lock, then the file lock): a wait on it reads "another
@@ -241,7 +248,7 @@ async def test_a_call_lowers_its_run_timeout_and_hears_it_in_progress(server):
     async with Client(server) as client:
         t0 = time.monotonic()
         r = await client.call_tool("verify", {"task": RELU, "source": HUNG, "trials": 1, "run_timeout_s": 2},
-                                   progress_callback=lambda p, t, m: messages.append(m))
+                                   progress_callback=collect(messages))
         took = time.monotonic() - t0
     assert not r.is_error and r.structured_content["status"] == "timeout", r.content
     assert took < 60, took                              # the server's own limit (60 s in these tests)
@@ -254,7 +261,7 @@ async def test_compile_reports_the_builds_steps_as_progress(server):
     each build step now comes back as a progress notification within the build phase."""
     messages = []
     async with Client(server) as client:
-        r = await client.call_tool("compile", {"source": SOURCE}, progress_callback=lambda p, t, m: messages.append(m))
+        r = await client.call_tool("compile", {"source": SOURCE}, progress_callback=collect(messages))
     assert not r.is_error and r.structured_content["ok"], r.content
     assert messages and messages[0].startswith("building the candidate's extensions"), messages
     steps = [m for m in messages if m and m.startswith("build, ")]
