@@ -1,6 +1,7 @@
-"""Without the skill: the same kernel as with_skill.py (32 x 32 tile of C per block, 4 warps, A and
-B tiles staged in shared memory with zeros past the edges, K stepped by 8) with the inner product
-in plain fp32 FFMA: each thread accumulates 8 outputs of its warp's 16 x 16 quarter.
+"""Without the skill: the same kernel as with_skill.py (a 128 x 128 tile of C per block, 256 threads,
+K staged 32 at a time in the same padded shared memory, zeros past the edges) with the inner product
+in plain fp32 FFMA: each thread accumulates an 8 x 8 register tile (rows ty + 16 r, columns tx + 16 c,
+so a warp's shared-memory reads are broadcasts or consecutive words).
 """
 import torch
 import torch.nn as nn
@@ -11,37 +12,60 @@ _cuda_source = r"""
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 
-// A tile 32 x 8 and B tile 8 x 32 per k-step, staged by all 128 threads; zeros past the edges.
+constexpr int BM = 128, BN = 128, BK = 32;
+constexpr int LDA = BK + 4, LDB = BN + 4;       // padding: rows fall on different banks; still 16-byte multiples
+
+// A[bm:bm+128, k0:k0+32] and B[k0:k0+32, bn:bn+128] into shared memory (zeros past the edges), 256 threads.
 __device__ __forceinline__ void stage(const float* __restrict__ A, const float* __restrict__ B, float* sa, float* sb,
                                       int M, int N, int K, int bm, int bn, int k0) {
-    for (int i = threadIdx.x; i < 256; i += 128) {
-        const int r = i >> 3, c = i & 7, rb = i >> 5, cb = i & 31;
-        sa[i] = bm + r < M && k0 + c < K ? A[(size_t)(bm + r) * K + k0 + c] : 0.f;
-        sb[i] = k0 + rb < K && bn + cb < N ? B[(size_t)(k0 + rb) * N + bn + cb] : 0.f;
+    #pragma unroll 4
+    for (int i = threadIdx.x; i < BM * BK; i += 256) {
+        const int r = i / BK, c = i % BK;                       // consecutive threads: consecutive k of one row
+        sa[r * LDA + c] = bm + r < M && k0 + c < K ? A[(size_t)(bm + r) * K + k0 + c] : 0.f;
+    }
+    #pragma unroll 4
+    for (int i = threadIdx.x; i < BK * BN; i += 256) {
+        const int r = i / BN, c = i % BN;                       // consecutive threads: consecutive n of one row
+        sb[r * LDB + c] = k0 + r < K && bn + c < N ? B[(size_t)(k0 + r) * N + bn + c] : 0.f;
     }
 }
 
-__global__ void __launch_bounds__(128) gemm_ffma(const float* __restrict__ A, const float* __restrict__ B,
+__global__ void __launch_bounds__(256) gemm_ffma(const float* __restrict__ A, const float* __restrict__ B,
                                                  float* __restrict__ C, int M, int N, int K) {
-    __shared__ float sa[32 * 8], sb[8 * 32];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int bm = blockIdx.y * 32, bn = blockIdx.x * 32, wm = (warp >> 1) * 16, wn = (warp & 1) * 16;
-    const int col = lane & 15, row0 = (lane >> 4) * 8;            // 8 rows x 1 column of the 16 x 16 quarter
-    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    for (int k0 = 0; k0 < K; k0 += 8) {
+    __shared__ __align__(32) float sa[BM * LDA];
+    __shared__ __align__(32) float sb[BK * LDB];
+    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+    const int bm = blockIdx.y * BM, bn = blockIdx.x * BN;
+    float acc[8][8];
+    #pragma unroll
+    for (int r = 0; r < 8; ++r)
+        #pragma unroll
+        for (int c = 0; c < 8; ++c) acc[r][c] = 0.f;
+    for (int k0 = 0; k0 < K; k0 += BK) {
         stage(A, B, sa, sb, M, N, K, bm, bn, k0);
         __syncthreads();
-        #pragma unroll
-        for (int k = 0; k < 8; ++k) {
-            const float b = sb[k * 32 + wn + col];
+        #pragma unroll 8
+        for (int k = 0; k < BK; ++k) {
+            float a[8], b[8];
             #pragma unroll
-            for (int r = 0; r < 8; ++r) acc[r] = fmaf(sa[(wm + row0 + r) * 8 + k], b, acc[r]);
+            for (int r = 0; r < 8; ++r) a[r] = sa[(ty + 16 * r) * LDA + k];
+            #pragma unroll
+            for (int c = 0; c < 8; ++c) b[c] = sb[k * LDB + tx + 16 * c];
+            #pragma unroll
+            for (int r = 0; r < 8; ++r)
+                #pragma unroll
+                for (int c = 0; c < 8; ++c) acc[r][c] = fmaf(a[r], b[c], acc[r][c]);
         }
-        __syncthreads();
+        __syncthreads();                                        // the tiles are read before the next stage
     }
+    #pragma unroll
     for (int r = 0; r < 8; ++r) {
-        const int gr = bm + wm + row0 + r, gc = bn + wn + col;
-        if (gr < M && gc < N) C[(size_t)gr * N + gc] = acc[r];
+        const int gr = bm + ty + 16 * r;
+        #pragma unroll
+        for (int c = 0; c < 8; ++c) {
+            const int gc = bn + tx + 16 * c;
+            if (gr < M && gc < N) C[(size_t)gr * N + gc] = acc[r][c];
+        }
     }
 }
 
@@ -53,16 +77,17 @@ torch::Tensor gemm(torch::Tensor A, torch::Tensor B) {
     const int M = (int)A.size(0), K = (int)A.size(1), N = (int)B.size(1);
     auto C = torch::empty({M, N}, A.options());
     if (M == 0 || N == 0) return C;
-    dim3 grid((N + 31) / 32, (M + 31) / 32);
-    gemm_ffma<<<grid, 128, 0, at::cuda::getCurrentCUDAStream()>>>(A.data_ptr<float>(), B.data_ptr<float>(),
-                                                               C.data_ptr<float>(), M, N, K);
+    if (K == 0) return C.zero_();
+    dim3 grid((N + BN - 1) / BN, (M + BM - 1) / BM);
+    gemm_ffma<<<grid, 256, 0, at::cuda::getCurrentCUDAStream()>>>(A.data_ptr<float>(), B.data_ptr<float>(),
+                                                                   C.data_ptr<float>(), M, N, K);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return C;
 }
 """
 
 _module = load_inline(
-    name="skill_gain_gemm_ffma",
+    name="skill_gain_gemm_ffma_t128",
     cpp_sources="torch::Tensor gemm(torch::Tensor A, torch::Tensor B);",
     cuda_sources=_cuda_source,
     functions=["gemm"],
