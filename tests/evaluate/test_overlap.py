@@ -388,3 +388,52 @@ def test_on_a_gpu_the_next_spare_starts_beside_the_build(prestart, fast, tmp_pat
     assert out.result is not None, out.log_tail
     assert "build" in events and events.count("successor") == 1, events
     assert events.index("successor") < events.index("build"), events
+
+
+def _run_request(fast, tmp_path, baseline: str):
+    """A run request as an evaluation sends it (never launched here: only its kind and baseline count)."""
+    import dataclasses
+    base = tmp_path / f"run{len(list(tmp_path.iterdir()))}"
+    base.mkdir()
+    return request("run", None, Candidate.from_source(GOOD), "cpu", dataclasses.replace(fast, baseline=baseline), base,
+                   timing=dataclasses.asdict(fast.timing))
+
+
+def test_after_a_request_that_times_torch_compile_the_spares_import_inductor(prestart, fast, tmp_path):
+    # A run request with torch.compile's baseline: the spares started after it import Dynamo and
+    # Inductor while they wait (seconds of the next evaluation's set-up), and say so when ready.
+    both = _run_request(fast, tmp_path, "both")
+    assert both.mode == "run" and both.baseline == "both" and both.timing
+    isolation._note_baseline(both)
+    isolation._spawn_spare(both)
+    (sp,) = [s for kind in isolation._SPARES.values() for s in kind]
+    assert isolation.wait_for_spares(timeout=300)        # (its command line is its own once it runs)
+    assert _warm_arg(sp.proc.pid) == isolation.SPARE_INDUCTOR
+    assert (sp.base / "out" / "spare-ready").read_text() == "inductor"      # imported, not only asked for
+    # An eager run request turns it off: the next spares import only what every worker needs.
+    isolation.prestart_workers(False)
+    isolation.prestart_workers(True)
+    eager = _run_request(fast, tmp_path, "eager")
+    isolation._note_baseline(eager)
+    isolation._spawn_spare(eager)
+    (sp,) = [s for kind in isolation._SPARES.values() for s in kind]
+    assert isolation.wait_for_spares(timeout=300)
+    assert _warm_arg(sp.proc.pid) is None
+    assert (sp.base / "out" / "spare-ready").read_text() == ""
+    # A compile or reference request says nothing about the baseline: the setting stays.
+    isolation._note_baseline(both)
+    isolation._note_baseline(_compile_request(fast, tmp_path)[0])
+    assert isolation._INDUCTOR_AHEAD
+
+
+@pytest.mark.slow
+def test_an_evaluation_against_torch_compile_takes_a_spare_that_imported_inductor(prestart, fast):
+    import dataclasses
+    opts = dataclasses.replace(fast, baseline="both")
+    first = evaluate(RELU_TASK, Candidate.from_source(GOOD), opts=opts)
+    assert first.status == "ok", first.message
+    assert isolation.wait_for_spares(timeout=300)
+    assert [_warm_arg(pid) for pid in _spare_pids()] == [isolation.SPARE_INDUCTOR]
+    second = evaluate(RELU_TASK, Candidate.from_source(GOOD), opts=opts)
+    assert second.status == "ok", second.message
+    assert second.profile.compile_baseline is not None and second.profile.compile_baseline.median_ms > 0

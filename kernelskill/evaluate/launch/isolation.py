@@ -108,6 +108,11 @@ _LOCK = threading.Lock()
 # three are kept there. One elsewhere (a CPU's import would take the cores a timing measures).
 SPARE_DEPTH_GPU = 3
 SPARE_CUDA_RUNTIME = "cuda-runtime"    # a spare's warm-up argument: CUDA's runtime only
+SPARE_INDUCTOR = "inductor"            # ... and torch.compile's modules (Dynamo, Inductor) imported
+# Whether the last run request timed torch.compile's baseline: then the spares started after it import
+# Dynamo and Inductor while they wait (seconds of every such evaluation's set-up; docs/optimizer.md).
+# Only imports: a spare still runs nothing of a task's or a candidate's before its request.
+_INDUCTOR_AHEAD = False
 
 
 @dataclass
@@ -178,6 +183,13 @@ def _spare_depth(request: WorkerRequest, key: tuple) -> int:
     return SPARE_DEPTH_GPU if request.device.startswith("cuda") and key[1] is None else 1
 
 
+def _note_baseline(request: WorkerRequest) -> None:
+    """A run request says whether the spares after it import torch.compile's modules (``_INDUCTOR_AHEAD``)."""
+    global _INDUCTOR_AHEAD
+    if request.mode == "run":
+        _INDUCTOR_AHEAD = bool(request.timing) and request.baseline in ("compile", "both")
+
+
 def _spawn_spare(request: WorkerRequest) -> None:
     """Start spares of the request's kind until there are as many as its depth."""
     key = _spare_key(request)
@@ -199,7 +211,10 @@ def _spawn_one_spare(request: WorkerRequest, key: tuple) -> None:
     with open(out_dir / "worker.log", "wb") as log:
         # A profiling spare sets its device and the profiler up; another spare for a GPU starts
         # CUDA's runtime (no context, no GPU memory), which a build reads the GPU's arch through.
-        warm = key[1] or (SPARE_CUDA_RUNTIME if request.device.startswith("cuda") else None)
+        warm = [key[1] or (SPARE_CUDA_RUNTIME if request.device.startswith("cuda") else None)]
+        if _INDUCTOR_AHEAD and key[1] is None:
+            warm.append(SPARE_INDUCTOR)
+        warm = ",".join(w for w in warm if w)
         proc = spawn([sys.executable, "-m", "kernelskill.evaluate.worker", "--spare", str(out_dir),
                       str(os.getpid()), *([warm] if warm else [])],
                      scratch, request.env, stdout=log, stderr=subprocess.STDOUT)
@@ -351,6 +366,7 @@ def run_worker(request: WorkerRequest, opts: Limits, listener: WorkerListener | 
     """
     listener = listener if listener is not None else Listener()
     build_timeout, run_timeout, cancel = opts.build_timeout, opts.run_timeout, opts.cancel
+    _note_baseline(request)
     base = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="kernelskill-"))
     # A spare is taken whenever one of the request's kind waits (started ahead by prestart_workers or
     # start_one_ahead); more are started only with prestart_workers on.

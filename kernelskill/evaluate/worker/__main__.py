@@ -1,7 +1,8 @@
 """The isolated worker: the only process that imports candidate code.
 
 ``python -m kernelskill.evaluate.worker REQUEST.json`` (or ``--spare DIR PARENT [WARM]``: started
-ahead, it waits for its request). Its modes, one module each: ``reference``, ``compile``
+ahead, it waits for its request; WARM, comma-separated: ``cuda-runtime``, ``inductor``, or a device
+to set the profiler up on). Its modes, one module each: ``reference``, ``compile``
 (candidate.py), ``run``, ``profile`` and ``race`` (run.py), ``refserve``, ``ceilings``, ``machine``
 and ``ncu`` (probes.py).
 
@@ -11,6 +12,7 @@ first).
 """
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
@@ -60,19 +62,32 @@ SPARE_IDLE_S = 1800.0
 def wait_as_spare(out: Path, warm: str | None) -> Path | None:
     """A prestarted worker: Python, torch and this module are imported (and, for profiling, the
     profiler set up; for a GPU, CUDA's runtime started, which a build's call would otherwise wait
-    for; figures: docs/evaluator.md, "Measurements behind the code"); wait for the request the
+    for; after a request that timed torch.compile, Dynamo and Inductor imported; figures:
+    docs/evaluator.md, "Measurements behind the code"; docs/optimizer.md); wait for the request the
     parent hands over. None: the parent is gone or
     never came back, and this process just exits. No request, no candidate code: nothing else runs.
     Its parent is the pid that started it (``_PARENT``: it may have died while this process imported torch)."""
-    if warm == "cuda-runtime":            # isolation.SPARE_CUDA_RUNTIME: the build's arch, read ahead
-        try:
-            _build.gpu_arch()
-        except Exception:  # noqa: BLE001 — a CUDA that fails here fails the request, which reports it
-            pass
-    elif warm:
-        _setup(WorkerRequest(mode="profile", device=warm))
-        _WARMED[warm] = warm_profiler(warm)
-    (out / "spare-ready").write_text("")
+    warmed = []                           # what got ready, written into spare-ready (tests read it)
+    for what in (warm or "").split(","):
+        if what == "cuda-runtime":            # isolation.SPARE_CUDA_RUNTIME: the build's arch, read ahead
+            try:
+                _build.gpu_arch()
+                warmed.append(what)
+            except Exception:  # noqa: BLE001 — a CUDA that fails here fails the request, which reports it
+                pass
+        elif what == "inductor":              # isolation.SPARE_INDUCTOR: torch.compile's modules, imported
+            try:
+                with core.compile_tempdir():      # Inductor fixes its header folder at import
+                    importlib.import_module("torch._dynamo")
+                    importlib.import_module("torch._inductor.compile_fx")
+                warmed.append(what)
+            except Exception:  # noqa: BLE001 — the baseline's compile imports them again and reports a failure
+                pass
+        elif what:
+            _setup(WorkerRequest(mode="profile", device=what))
+            _WARMED[what] = warm_profiler(what)
+            warmed.append(what)
+    (out / "spare-ready").write_text(",".join(warmed))
     deadline = _clock() + SPARE_IDLE_S
     path = out / "request.json"
     while _clock() < deadline and not orphaned():

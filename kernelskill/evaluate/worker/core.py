@@ -3,9 +3,11 @@ the process's set-up (device, threads, backend flags, memory limit), seeds, phas
 for the parent, and the waits on it. Imported first by ``__main__``: nothing here imports candidate code."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
+import tempfile
 import time
 from pathlib import Path
 
@@ -75,6 +77,28 @@ def _setup(req: WorkerRequest) -> str:
         import resource
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     return device
+
+
+@contextlib.contextmanager
+def compile_tempdir(cache_root: str | None = None):
+    """The temporary folder torch.compile runs (and Inductor is imported) with: one beside the cache,
+    shared by the workers. Inductor keeps its CPU precompiled header under the temporary folder, not
+    under its cache directory, and fixes that path when it is imported: in a worker's own scratch
+    folder the header was made again by every worker (about half of a warm compile's seconds;
+    docs/optimizer.md). ``cache_root``: the request's; a spare, which has none yet, takes the one its
+    environment names (``TORCHINDUCTOR_CACHE_DIR`` lies in it). Only trusted code runs inside: the
+    baseline's compile before any candidate code loads, or a spare's imports."""
+    inductor = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    root = Path(cache_root) if cache_root else (Path(inductor).parent if inductor else None)
+    saved = tempfile.tempdir
+    if root is not None:
+        shared = root / "inductor-tmp"
+        shared.mkdir(parents=True, exist_ok=True)
+        tempfile.tempdir = str(shared)
+    try:
+        yield
+    finally:
+        tempfile.tempdir = saved
 
 
 def _to(xs: list, device: str) -> list:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 from pathlib import Path
 
@@ -18,7 +17,7 @@ from kernelskill.vocab import RECHECK_PHASE, ProfileMode, WorkerStatus
 from kernelskill.evaluate.launch.request import WorkerRequest
 from .core import (
     _Tensor, _WARMED, _await_decision, _await_file, _clock, _cpu, _equal, _gpu_uuid, _isnan, _save, _save_atomic,
-    _setup, _sync, _write_json_atomic, call_seed, flatten, seed_call, set_phase, warm_profiler)
+    _setup, _sync, _write_json_atomic, call_seed, compile_tempdir, flatten, seed_call, set_phase, warm_profiler)
 from .candidate import _buildlog, _candidate_model, _reference_data, _reference_model, import_candidate, mode_compile
 
 
@@ -234,27 +233,19 @@ def _compile_baseline(req: WorkerRequest, ref_model, xs: list, device: str):
     if req.baseline not in ("compile", "both") or not req.timing:
         return None, None
     t0 = _clock()
-    # Inductor keeps its CPU precompiled header under the temporary folder, not under its cache
-    # directory: in a worker's own scratch folder it was made again by every worker (about half of
-    # the compile's seconds; docs/optimizer.md). No candidate code has run yet: for the compile, the
-    # temporary folder is one beside the parent's cache, shared by the workers (Inductor locks it).
-    saved_tmp = tempfile.tempdir
-    if req.cache_root:
-        shared = Path(req.cache_root) / "inductor-tmp"
-        shared.mkdir(parents=True, exist_ok=True)
-        tempfile.tempdir = str(shared)
+    # No candidate code has run yet: the compile runs in the temporary folder the workers share
+    # (Inductor's precompiled header lies there; Inductor locks it).
     try:
-        compiled = torch.compile(ref_model)
-        with torch.no_grad():
-            seed_call(call_seed(req.seed, 0), device)
-            got, _ = flatten(compiled(*xs))
-            seed_call(call_seed(req.seed, 0), device)
-            want, _ = flatten(ref_model(*xs))
-        _sync(device)
+        with compile_tempdir(req.cache_root):
+            compiled = torch.compile(ref_model)
+            with torch.no_grad():
+                seed_call(call_seed(req.seed, 0), device)
+                got, _ = flatten(compiled(*xs))
+                seed_call(call_seed(req.seed, 0), device)
+                want, _ = flatten(ref_model(*xs))
+            _sync(device)
     except Exception as e:  # noqa: BLE001
         return None, {"ok": False, "error": f"{type(e).__name__}: {e}"[:500]}
-    finally:
-        tempfile.tempdir = saved_tmp
     agree = all(isinstance(g, torch.Tensor) and g.shape == w.shape and
                 bool(torch.allclose(g.float(), w.float(), atol=1e-2, rtol=1e-2)) for g, w in zip(got, want))
     return compiled, {"ok": True, "seconds": round(_clock() - t0, 3), "agrees_with_eager": agree}
