@@ -388,3 +388,51 @@ def test_only_a_header_included_up_front_counts():
     assert not cuda_split.includes_up_front(f"#include <a.h>\nint y;\n#include <{ctx}>\n", ctx)   # after code
     assert not cuda_split.includes_up_front(f"#define N 4\n#include <{ctx}>\n", ctx)   # a macro first may change it
     assert not cuda_split.includes_up_front("#include <cuda_runtime.h>\nint z;\n", ctx)
+
+
+WMMA = r'''
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <cuda_fp16.h>
+#include <mma.h>
+#include <cooperative_groups.h>
+using namespace nvcuda;
+namespace cg = cooperative_groups;
+constexpr int TILE = 16;
+
+__global__ void tile_mma(const half* a, const half* b, float* c) {
+    cg::thread_block block = cg::this_thread_block();
+    wmma::fragment<wmma::matrix_a, TILE, TILE, TILE, half, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, TILE, TILE, TILE, half, wmma::row_major> fb;
+    wmma::fragment<wmma::accumulator, TILE, TILE, TILE, float> acc;
+    wmma::fill_fragment(acc, 0.f);
+    wmma::load_matrix_sync(fa, a, TILE);
+    wmma::load_matrix_sync(fb, b, TILE);
+    wmma::mma_sync(acc, fa, fb, acc);
+    block.sync();
+    wmma::store_matrix_sync(c, acc, TILE, wmma::mem_row_major);
+}
+
+torch::Tensor mm16(torch::Tensor a, torch::Tensor b) {
+    auto c = torch::empty({TILE, TILE}, a.options().dtype(torch::kFloat32));
+    tile_mma<<<1, 32, 0, at::cuda::getCurrentCUDAStream()>>>(reinterpret_cast<const half*>(a.data_ptr<at::Half>()),
+        reinterpret_cast<const half*>(b.data_ptr<at::Half>()), c.data_ptr<float>());
+    return c;
+}
+'''
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_wmma_and_cooperative_groups_stay_in_the_device_unit(tmp_path):
+    # mma.h and cooperative_groups.h declare nothing to a C++ compiler: in the host unit,
+    # `using namespace nvcuda;` failed and the source was built whole (20 s more on this CPU).
+    sp = split([WMMA], offset=3)
+    assert sp.kernels == ["tile_mma"] and sp.launches == 1
+    for text in ("#include <mma.h>", "#include <cooperative_groups.h>", "using namespace nvcuda;",
+                 "namespace cg = cooperative_groups;"):
+        assert text in sp.device and text not in sp.host, text
+    assert "constexpr int TILE = 16;" in sp.device and "constexpr int TILE = 16;" in sp.host    # both use it
+    dev, host, outs = _objects(tmp_path, sp)
+    for name, (text, code) in outs.items():
+        assert code == 0, f"{name}:\n{text[-3000:]}"
+    assert _symbols(host, "-u") <= _symbols(dev, "--defined-only")

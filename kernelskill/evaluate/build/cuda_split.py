@@ -37,6 +37,14 @@ HOST_PRELUDE = "#include <torch/extension.h>\n#include <cuda.h>\n#include <cuda_
 TORCH = re.compile(r"\b(?:torch|at|c10|caffe2)::|\bAT_[A-Z_]+|\bTORCH_[A-Z_]+|\bC10_[A-Z_]+|\bTensor\b")
 TORCH_INCLUDE = re.compile(r"#\s*include\s*[<\"](?:torch|ATen|c10|caffe2|pybind11)/")
 CONDITIONAL = re.compile(r"#\s*(?:if|ifdef|ifndef|elif|else|endif)\b")
+# Headers and namespaces of device code only: their headers declare nothing outside nvcc (mma.h and
+# cooperative_groups.h are empty to a C++ compiler), so an include of them, or a using-directive or
+# alias naming their namespaces, goes to the device unit alone (in the host unit `using namespace
+# nvcuda;` fails and the source was built whole, the split's seconds lost).
+DEVICE_INCLUDE = re.compile(r"#\s*include\s*[<\"](?:mma\.h|cooperative_groups(?:\.h|/)|cuda_pipeline|cuda_awbarrier"
+                            r"|cuda/(?:pipeline|barrier|annotated_ptr)|cub/|cute/|cutlass/)")
+DEVICE_NAMESPACE = re.compile(r"\s*(?:using\s+namespace\s+|namespace\s+\w+\s*=\s*)(?:::)?"
+                              r"(?:nvcuda|cooperative_groups|cub|cute|cutlass)\b[\w:]*\s*;\s*$")
 # The types a dispatch macro runs its lambda with (scalar_t); others are not split.
 DISPATCH_TYPES = {"AT_DISPATCH_FLOATING_TYPES": ("float", "double"),
                   "AT_DISPATCH_FLOATING_TYPES_AND_HALF": ("float", "double", "c10::Half"),
@@ -483,7 +491,10 @@ def split(cuda: list[str], offset: int = 0, file: str = "cuda.cu") -> Split:
                 raise CannotSplit("preprocessor conditionals")
             if "<<<" in m:
                 raise CannotSplit("a launch in a top-level macro")
-            role = "host" if TORCH_INCLUDE.match(m) else ("drop" if re.match(r"#\s*pragma\s+once", m) else "both")
+            role = "host" if TORCH_INCLUDE.match(m) else ("drop" if re.match(r"#\s*pragma\s+once", m) else
+                                                          "device" if DEVICE_INCLUDE.match(m) else "both")
+        elif DEVICE_NAMESPACE.match(m):
+            role = "device"
         elif re.match(r"\s*(?:inline\s+)?namespace\b|\s*extern\s+\"", text[s:e]):
             raise CannotSplit("a namespace or extern block")
         elif re.search(r"\b__global__\b", head):
