@@ -7,6 +7,7 @@ Run on the GPU machine: python3 -m pytest -m gpu -q (needs the openai package: c
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -76,7 +77,7 @@ def test_optimize_on_cuda_through_the_http_chat_server(tmp_path, monkeypatch, ca
 
 # KernelBench's level1/19_ReLU as fetched (benchmarks/kernelbench_chunk.sh says how .kb/ is filled;
 # KERNELBENCH_DIR points elsewhere). Its shipped size: 4096 × 393216 fp32, 6.4 GB a tensor.
-KB_DIR = Path(__import__("os").environ.get("KERNELBENCH_DIR", Path(__file__).resolve().parents[2] / ".kb/KernelBench"))
+KB_DIR = Path(os.environ.get("KERNELBENCH_DIR", Path(__file__).resolve().parents[2] / ".kb/KernelBench"))
 KB_RELU = KB_DIR / "level1" / "19_ReLU.py"
 # relu, four floats a thread (float4 loads and stores), a grid-stride loop: 19_ReLU's 1.6e9 elements.
 KB_FAST = r'''import torch

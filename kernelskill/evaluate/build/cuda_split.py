@@ -55,6 +55,11 @@ SCALAR_HEADERS = {"c10::Half": "#include <c10/util/Half.h>\n", "c10::BFloat16": 
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 
 
+def whole_after_split(unit: str) -> str:
+    """The build's step when a split unit failed and the candidate is not certainly at fault."""
+    return f"{unit}: the split build failed where the whole source may not; cuda.cu whole"
+
+
 class CannotSplit(Exception):
     """This source is built whole (the reason is the message)."""
 

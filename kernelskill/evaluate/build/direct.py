@@ -481,7 +481,7 @@ def build(p: Plan, cache: Path, on_step=None, log=None) -> Path:
                 if e.unit not in ("cuda.cu", "cuda_host.cpp") or cuda_split.candidates_error(
                         e.output, e.unit, sp, _in_torch_headers):
                     raise
-                step(f"{e.unit}: the split build failed where the whole source may not; cuda.cu whole")
+                step(cuda_split.whole_after_split(e.unit))
                 if log is not None:
                     for name in ("cuda.cu", "cuda_host.cpp"):
                         if name in log.units:

@@ -412,7 +412,7 @@ def _compile_only(build_dir: Path, cuda: list[str], kwargs: dict, candidate_sour
             log.log_tail = tail(out[0])
             raise BuildFailed(diags, out[0])
         if sp is not None and out is not None:
-            step(f"{out[1]}: the split build failed where the whole source may not; cuda.cu whole")
+            step(cuda_split.whole_after_split(out[1]))
         for name in ("cuda.cu", "cuda_host.cpp"):
             if name in log.units:
                 log.units[f"{name} (split)"] = log.units.pop(name)
