@@ -1,7 +1,11 @@
 """A cancelled call stops its work: the client cancels a `verify` whose candidate hangs, and within
 2 s the worker is gone and the device free, so the next call starts at once (in memory, over stdio
-and over HTTP, with the SDK's own client). Where other processes keep every core busy meanwhile the
-bound is 8 s, and a failure says which bound held and why."""
+and over HTTP, with the SDK's own client).
+
+On a busy machine the wait is the scheduler's, not the server's, and no fixed bound holds (CI once
+took 8.8 s on 2 cores where a sampler of the host's load saw no saturation). So the bound is 2 s plus
+a few of this server's own round trips, timed by pings throughout the same window: a slow cancel
+path on an idle machine fails, a starved machine does not. The failure message gives each step."""
 from __future__ import annotations
 
 import os
@@ -13,7 +17,6 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from kernelskill.evaluate.host import HostSampler, cores
 from kernelskill.mcp_server.locks import hold_device
 
 from helpers import DATA
@@ -24,9 +27,9 @@ pytestmark = pytest.mark.anyio
 RELU = str(DATA / "relu_task.py")
 WAIT_S = 120                # a bound on reaching a state on a busy machine
 RELEASED_S = 2.0            # the issue's bound: the worker dead and the device free
-# On a machine other work keeps saturated (a CI box running tests beside busy threads), the wait is
-# the scheduler's, not the server's: the bound then allows that much more, and the message says so.
-SATURATED_FACTOR = 4.0
+# The cancel crosses the transport about once (the client's abort, the server's disconnect), then
+# the server's evaluation thread, the kill and the lock: a few round trips' worth of scheduling.
+ROUND_TRIPS = 4
 MARKER = "hung-for-cancel"
 HUNG = f"""import torch
 import torch.nn as nn
@@ -65,60 +68,71 @@ def _device_free() -> bool:
 
 
 class Released(float):
-    """The seconds from the cancel until the worker was gone and the device free, with the bound
-    they are held to: RELEASED_S, or SATURATED_FACTOR times it when other processes kept every
-    core busy meanwhile (``why`` says so)."""
+    """The seconds from the cancel until the worker was gone and the device free, the bound they are
+    held to (RELEASED_S plus ROUND_TRIPS of the slowest ping in the window) and each step's time."""
     bound: float = RELEASED_S
-    why: str = ""
+    steps: str = ""
 
     def ok(self) -> bool:
         return self <= self.bound
 
     def __str__(self) -> str:
-        return f"{float(self):.2f} s (bound {self.bound:.1f} s{'; ' + self.why if self.why else ''})"
+        return f"{float(self):.2f} s (bound {self.bound:.2f} s; {self.steps})"
 
 
-class CancelWindow:
-    """From a cancel until the release: the seconds, and whether other processes kept every core
-    busy meanwhile. The machine's busy cores are sampled over the window (every process), less the
-    hung worker's: it spins one core until it is gone, and once gone its CPU time can't be read
-    (a sampler that left out its measured CPU returned nothing then: the 8 s bound never applied)."""
+class Pings:
+    """This server's round trips (a ``get_job`` of no job: the event loop, a worker thread and back;
+    this server answers no ``ping`` at the 2026 protocol), back to back, for as long as the window lasts: the
+    slowest says how long the machine kept the server and this client waiting just then."""
 
-    def __init__(self, worker: int, start: int):
-        self.worker, self.start, self.gone_at = worker, start, None
-        self.sampler = HostSampler()
-        self.sampler.start(None)
-        self.t0 = time.monotonic()
+    def __init__(self, client):
+        self.client, self.slowest, self.count, self._since = client, 0.0, 0, None
 
-    def worker_gone(self) -> bool:
-        if self.gone_at is None and not ((st := proc_stat(self.worker)) and st[2] == self.start):
-            self.gone_at = time.monotonic()
-        return self.gone_at is not None
+    async def run(self) -> None:
+        while True:
+            self._since = time.monotonic()
+            await self.client.call_tool("get_job", {"job": "000000000000"})
+            self.slowest = max(self.slowest, time.monotonic() - self._since)
+            self._since = None
+            self.count += 1
+            await anyio.sleep(0.02)
 
-    def released(self) -> Released:
-        took = Released(time.monotonic() - self.t0)
-        self.worker_gone()
-        host = self.sampler.stop()
-        if host:
-            spun = ((self.gone_at or time.monotonic()) - self.t0) / host["seconds"]   # at most one core
-            others = host["others_cores"] - min(1.0, spun)
-            if others >= cores() - 0.5:
-                took.bound = RELEASED_S * SATURATED_FACTOR
-                took.why = f"other processes kept {others:.1f} of {cores()} cores busy meanwhile"
-        return took
+    def worst(self) -> float:
+        """The slowest ping, counting one still unanswered for as long as it has waited."""
+        pending = time.monotonic() - self._since if self._since is not None else 0.0
+        return max(self.slowest, pending)
+
+
+async def released(client, worker: int, start: str, t0: float, then) -> Released:
+    """From ``t0`` (the cancel) until the worker is gone and ``then()`` (an async wait on the next
+    state) returns, with this server's round trips timed throughout."""
+    pings = Pings(client)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(pings.run)
+        await _until("end of the worker", lambda: not ((st := proc_stat(worker)) and st[2] == start))
+        gone = time.monotonic() - t0
+        await then()
+        took = Released(time.monotonic() - t0)
+        worst = pings.worst()
+        tg.cancel_scope.cancel()
+    took.bound = RELEASED_S + ROUND_TRIPS * worst
+    took.steps = f"worker gone after {gone:.2f} s; slowest of {pings.count} round trips {worst:.3f} s"
+    print(f"released: {took}")        # shown with -rP: the margin a passing run had
+    return took
 
 
 async def cancel_a_hung_verify(client, root_pid: int) -> Released:
     """Start verify(HUNG), wait for its worker to run the candidate, cancel; the seconds until the
-    worker is gone and the device is free, and the bound that holds on this machine just then."""
+    worker is gone and the device is free, with the bound that holds on this machine just then."""
     async with anyio.create_task_group() as tg:
         tg.start_soon(client.call_tool, "verify", {"task": RELU, "source": HUNG, "trials": 1})
         worker = await _until("worker running the hung candidate", lambda: running_candidate(root_pid, MARKER))
-        window = CancelWindow(worker, proc_stat(worker)[2])
+        start, t0 = proc_stat(worker)[2], time.monotonic()
         tg.cancel_scope.cancel()
-    await _until("end of the worker", window.worker_gone, bound=RELEASED_S * SATURATED_FACTOR + 5)
-    await _until("free device", _device_free, bound=RELEASED_S * SATURATED_FACTOR + 5)
-    return window.released()
+
+    async def device_free():
+        await _until("free device", _device_free)
+    return await released(client, worker, start, t0, device_free)
 
 
 def collect(into: list):
@@ -218,13 +232,16 @@ async def test_a_job_returns_at_once_reports_progress_and_cancels(server):
         start = proc_stat(worker)[2]
         seen = await _job(client, job["job"])
         assert seen["status"] == "running" and seen["message"] and seen["elapsed_s"] > 0
-        window = CancelWindow(worker, start)
+        t0 = time.monotonic()
         await client.call_tool("cancel_job", {"job": job["job"]})
-        deadline = time.monotonic() + RELEASED_S * SATURATED_FACTOR + 5
-        while (seen := await _job(client, job["job"]))["status"] == "running" and time.monotonic() < deadline:
-            window.worker_gone()
-            await anyio.sleep(0.05)
-        took = window.released()
+        seen = {}
+
+        async def job_cancelled():
+            deadline = time.monotonic() + WAIT_S
+            while (now := await _job(client, job["job"]))["status"] == "running" and time.monotonic() < deadline:
+                await anyio.sleep(0.05)
+            seen.update(now)
+        took = await released(client, worker, start, t0, job_cancelled)
         assert seen["status"] == "cancelled" and took.ok(), (str(took), seen)
         assert not ((st := proc_stat(worker)) and st[2] == start)
         resource = await client.read_resource(f"job://{job['job']}")
