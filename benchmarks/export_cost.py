@@ -3,6 +3,7 @@ machine's backend exported, built ahead of time in a fresh venv, imported, teste
 against the load_inline ModelNew it came from.
 
     python benchmarks/export_cost.py                       # C++ solutions on a CPU, CUDA ones on a GPU
+    python benchmarks/export_cost.py --backend triton      # Triton ones (a GPU; TRITON_INTERPRET=1 on a CPU)
     python benchmarks/export_cost.py --only relu_gelu,layernorm --jobs 4 --json out.json
     python benchmarks/export_cost.py --list                # what would run, nothing built
 
@@ -15,6 +16,11 @@ Per solution, in this order:
 - the package's own tests (`pytest --pyargs PKG`): registered ops, the reference, fullgraph compile;
 - speed: the solution's ModelNew (load_inline) and the package's ModelNew on the package's inputs,
   interleaved call by call in one process, each call synchronized; medians and the ratio.
+
+A Triton solution builds nothing at import: Triton compiles each kernel on its first launch. So for
+it the two "import" columns are the first call instead (import, ModelNew, one forward on the task's
+inputs): the solution's with an empty TRITON_CACHE_DIR, then the package's with its own empty one;
+"build" is the pure-Python install.
 
 Builds run `--jobs` at a time (each pipeline in order); the speed runs come after every build, one
 at a time, so no build competes with a timing. The table prints at the end; `--json` is rewritten
@@ -75,8 +81,37 @@ SPEED = textwrap.dedent('''\
 ''')
 
 
+FIRST_CALL = textwrap.dedent('''\
+    import importlib.util, json, sys, time
+    import torch
+    ref = importlib.util.spec_from_file_location("reference", sys.argv[2])
+    ref_mod = importlib.util.module_from_spec(ref); ref.loader.exec_module(ref_mod)
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    init = ref_mod.get_init_inputs()
+    torch.manual_seed(1)
+    xs = [x.to(dev) if isinstance(x, torch.Tensor) else x for x in ref_mod.get_inputs()]
+    t = time.perf_counter()
+    if sys.argv[1].endswith(".py"):
+        s = importlib.util.spec_from_file_location("solution", sys.argv[1])
+        mod = importlib.util.module_from_spec(s); s.loader.exec_module(mod)
+    else:
+        mod = __import__(sys.argv[1])
+    with torch.no_grad():
+        mod.ModelNew(*init).to(dev)(*xs)
+    if dev == "cuda":
+        torch.cuda.synchronize()
+    print(time.perf_counter() - t)
+    ''')
+
+
+def _first_call(py: str, what: str, reference: Path, env: dict, cwd: Path) -> float | None:
+    """Import ``what`` (a solution file or a package), build ModelNew, one forward: the seconds."""
+    _, r = _run([py, "-c", FIRST_CALL, what, str(reference)], env=env, cwd=cwd)
+    return float(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else None
+
+
 def solutions(backend: str, only: set[str]) -> list[tuple[Path, Path]]:
-    prefix = {"cpp": "cpp_", "cuda": "cuda_"}[backend]
+    prefix = {"cpp": "cpp_", "cuda": "cuda_", "triton": "triton_"}[backend]
     out = []
     for sol in sorted(EXAMPLES.glob(f"*/solutions/{prefix}*.py")):
         task = sol.parent.parent
@@ -124,11 +159,18 @@ def pipeline(task: Path, sol: Path, preset: str | None, work: Path) -> dict:
     res = json.loads(r.stdout.strip().splitlines()[-1])
     row.update(package=res["package"], ops=len(res["ops"]), recorded=res["recorded"])
     row["stage"] = "load_inline"
-    env = dict(os.environ, TORCH_EXTENSIONS_DIR=str(d / "jit"), PYTHONPATH="")
-    load = (f"import importlib.util as u\ns = u.spec_from_file_location('solution', {str(sol)!r})\n"
-            "s.loader.exec_module(u.module_from_spec(s))")
-    row["jit_first_import_s"] = _timed_import(sys.executable, "import torch", load, env, d)
-    row["jit_cached_import_s"] = _timed_import(sys.executable, "import torch", load, env, d)
+    triton = sol.name.startswith("triton_")
+    reference = d / "pkg" / row["package"] / "reference.py"
+    if triton:
+        env = dict(os.environ, TRITON_CACHE_DIR=str(d / "triton-jit"), PYTHONPATH="")
+        row["jit_first_import_s"] = _first_call(sys.executable, str(sol), reference, env, d)
+        row["jit_cached_import_s"] = _first_call(sys.executable, str(sol), reference, env, d)
+    else:
+        env = dict(os.environ, TORCH_EXTENSIONS_DIR=str(d / "jit"), PYTHONPATH="")
+        load = (f"import importlib.util as u\ns = u.spec_from_file_location('solution', {str(sol)!r})\n"
+                "s.loader.exec_module(u.module_from_spec(s))")
+        row["jit_first_import_s"] = _timed_import(sys.executable, "import torch", load, env, d)
+        row["jit_cached_import_s"] = _timed_import(sys.executable, "import torch", load, env, d)
     row["stage"] = "build"
     py = fresh_venv(d / "venv")
     venv_env = dict(os.environ, PYTHONPATH="")
@@ -136,7 +178,11 @@ def pipeline(task: Path, sol: Path, preset: str | None, work: Path) -> dict:
                               str(d / "pkg")], env=venv_env, cwd=d)
     if r.returncode != 0:
         return {**row, "error": (r.stdout + r.stderr).strip()[-600:]}
-    row["import_s"] = _timed_import(str(py), "import torch", f"import {row['package']}", venv_env, d)
+    if triton:          # the package's first call, with its own empty Triton cache
+        venv_env["TRITON_CACHE_DIR"] = str(d / "triton-pkg")
+        row["import_s"] = _first_call(str(py), row["package"], reference, venv_env, d)
+    else:
+        row["import_s"] = _timed_import(str(py), "import torch", f"import {row['package']}", venv_env, d)
     row["stage"] = "tests"
     _, r = _run([str(py), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--pyargs", row["package"]],
                 env=venv_env, cwd=d)
@@ -166,8 +212,13 @@ def speed(row: dict, seconds: float) -> dict:
 def table(rows: list[dict]) -> list[str]:
     def f(x, spec=".2f"):
         return "—" if x is None else format(x, spec)
-    lines = ["| task | solution | export s | load_inline first import s | cached s | AOT build s | import s | "
-             "tests | load_inline ms | exported ms | ratio | outputs equal |", "|" + "---|" * 12]
+    if rows and all(r["solution"].startswith("triton_") for r in rows):
+        head = ("| task | solution | export s | solution's first call s | cached s | install s | package's first "
+                "call s | tests | solution ms | exported ms | ratio | outputs equal |")
+    else:
+        head = ("| task | solution | export s | load_inline first import s | cached s | AOT build s | import s | "
+                "tests | load_inline ms | exported ms | ratio | outputs equal |")
+    lines = [head, "|" + "---|" * 12]
     for r in rows:
         li, ex = r.get("load_inline_ms") or {}, r.get("exported_ms") or {}
         lines.append(f"| {r['task']} | {r['solution']} | {f(r.get('export_s'), '.1f')} | "
@@ -184,9 +235,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="\n\n".join(__doc__.split("\n\n")[1:]))
-    ap.add_argument("--backend", choices=["cpp", "cuda"], help="default: cuda where a GPU is present, else cpp")
+    ap.add_argument("--backend", choices=["cpp", "cuda", "triton"],
+                    help="default: cuda where a GPU is present, else cpp (triton: on a GPU, or TRITON_INTERPRET=1)")
     ap.add_argument("--only", default="", help="comma-separated example task names")
-    ap.add_argument("--preset", help="the tasks' preset (default: small for cpp, the task's sizes for cuda)")
+    ap.add_argument("--preset", help="the tasks' preset (default: the task's sizes on a GPU, else small)")
     ap.add_argument("--jobs", type=int, default=1, help="pipelines (export, builds, tests) at a time (default 1)")
     ap.add_argument("--seconds", type=float, default=2.0, help="timed seconds per solution (default 2)")
     ap.add_argument("--work", type=Path, help="where packages and venvs go (default: a temporary directory)")
@@ -207,7 +259,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.list or not todo:
         print("\n".join(f"{t.name}: {s.name}" for t, s in todo) or f"no {backend} solutions")
         return 0
-    preset = a.preset or ("small" if backend == "cpp" else None)
+    import torch
+    preset = a.preset or ("small" if backend == "cpp" or not torch.cuda.is_available() else None)
     work = a.work or Path(tempfile.mkdtemp(prefix="ks-export-cost-"))
     rows: list[dict] = []
 

@@ -298,7 +298,8 @@ def _add_tools(server: MCPServer) -> None:  # noqa: C901 - one short function pe
         torch.compile(fullgraph=True) traces through it), ModelNew calling the ops, and a test file. Returns
         the package's path, the files written, the ops and, with build, whether it built and imported. The
         candidate runs in a child process (to record its output shapes); expect seconds, about a minute more
-        with build (progress is reported). cpp and cuda candidates only."""
+        with build (progress is reported). cpp, cuda and triton candidates (a triton one: its launchers as
+        torch.library.triton_op ops, nothing to build; on a GPU)."""
         return await _call(ctx, lambda tb, progress: tb.export_kernel(to, source, run, node, task, preset, build,
                                                                       package, force, progress))
 

@@ -416,9 +416,9 @@ class Toolbox:
                                 f"(a path inside the roots or an example name)") from None
             raise
         cand = Candidate.from_source(code, cand_path)
-        if cand.backend not in ("cpp", "cuda"):
+        if cand.backend not in ("cpp", "cuda", "triton"):
             kind = "plain PyTorch (no extension)" if cand.backend == "none" else f"a {cand.backend} candidate"
-            raise UserError(f"the candidate is {kind}: export writes cpp and cuda candidates only")
+            raise UserError(f"the candidate is {kind}: export writes cpp, cuda and triton candidates only")
         overrides = dict(prov.get("overrides") or {}) if run is not None and preset == prov.get("preset") else {}
         req = {"source": code, "task": str(rt.task.path), "preset": rt.task.preset, "overrides": overrides,
                "to": str(dest), "package": package, "path": str(cand_path) if cand_path else None,

@@ -17,7 +17,8 @@ EPILOG = """examples:
 
 A run gives the task, preset and --set values it was verified at (--task/--preset/--set override
 them). Backends: cpp; cuda (on a machine without a GPU: sources and build only, the fake shapes are
-recorded on a GPU); triton is not supported yet. Exit codes: 0 written, 2 cannot be exported."""
+recorded on a GPU); triton (on a GPU, or on a CPU with TRITON_INTERPRET=1: the launchers become
+torch.library.triton_op ops, nothing is built). Exit codes: 0 written, 2 cannot be exported."""
 
 
 def cmd_export(args) -> int:
@@ -40,7 +41,8 @@ def cmd_export(args) -> int:
         print(f"  op {op}")
     for note in res.notes:
         print(f"  note: {note}", file=sys.stderr)
-    print(f"build it: pip install --no-build-isolation {res.out_dir}\n"
+    verb = "install it (Python only)" if res.backend == "triton" else "build it"
+    print(f"{verb}: pip install --no-build-isolation {res.out_dir}\n"
           f"test it:  python -m pytest --pyargs {res.package}")
     return 0
 

@@ -24,7 +24,8 @@ into a small Python package (docs/export.md):
 
 Backends: cpp fully; cuda where the same shape holds (sources split as load_inline splits them;
 on a machine without a GPU the outputs cannot be recorded, so the fake implementations refuse
-until exported again on a GPU); triton is not supported yet.
+until exported again on a GPU); triton through ``torch.library.triton_op`` (export/triton.py: no
+build, launches wrapped so torch.compile traces the kernels).
 """
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ from pathlib import Path
 from ..candidate import Candidate
 from .errors import ExportError
 from kernelskill.evaluate.build.direct import split_params
-from .templates import render_package
+from .templates import render_package, render_triton_package
 
 __all__ = ["ExportError", "Extension", "OpSpec", "export", "parse_params", "resolve_source"]
 
@@ -410,9 +411,6 @@ def export(source: str, task, out_dir: str | Path, *, package: str | None = None
     """Write the package for ``source`` (a candidate verified on ``task``, a loaded Task) to ``out_dir``."""
     started = time.perf_counter()
     cand = Candidate.from_source(source, path)
-    if cand.backend == "triton":
-        raise ExportError("triton candidates: export is not supported yet (cpp and cuda only); ship best.py "
-                          "with triton installed instead")
     if cand.backend == "none":
         raise ExportError("the candidate builds no extension (plain PyTorch): there is no kernel to export; "
                           "best.py is already a drop-in")
@@ -420,6 +418,8 @@ def export(source: str, task, out_dir: str | Path, *, package: str | None = None
     if out.exists() and any(out.iterdir()) and not force:
         raise ExportError(f"{out}: exists and is not empty (pass --force to overwrite)")
     pkg = _ident(package or f"ks_{task.name}").lower()
+    if cand.backend == "triton":
+        return _export_triton(source, task, out, pkg, path, dict(provenance or {}, candidate_hash=cand.hash), started)
     notes = []
     calls, mod, compile_only = _capture(source, path)
     if not calls:
@@ -459,6 +459,71 @@ def export(source: str, task, out_dir: str | Path, *, package: str | None = None
     return ExportResult(out_dir=out, package=pkg, backend=cand.backend,
                         ops=[f"{pkg}::{op.op}" for e in exts for op in e.ops], recorded=recorded, notes=notes,
                         seconds=time.perf_counter() - started)
+
+
+def _export_triton(source: str, task, out: Path, pkg: str, path: Path | None, provenance: dict,
+                   started: float) -> ExportResult:
+    """A Triton candidate: its source with the launches wrapped, its launchers as triton_ops."""
+    from . import triton as tr
+    device = tr.device_for_export()
+    model_source, _kernels, launcher_names, in_methods = tr.wrap_launches(source)
+    import importlib.util
+    if importlib.util.find_spec("triton") is None:
+        raise ExportError("the candidate is a Triton one and triton is not installed here: pip install triton "
+                          "(a GPU machine's torch brings it)")
+    mod = types.ModuleType(f"kernelskill_export_{abs(hash(source)) % 10**8}")
+    mod.__file__ = str(path or "candidate.py")
+    try:
+        exec(compile(model_source, str(path or "candidate.py"), "exec"), mod.__dict__)
+    except Exception as e:
+        raise ExportError(f"the candidate's module failed at import: {type(e).__name__}: {e}") from None
+    if not hasattr(mod, "ModelNew"):
+        raise ExportError(f"{path or 'candidate'}: no ModelNew defined")
+    rec = tr.LauncherRecorder(mod, launcher_names)
+    notes = []
+    shapes = _record(task, mod, device, [rec])
+    if shapes:
+        notes.append(f"calls recorded at the verified sizes and at {len(shapes)} derived one(s): " + ", ".join(shapes))
+    ops = []
+    for name in launcher_names:
+        samples = rec.calls.get(name, [])
+        if not samples:
+            notes.append(f"{name}: launches a kernel but the verified forward never called it: not an op")
+            continue
+        for s in samples:
+            if s["mutated"]:
+                raise ExportError(f"launcher {name!r} writes into its argument(s) {s['mutated']}: an op that "
+                                  "mutates its inputs is not supported by export yet")
+        params, returns = tr.launcher_schema(name, rec.signatures[name], samples)
+        ops.append({"function": name, "op": name, "schema": name + tr.schema_text(params, returns),
+                    "wrapper": tr.typed_wrapper(name, params, returns), "samples": samples})
+    for m in in_methods:
+        notes.append(f"{m} launches its kernels itself: no named op for them (torch.compile traces the launches "
+                     "through wrap_triton); move a launch into a module-level function to make it an op")
+    files = render_triton_package(pkg=pkg, ops=ops, device=device, model_source=model_source, task=task,
+                                  provenance=dict(provenance, exported=time.strftime("%Y-%m-%dT%H:%M:%S")))
+    for rel, text in files.items():
+        f = out / rel
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(text)
+    return ExportResult(out_dir=out, package=pkg, backend="triton", ops=[f"{pkg}::{o['op']}" for o in ops],
+                        recorded=True, notes=notes, seconds=time.perf_counter() - started)
+
+
+def _return_schema_of_out(fn: str, samples: list[dict]) -> str:
+    """Tensor, Tensor[] or (Tensor, ...) from what every recorded call returned."""
+    kinds = set()
+    for s in samples:
+        o = s["out"]
+        if "shape" in o:
+            kinds.add("Tensor")
+        elif o.get("kind") in ("list", "tuple") and all("shape" in i for i in o["items"]):
+            kinds.add("Tensor[]" if o["kind"] == "list" else "(" + ", ".join("Tensor" for _ in o["items"]) + ")")
+        else:
+            raise ExportError(f"{fn}: returned {o.get('value', o.get('kind', '?'))}, not tensors")
+    if len(kinds) != 1:
+        raise ExportError(f"{fn}: returns {sorted(kinds)} in different calls; an op's schema needs one")
+    return kinds.pop()
 
 
 def syntax_check(cpp: Path, cflags: list[str]) -> None:

@@ -212,8 +212,8 @@ for _op, _rule in RULES.items():
 INIT = '''"""{task}: the exported kernel of {what} (kernelskill export, {exported}).
 
 ModelNew: the candidate's module, its kernels the package's torch.library ops (torch.ops.{ns}),
-built ahead of time. In eager mode a kernel that refuses its inputs (a RuntimeError or ValueError:
-a TORCH_CHECK) falls back to the task's reference Model with the same weights, warning once;
+{how}. In eager mode a kernel that refuses its inputs (a RuntimeError or ValueError:
+a TORCH_CHECK or an assert's check) falls back to the task's reference Model with the same weights, warning once;
 under torch.compile there is no fallback. Model, get_inputs, get_init_inputs: the reference at
 the verified shapes. test_exported.py checks the package against it.
 """
@@ -274,8 +274,16 @@ import {pkg} as pkg
 
 META = json.loads((pathlib.Path(pkg.__file__).parent / "export.json").read_text())
 DEVICE = META["device"]
+pkg.FALLBACK = False     # these tests check the kernels: a refused input fails them, never the reference
+if META["backend"] == "triton" and DEVICE == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
+    pytest.fail("exported on a CPU: run these tests with TRITON_INTERPRET=1 (Triton's interpreter), set before "
+                "the package is imported", pytrace=False)
 BACKEND = os.environ.get("KS_EXPORT_COMPILE_BACKEND", "aot_eager")   # inductor works too (slower to compile)
 needs_device = pytest.mark.skipif(DEVICE == "cuda" and not torch.cuda.is_available(), reason="needs a GPU")
+# Exported on a CPU, a Triton package runs in Triton's interpreter, whose kernels torch.compile and fake
+# tensors cannot trace: those two tests need the package exported (and run) on a GPU.
+traced = pytest.mark.skipif(META["backend"] == "triton" and DEVICE == "cpu",
+                            reason="Triton's interpreter: torch.compile traces Triton kernels on a GPU only")
 
 
 def models():
@@ -319,6 +327,7 @@ def test_matches_reference():
 
 
 @needs_device
+@traced
 def test_compile_fullgraph_no_graph_break():
     ref, new = models()
     x = inputs()
@@ -344,6 +353,7 @@ def sample_args(sample):
 
 
 @needs_device
+@traced
 @pytest.mark.parametrize("op", [o for o in META["ops"] if o["samples"]], ids=lambda o: o["op"])
 def test_opcheck_fake_matches_kernel(op):
     """torch.library.opcheck at the first recorded call's shapes: schema, fake vs real, AOT dispatch."""
@@ -360,7 +370,7 @@ README = '''# {pkg}
 
 Exported by `kernelskill export` on {exported} from {what} (task `{task}`, backend {backend}).
 
-    pip install --no-build-isolation .        # compiles the kernels ahead of time (torch must be installed)
+    {install}
     python -m pytest --pyargs {pkg}          # checks it against the reference, and under torch.compile
 
 ```python
@@ -401,15 +411,11 @@ def render_package(*, pkg: str, exts, backend: str, model_source: str, task, pro
                                          ext_map={e.module: {op.function: op.op for op in e.ops} for e in exts},
                                          skipped={e.module: e.skipped for e in exts if e.skipped},
                                          rules=json.dumps(rules))
-    what = (f"run {provenance['run']} node {provenance.get('node')}" if provenance.get("run")
-            else provenance.get("candidate", "a candidate"))
-    files[f"{pkg}/__init__.py"] = INIT.format(task=task.name, what=what, exported=provenance["exported"], ns=ns)
+    shared, what = _shared_files(pkg, task, provenance)
+    files.update(shared)
+    files[f"{pkg}/__init__.py"] = INIT.format(task=task.name, what=what, exported=provenance["exported"], ns=ns,
+                                              how="built ahead of time")
     files[f"{pkg}/model.py"] = model_source
-    ref = task.source.rstrip("\n") + "\n"
-    if task.overrides:
-        ref += f"\n\n# kernelskill export: the verified shapes (preset {task.preset or 'none'}, --set values)\n"
-        ref += "".join(f"{k} = {v if isinstance(v, str) else repr(v)}\n" for k, v in task.overrides.items())
-    files[f"{pkg}/reference.py"] = ref
     atol, rtol = task.tolerance
     meta = {"task": task.name, "preset": task.preset, "overrides": {k: str(v) for k, v in task.overrides.items()},
             "atol": atol, "rtol": rtol, "backend": backend, "device": "cuda" if backend == "cuda" else "cpu",
@@ -419,6 +425,87 @@ def render_package(*, pkg: str, exts, backend: str, model_source: str, task, pro
     files[f"{pkg}/export.json"] = json.dumps(meta, indent=1) + "\n"
     files[f"{pkg}/test_exported.py"] = TEST.format(pkg=pkg)
     files["README.md"] = README.format(pkg=pkg, exported=provenance["exported"], what=what, task=task.name,
-                                       backend=backend, ns=ns,
+                                       backend=backend, ns=ns, install=INSTALL_BUILD,
                                        ops=", ".join(f"`{ns}::{o.schema}`" for e in exts for o in e.ops))
+    return files
+
+
+INSTALL_BUILD = "pip install --no-build-isolation .        # compiles the kernels ahead of time (torch must be installed)"
+INSTALL_TRITON = "pip install --no-build-isolation .        # Python only: Triton compiles each kernel on its first launch"
+
+TRITON_SETUP = '''"""A Triton package: Python only (Triton compiles each kernel on first launch and caches it)."""
+from setuptools import setup
+
+setup(
+    name={dist!r},
+    version="0.1.0",
+    description="Exported by kernelskill: {task}",
+    packages=[{pkg!r}],
+    package_data={{{pkg!r}: ["export.json"]}},
+    install_requires=["torch", "triton"],
+)
+'''
+
+TRITON_OPS = '''"""The package's ops: torch.ops.{ns}.<op>, one per launcher of the candidate (a module-level
+function that launches its Triton kernels), each a torch.library.triton_op: torch.compile traces
+into its body and its kernels (launched through wrap_triton), so its fake implementation is the
+launcher's own code on fake tensors. ModelNew's calls to a launcher go through its op.
+Generated by kernelskill."""
+from typing import Optional  # noqa: F401
+
+import torch
+
+from . import model as _model
+
+NAMESPACE = {ns!r}
+SCHEMAS = {schemas!r}
+EXTENSIONS = {{}}                # no ahead-of-time built extension: Triton compiles at first launch
+LAUNCHERS = {{name: getattr(_model, name) for name in SCHEMAS}}     # as the candidate wrote them
+
+
+# Each launcher with its parameters annotated (the op's schema, from the calls recorded at export).
+{wrappers}
+
+for _name in SCHEMAS:
+    torch.library.triton_op(f"{{NAMESPACE}}::{{_name}}", globals()[_name], mutates_args=())
+    setattr(_model, _name, getattr(getattr(torch.ops, NAMESPACE), _name))     # ModelNew calls the op
+'''
+
+
+def _shared_files(pkg: str, task, provenance: dict) -> tuple[dict[str, str], str]:
+    """reference.py (the task at the verified shapes) and the provenance line, for every backend."""
+    what = (f"run {provenance['run']} node {provenance.get('node')}" if provenance.get("run")
+            else provenance.get("candidate", "a candidate"))
+    ref = task.source.rstrip("\n") + "\n"
+    if task.overrides:
+        ref += f"\n\n# kernelskill export: the verified shapes (preset {task.preset or 'none'}, --set values)\n"
+        ref += "".join(f"{k} = {v if isinstance(v, str) else repr(v)}\n" for k, v in task.overrides.items())
+    return {f"{pkg}/reference.py": ref}, what
+
+
+def render_triton_package(*, pkg: str, ops: list[dict], device: str, model_source: str, task,
+                          provenance: dict) -> dict[str, str]:
+    """A Triton candidate's package: the candidate (launches wrapped) as model.py, its launchers as
+    triton_ops, the fallback, the reference and the test, as for the built backends."""
+    ns = pkg
+    files, what = _shared_files(pkg, task, provenance)
+    files["setup.py"] = TRITON_SETUP.format(dist=pkg.replace("_", "-"), pkg=pkg, task=task.name)
+    files["pyproject.toml"] = PYPROJECT
+    files[f"{pkg}/_ops.py"] = TRITON_OPS.format(ns=ns, schemas={o["op"]: o["schema"] for o in ops},
+                                                wrappers="\n\n".join(o["wrapper"] for o in ops))
+    files[f"{pkg}/__init__.py"] = INIT.format(task=task.name, what=what, exported=provenance["exported"], ns=ns,
+                                              how="Triton kernels compiled on their first launch")
+    files[f"{pkg}/model.py"] = model_source
+    atol, rtol = task.tolerance
+    meta = {"task": task.name, "preset": task.preset, "overrides": {k: str(v) for k, v in task.overrides.items()},
+            "atol": atol, "rtol": rtol, "backend": "triton", "device": device, "namespace": ns,
+            "provenance": provenance,
+            "ops": [{"function": o["function"], "op": o["op"], "schema": o["schema"], "samples": o["samples"]}
+                    for o in ops]}
+    files[f"{pkg}/export.json"] = json.dumps(meta, indent=1) + "\n"
+    files[f"{pkg}/test_exported.py"] = TEST.format(pkg=pkg)
+    files["README.md"] = README.format(pkg=pkg, exported=provenance["exported"], what=what, task=task.name,
+                                       backend="triton", ns=ns, install=INSTALL_TRITON,
+                                       ops=", ".join(f"`{ns}::{o['schema']}`" for o in ops) or
+                                       "none (the kernels are launched inside ModelNew)")
     return files

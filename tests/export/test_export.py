@@ -48,13 +48,6 @@ def test_failed_node_and_reference_node_are_refused(tmp_path, capsys):
     assert rc == 2 and "has no node 'n9' (nodes: n0, n1, n2, n3, n4)" in err
 
 
-def test_triton_is_not_supported_yet(tmp_path, capsys):
-    rc, _, err = _export([str(GELU / "solutions" / "triton_gelu.py"), "--task", str(GELU),
-                          "--to", str(tmp_path / "p"), "--json"], capsys)
-    assert rc == 2 and "triton candidates: export is not supported yet" in err
-    assert not (tmp_path / "p").exists()
-
-
 def test_candidate_file_needs_a_task_and_an_empty_dir(tmp_path, capsys):
     cand = str(GELU / "solutions" / "cpp_gelu_openmp.py")
     rc, _, err = _export([cand, "--to", str(tmp_path / "p")], capsys)

@@ -111,7 +111,7 @@ async def test_exports_a_runs_node_with_the_runs_task(export_server, roots):
     ({"source": GELU_CPP, "run": "RUN"}, "pass either source"),
     ({}, "pass either source"),
     ({"node": "n2", "source": GELU_CPP, "task": "relu_gelu"}, "node names a node of a run"),
-    ({"source": GELU_TRITON, "task": "relu_gelu"}, "export writes cpp and cuda candidates only"),
+    ({"source": GELU_TRITON, "task": "relu_gelu"}, "a Triton candidate runs on a GPU"),
     ({"source": GELU_CPP, "task": "no_such_example"}, "no such task file or directory"),
     ({"source": GELU_CPP, "task": "relu_gelu", "to": "/etc/ks_pkg"}, "outside the allowed roots"),
     ({"source": GELU_CPP, "task": "relu_gelu", "to": "FULL"}, "exists and is not empty"),

@@ -1,0 +1,203 @@
+"""Export of a Triton candidate (docs/export.md, "Triton").
+
+A Triton kernel is Python: nothing to build ahead of time (Triton compiles each specialisation on
+its first launch and caches it, as the candidate did). What export adds is what makes it shippable
+and traceable:
+
+- every launch ``kernel[grid](...)`` of a ``@triton.jit`` (or autotuned) kernel of the module is
+  rewritten ``wrap_triton(kernel)[grid](...)``: torch.compile traces the kernel itself, in the
+  op's body and in ``ModelNew.forward`` alike;
+- every module-level function that launches a kernel and that the verified forward calls (a
+  *launcher*) becomes a ``torch.library.triton_op``, ``torch.ops.<pkg>.<name>``: its schema from
+  the calls recorded on the task's inputs (tensors, ints, floats, bools, optional tensors), its
+  fake implementation the launcher's own code run on fake tensors (triton_op traces it), so no
+  shape rule is recorded or guessed. ``ModelNew`` calls the ops;
+- launches written inside ``ModelNew``'s methods stay there, traced by torch.compile through
+  ``wrap_triton``; they are no named op (a note says so and how to get one).
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+import os
+
+from .errors import ExportError
+
+_KERNEL_DECORATORS = ("jit", "autotune", "heuristics")
+
+
+def kernel_names(tree: ast.Module) -> set[str]:
+    """Module-level functions decorated ``@triton.jit`` / ``@triton.autotune(...)`` / ``@triton.heuristics``."""
+    out = set()
+    for stmt in tree.body:
+        if isinstance(stmt, ast.FunctionDef):
+            for d in stmt.decorator_list:
+                f = d.func if isinstance(d, ast.Call) else d
+                name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+                if name in _KERNEL_DECORATORS:
+                    out.add(stmt.name)
+                    break
+    return out
+
+
+def _launches(node: ast.AST, kernels: set[str]) -> list[ast.Name]:
+    """The kernel names launched as ``K[grid](...)`` within ``node``."""
+    return [n.func.value for n in ast.walk(node)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript)
+            and isinstance(n.func.value, ast.Name) and n.func.value.id in kernels]
+
+
+def launchers(tree: ast.Module, kernels: set[str]) -> list[str]:
+    """Module-level plain functions (not kernels) that launch a kernel of the module."""
+    return [s.name for s in tree.body if isinstance(s, ast.FunctionDef) and s.name not in kernels
+            and _launches(s, kernels)]
+
+
+def wrap_launches(source: str) -> tuple[str, set[str], list[str], list[str]]:
+    """``source`` with each ``K[grid](...)`` of a module kernel K written ``_ks_wrap_triton(K)[grid](...)``
+    and the import added: (source, kernels, launchers, the classes' methods that launch kernels)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as e:
+        raise ExportError(f"the candidate does not parse: line {e.lineno}: {e.msg}") from None
+    kernels = kernel_names(tree)
+    if not kernels:
+        raise ExportError("the candidate defines no @triton.jit kernel at module level; nothing to export")
+    lines = source.splitlines(keepends=True)
+    offsets = [0]
+    for ln in lines:
+        offsets.append(offsets[-1] + len(ln))
+
+    def pos(line, col):
+        return offsets[line - 1] + len(lines[line - 1].encode()[:col].decode())
+    names = _launches(tree, kernels)
+    out = source
+    for n in sorted(names, key=lambda n: (n.lineno, n.col_offset), reverse=True):
+        a, b = pos(n.lineno, n.col_offset), pos(n.end_lineno, n.end_col_offset)
+        out = out[:a] + f"_ks_wrap_triton({n.id})" + out[b:]
+    in_methods = [f"{c.name}.{m.name}" for c in tree.body if isinstance(c, ast.ClassDef)
+                  for m in c.body if isinstance(m, ast.FunctionDef) and _launches(m, kernels)]
+    body = ast.parse(out).body
+    at = 0
+    for i, stmt in enumerate(body):
+        if (i == 0 and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)) or (
+                isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__"):
+            at = stmt.end_lineno
+        else:
+            break
+    out_lines = out.splitlines(keepends=True)
+    imp = ("from torch.library import wrap_triton as _ks_wrap_triton  "
+           "# kernelskill export: launches torch.compile traces\n")
+    return "".join(out_lines[:at] + [imp] + out_lines[at:]), kernels, launchers(tree, kernels), in_methods
+
+
+class LauncherRecorder:
+    """The candidate's launchers, each call recorded as the C++ path records an extension's functions
+    (arguments bound to the launcher's parameters, defaults applied, so keyword calls record too)."""
+
+    def __init__(self, mod, names: list[str]):
+        from . import _describe, _describe_out
+        self.calls: dict[str, list] = {}
+        self.signatures = {}
+        for name in names:
+            fn = getattr(mod, name)
+            sig = inspect.signature(fn)
+            self.signatures[name] = sig
+
+            def call(*args, _fn=fn, _sig=sig, _name=name, **kwargs):
+                import torch
+                bound = _sig.bind(*args, **kwargs)
+                bound.apply_defaults()
+                values = list(bound.arguments.values())
+                before = [v.clone() if isinstance(v, torch.Tensor) else None for v in values]
+                out = _fn(*args, **kwargs)
+                mutated = [i for i, (v, b) in enumerate(zip(values, before))
+                           if b is not None and not (v.shape == b.shape and torch.equal(v, b))]
+                self.calls.setdefault(_name, []).append({"args": [_describe(v) for v in values],
+                                                         "out": _describe_out(out), "mutated": mutated})
+                return out
+            setattr(mod, name, call)
+
+
+def _param_schema(fn: str, name: str, index: int, samples: list[dict]) -> str:
+    """The schema type of parameter ``index`` from what every recorded call passed."""
+    kinds = set()
+    for s in samples:
+        a = s["args"][index]
+        if "shape" in a:
+            kinds.add("Tensor")
+        elif a["value"] == "None":
+            kinds.add("None")
+        elif isinstance(a["value"], bool):
+            kinds.add("bool")
+        elif isinstance(a["value"], int):
+            kinds.add("int")
+        elif isinstance(a["value"], float):
+            kinds.add("float")
+        else:
+            raise ExportError(f"launcher {fn!r}: parameter `{name}` was passed {a['value']}: export maps "
+                              "tensors, ints, floats, bools and None to an op schema")
+    if kinds == {"int", "float"}:
+        return "float"
+    if kinds <= {"Tensor", "None"}:
+        return "Tensor?" if "None" in kinds else "Tensor"
+    if len(kinds) == 1:
+        return kinds.pop()
+    raise ExportError(f"launcher {fn!r}: parameter `{name}` was passed {sorted(kinds)} in different calls; "
+                      "an op's schema needs one type")
+
+
+def _default(value, schema: str) -> str | None:
+    if value is inspect.Parameter.empty:
+        return None
+    if value is None and schema.endswith("?"):
+        return "None"
+    if schema == "bool" and isinstance(value, bool):
+        return str(value)
+    if schema == "int" and isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if schema == "float" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return repr(float(value))
+    return None
+
+
+def launcher_schema(fn: str, sig: inspect.Signature, samples: list[dict]) -> tuple[list[tuple], str]:
+    """([(name, schema type, default or None)], return schema) from the recorded calls and the
+    launcher's defaults: ``(Tensor x, float eps=1e-05) -> Tensor``."""
+    from . import _return_schema_of_out
+    params = []
+    for i, (name, p) in enumerate(sig.parameters.items()):
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            raise ExportError(f"launcher {fn!r} takes *{name}: an op needs named parameters")
+        schema = _param_schema(fn, name, i, samples)
+        params.append((name, schema, _default(p.default, schema)))
+    return params, _return_schema_of_out(fn, samples)
+
+
+def schema_text(params: list[tuple], returns: str) -> str:
+    return "(" + ", ".join(f"{t} {n}" + (f"={d}" if d is not None else "") for n, t, d in params) + f") -> {returns}"
+
+
+_ANNOTATION = {"Tensor": "torch.Tensor", "Tensor?": "Optional[torch.Tensor]", "int": "int", "float": "float",
+               "bool": "bool", "Tensor[]": "list[torch.Tensor]"}
+
+
+def typed_wrapper(name: str, params: list[tuple], returns: str) -> str:
+    """The source of a function with the launcher's parameters, annotated (triton_op infers the op's
+    schema from annotations), that calls the launcher."""
+    ret = _ANNOTATION.get(returns) or ("tuple[" + ", ".join(["torch.Tensor"] * returns.count("Tensor")) + "]")
+    args = ", ".join(f"{n}: {_ANNOTATION[t]}" + (f" = {d}" if d is not None else "") for n, t, d in params)
+    call = ", ".join(n for n, _, _ in params)
+    return (f"def {name}({args}) -> {ret}:\n"
+            f"    return LAUNCHERS[{name!r}]({call})\n")
+
+
+def device_for_export() -> str:
+    """Where a Triton candidate runs here: the GPU, or the CPU under Triton's interpreter."""
+    import torch
+    if torch.cuda.is_available():
+        return "cuda"
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return "cpu"
+    raise ExportError("a Triton candidate runs on a GPU: export it on one, or set TRITON_INTERPRET=1 to run "
+                      "its kernels on the CPU through Triton's interpreter (slow, for testing)")

@@ -1,0 +1,221 @@
+"""``kernelskill export`` of a Triton candidate (kernelskill/export/triton.py, docs/export.md): its
+launches wrapped for torch.compile, its launchers as torch.library.triton_op ops.
+
+Without triton (CI) the tests here run the rewrite on every shipped Triton solution, the schema from
+recorded calls, and the generated ``_ops.py`` for real: a package rendered around a launcher written in
+plain torch (which triton_op traces like a Triton one) is imported, called, compiled with
+fullgraph=True and opchecked. The whole way with real Triton kernels is the GPU test at the end."""
+from __future__ import annotations
+
+import ast
+import inspect
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelskill.cli import main
+from kernelskill.export import ExportError, _return_schema_of_out
+from kernelskill.export import triton as tr
+from kernelskill.export.templates import render_triton_package
+from kernelskill.task import Task
+
+ROOT = Path(__file__).resolve().parents[2]
+GELU = ROOT / "examples" / "relu_gelu"
+SOLUTIONS = sorted(ROOT.glob("examples/*/solutions/triton_*.py"))
+# What each shipped Triton solution launches from: module-level launchers, or ModelNew's methods.
+LAUNCHERS = {"gemm_bias_relu": ["linear_bias_relu"], "add_layernorm": ["add_layernorm"], "mlp": ["gemm_bias_act"],
+             "gemm_gelu_scale": ["gemm_bias_act"], "softmax_rows": [], "relu_gelu": [], "rmsnorm": []}
+
+
+def _raw_launch_sites(source: str) -> int:
+    tree = ast.parse(source)
+    return len(tr._launches(tree, tr.kernel_names(tree)))
+
+
+# ---- the rewrite, on every shipped Triton solution --------------------------------------------------------
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: f"{p.parents[1].name}/{p.stem}")
+def test_every_launch_is_wrapped_and_the_launchers_are_found(path):
+    source = path.read_text()
+    sites = _raw_launch_sites(source)
+    assert sites >= 1
+    out, kernels, launchers, in_methods = tr.wrap_launches(source)
+    assert kernels and all(k.startswith("_") for k in kernels)
+    # every launch site now goes through wrap_triton, none is left raw, and the module still parses
+    assert _raw_launch_sites(out) == 0
+    assert out.count("_ks_wrap_triton(") == sites
+    for k in kernels:
+        assert f"_ks_wrap_triton({k})[" in out or k not in {n.id for n in ast.walk(ast.parse(source))
+                                                               if isinstance(n, ast.Name)}
+    tree = ast.parse(out)
+    imp = [s for s in tree.body if isinstance(s, ast.ImportFrom) and s.module == "torch.library"]
+    assert len(imp) == 1 and imp[0].names[0].name == "wrap_triton"
+    assert isinstance(tree.body[0], ast.Expr)                    # the docstring stays first
+    assert launchers == LAUNCHERS[path.parents[1].name]
+    assert in_methods == ([] if launchers else ["ModelNew.forward"])
+    # the rest of the source is untouched: undo the rewrite and get the original back
+    undone = out.replace(out.splitlines(keepends=True)[tree.body[1].lineno - 1], "", 1)
+    for k in kernels:
+        undone = undone.replace(f"_ks_wrap_triton({k})[", f"{k}[")
+    assert undone == source
+
+
+def test_a_candidate_without_kernels_or_that_does_not_parse_is_refused():
+    with pytest.raises(ExportError, match="no @triton.jit kernel"):
+        tr.wrap_launches("import torch\n\nclass ModelNew(torch.nn.Module):\n    pass\n")
+    with pytest.raises(ExportError, match="line 1"):
+        tr.wrap_launches("def broken(:\n")
+
+
+# ---- the op's schema, from the calls recorded at export ----------------------------------------------------
+def _t(shape):
+    return {"shape": shape, "dtype": "float32", "device": "cpu"}
+
+
+def test_schema_from_recorded_calls_and_defaults():
+    def launcher(x, w, bias, act, scale=1.0, eps=1e-5, relu=True, out_dtype=None):
+        pass
+    none = {"value": "None"}                    # what the recorder writes for None
+    calls = [{"args": [_t([4, 8]), _t([8, 16]), _t([16]), {"value": 1}, {"value": 2}, {"value": 1e-5},
+                       {"value": True}, none], "out": _t([4, 16])},
+             {"args": [_t([2, 8]), _t([8, 16]), none, {"value": 0}, {"value": 0.5}, {"value": 1e-6},
+                       {"value": False}, none], "out": _t([2, 16])}]
+    params, returns = tr.launcher_schema("launcher", inspect.signature(launcher), calls)
+    # a tensor or None: optional; ints and floats: float; the launcher's defaults kept where they fit
+    assert tr.schema_text(params, returns) == ("(Tensor x, Tensor w, Tensor? bias, int act, float scale=1.0, "
+                                               "float eps=1e-05, bool relu=True, Tensor? out_dtype=None) -> Tensor")
+    src = tr.typed_wrapper("launcher", params, returns)
+    assert src.startswith("def launcher(x: torch.Tensor, w: torch.Tensor, bias: Optional[torch.Tensor], act: int, "
+                          "scale: float = 1.0, eps: float = 1e-05, relu: bool = True, "
+                          "out_dtype: Optional[torch.Tensor] = None) -> torch.Tensor:")
+    assert "return LAUNCHERS['launcher'](x, w, bias, act, scale, eps, relu, out_dtype)" in src
+
+
+def test_schema_refusals_name_the_launcher_and_the_parameter():
+    def f(x, mode):
+        pass
+    with pytest.raises(ExportError, match=r"launcher 'f': parameter `mode` was passed 'fast'"):
+        tr.launcher_schema("f", inspect.signature(f), [{"args": [_t([2]), {"value": "'fast'"}], "out": _t([2])}])
+    with pytest.raises(ExportError, match=r"parameter `mode` was passed \['Tensor', 'bool'\]"):
+        tr.launcher_schema("f", inspect.signature(f), [{"args": [_t([2]), {"value": True}], "out": _t([2])},
+                                                       {"args": [_t([2]), _t([2])], "out": _t([2])}])
+
+    def g(*xs):
+        pass
+    with pytest.raises(ExportError, match=r"takes \*xs"):
+        tr.launcher_schema("g", inspect.signature(g), [{"args": [_t([2])], "out": _t([2])}])
+    with pytest.raises(ExportError, match="returned 3, not tensors"):
+        _return_schema_of_out("h", [{"out": {"value": "3"}}])
+    assert _return_schema_of_out("h", [{"out": {"kind": "tuple", "items": [_t([1]), _t([2])]}}]) == "(Tensor, Tensor)"
+    assert _return_schema_of_out("h", [{"out": {"kind": "list", "items": [_t([1])]}}]) == "Tensor[]"
+
+
+# ---- the generated package's ops, for real (a launcher triton_op traces, in plain torch) --------------------
+MODEL = '''"""GELU (tanh) through a launcher, as a Triton solution is laid out."""
+import torch
+import torch.nn as nn
+
+
+def gelu_launch(x, approximate_tanh=True, scale=1.0):
+    y = torch.empty_like(x)
+    y.copy_(torch.nn.functional.gelu(x, approximate="tanh" if approximate_tanh else "none") * scale)
+    return y
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return gelu_launch(x.contiguous(), True, scale=1.0)
+'''
+
+
+def test_the_generated_ops_register_trace_and_pass_opcheck(tmp_path, monkeypatch):
+    task = Task.load(GELU, preset="small")
+    sig = {"gelu_launch": inspect.signature(lambda x, approximate_tanh=True, scale=1.0: None)}
+    calls = [{"args": [_t([4, 64]), {"value": True}, {"value": 1.0}], "out": _t([4, 64]), "mutated": []}]
+    params, returns = tr.launcher_schema("gelu_launch", sig["gelu_launch"], calls)
+    ops = [{"function": "gelu_launch", "op": "gelu_launch", "schema": "gelu_launch" + tr.schema_text(params, returns),
+            "wrapper": tr.typed_wrapper("gelu_launch", params, returns), "samples": calls}]
+    pkg = "ks_triton_layout_check"
+    files = render_triton_package(pkg=pkg, ops=ops, device="cpu", model_source=MODEL, task=task,
+                                  provenance={"candidate": "test", "exported": "now"})
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    assert "install_requires=[\"torch\", \"triton\"]" in files["setup.py"] and "ext_modules" not in files["setup.py"]
+    meta = json.loads(files[f"{pkg}/export.json"])
+    assert meta["backend"] == "triton" and meta["ops"][0]["schema"] == (
+        "gelu_launch(Tensor x, bool approximate_tanh=True, float scale=1.0) -> Tensor")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    mod = __import__(pkg)
+    op = getattr(torch.ops, pkg).gelu_launch
+    assert mod.model.gelu_launch is op                     # ModelNew's calls go through the op
+    assert mod._ops.LAUNCHERS["gelu_launch"].__module__ == f"{pkg}.model"
+    x = torch.randn(8, 64)
+    expected = torch.nn.functional.gelu(x, approximate="tanh")
+    m = mod.ModelNew()
+    assert torch.allclose(m(x), expected)
+    assert torch.allclose(op(x), expected) and torch.allclose(op(x, False, scale=2.0), 2 * torch.nn.functional.gelu(x))
+    torch._dynamo.reset()
+    explain = torch._dynamo.explain(m)(x)
+    assert explain.graph_break_count == 0, explain.break_reasons
+    assert torch.allclose(torch.compile(m, fullgraph=True, backend="aot_eager")(x), expected)
+    torch.library.opcheck(op.default, (x, True, 1.0))
+    # the fallback: a refused input runs the reference with a warning; the package's tests turn it off
+    with pytest.warns(RuntimeWarning, match="running the reference Model"):
+        monkeypatch.setattr(mod.model, "gelu_launch", lambda *a, **k: (_ for _ in ()).throw(ValueError("no")))
+        assert torch.allclose(m(x), expected)
+    assert "pkg.FALLBACK = False" in files[f"{pkg}/test_exported.py"]
+
+
+def test_export_says_where_a_triton_candidate_can_run(tmp_path, capsys, monkeypatch):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: the export goes ahead (the GPU test below)")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    rc = main(["export", str(GELU / "solutions" / "triton_gelu.py"), "--task", str(GELU), "--to", str(tmp_path / "p")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "a Triton candidate runs on a GPU" in err and "TRITON_INTERPRET=1" in err
+    assert not (tmp_path / "p").exists()
+
+
+# ---- the whole way with real Triton kernels ----------------------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.parametrize("example,solution,ops", [
+    ("gemm_bias_relu", "triton_fused_epilogue", ["linear_bias_relu"]),
+    ("softmax_rows", "triton_softmax", []),
+])
+def test_export_a_triton_solution_and_run_its_package_tests(tmp_path, example, solution, ops):
+    """Export on the GPU; the package's own tests (ops registered, matches the reference with the
+    fallback off, torch.compile(fullgraph=True) with no graph break, opcheck per op) in a child that
+    imports it from the written directory."""
+    pytest.importorskip("triton")
+    out = tmp_path / "pkg"
+    env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    r = subprocess.run([sys.executable, "-m", "kernelskill", "export", str(ROOT / "examples" / example / "solutions" /
+                                                                             f"{solution}.py"),
+                        "--task", str(ROOT / "examples" / example), "--preset", "small", "--to", str(out), "--json"],
+                       capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    pkg = res["package"]
+    assert res["backend"] == "triton" and res["ops"] == [f"{pkg}::{o}" for o in ops]
+    env = dict(os.environ, PYTHONPATH=f"{out}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    t = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+                        str(out / pkg / "test_exported.py")], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert t.returncode == 0 and f"{3 + len(ops)} passed" in t.stdout, t.stdout[-3000:] + t.stderr[-3000:]
+    check = textwrap.dedent(f'''\
+        import torch, {pkg} as pkg
+        torch.manual_seed(0)
+        init = pkg.get_init_inputs()
+        m = pkg.ModelNew(*init).cuda()
+        x = [a.cuda() if isinstance(a, torch.Tensor) else a for a in pkg.get_inputs()]
+        c = torch.compile(m, fullgraph=True)           # inductor, the user's default
+        assert torch.allclose(c(*x), m(*x), atol=1e-4, rtol=1e-4)
+        print("ok")
+        ''')
+    r = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout[-2000:] + r.stderr[-3000:]
