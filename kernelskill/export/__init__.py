@@ -39,6 +39,7 @@ from pathlib import Path
 
 from ..candidate import Candidate
 from .errors import ExportError
+from .source import insert_import, positions, replace_spans
 from kernelskill.evaluate.build.direct import split_params
 from .templates import render_package, render_triton_package
 
@@ -336,13 +337,7 @@ def rewrite_model(source: str, exts: list[Extension], pkg: str) -> str:
         raise ExportError(f"the candidate's source has {len(spans)} load_inline call(s) but {len(exts)} ran; "
                           "export needs each call written once in the source")
     spans.sort(key=lambda n: (n.lineno, n.col_offset))
-    lines = source.splitlines(keepends=True)
-    offsets = [0]
-    for ln in lines:
-        offsets.append(offsets[-1] + len(ln))
-
-    def pos(line, col):
-        return offsets[line - 1] + len(lines[line - 1].encode()[:col].decode())
+    pos = positions(source)
 
     by_name = {e.name: e for e in exts}
     edits = []                       # (start, end, text), applied from the end
@@ -373,21 +368,8 @@ def rewrite_model(source: str, exts: list[Extension], pkg: str) -> str:
               and [a.name for a in stmt.names] == ["load_inline"] and "load_inline" not in used_elsewhere):
             edits.append((pos(stmt.lineno, 0), pos(stmt.end_lineno, stmt.end_col_offset),
                           "# (load_inline: the kernels are built ahead of time by setup.py)"))
-    out = source
-    for a, b, text in sorted(edits, reverse=True):
-        out = out[:a] + text + out[b:]
-    # The import goes after the docstring and the __future__ imports.
-    body = ast.parse(out).body
-    at = 0
-    for i, stmt in enumerate(body):
-        if (i == 0 and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)) or (
-                isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__"):
-            at = stmt.end_lineno
-        else:
-            break
-    out_lines = out.splitlines(keepends=True)
-    imp = f"from {pkg}._ops import extension as _ks_extension  # kernelskill export: the AOT-built ops\n"
-    return "".join(out_lines[:at] + [imp] + out_lines[at:])
+    out = replace_spans(source, edits)
+    return insert_import(out, f"from {pkg}._ops import extension as _ks_extension  # kernelskill export: the AOT-built ops\n")
 
 
 # ---- export -----------------------------------------------------------------------------------------

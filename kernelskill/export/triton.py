@@ -22,6 +22,7 @@ import inspect
 import os
 
 from .errors import ExportError
+from .source import insert_import, positions, replace_spans
 
 _KERNEL_DECORATORS = ("jit", "autotune", "heuristics")
 
@@ -63,32 +64,14 @@ def wrap_launches(source: str) -> tuple[str, set[str], list[str], list[str]]:
     kernels = kernel_names(tree)
     if not kernels:
         raise ExportError("the candidate defines no @triton.jit kernel at module level; nothing to export")
-    lines = source.splitlines(keepends=True)
-    offsets = [0]
-    for ln in lines:
-        offsets.append(offsets[-1] + len(ln))
-
-    def pos(line, col):
-        return offsets[line - 1] + len(lines[line - 1].encode()[:col].decode())
-    names = _launches(tree, kernels)
-    out = source
-    for n in sorted(names, key=lambda n: (n.lineno, n.col_offset), reverse=True):
-        a, b = pos(n.lineno, n.col_offset), pos(n.end_lineno, n.end_col_offset)
-        out = out[:a] + f"_ks_wrap_triton({n.id})" + out[b:]
+    pos = positions(source)
+    out = replace_spans(source, [(pos(n.lineno, n.col_offset), pos(n.end_lineno, n.end_col_offset),
+                                  f"_ks_wrap_triton({n.id})") for n in _launches(tree, kernels)])
     in_methods = [f"{c.name}.{m.name}" for c in tree.body if isinstance(c, ast.ClassDef)
                   for m in c.body if isinstance(m, ast.FunctionDef) and _launches(m, kernels)]
-    body = ast.parse(out).body
-    at = 0
-    for i, stmt in enumerate(body):
-        if (i == 0 and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)) or (
-                isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__"):
-            at = stmt.end_lineno
-        else:
-            break
-    out_lines = out.splitlines(keepends=True)
-    imp = ("from torch.library import wrap_triton as _ks_wrap_triton  "
-           "# kernelskill export: launches torch.compile traces\n")
-    return "".join(out_lines[:at] + [imp] + out_lines[at:]), kernels, launchers(tree, kernels), in_methods
+    out = insert_import(out, "from torch.library import wrap_triton as _ks_wrap_triton  "
+                             "# kernelskill export: launches torch.compile traces\n")
+    return out, kernels, launchers(tree, kernels), in_methods
 
 
 class LauncherRecorder:

@@ -1,0 +1,38 @@
+"""Editing a candidate's source by its AST's positions, the same way for every backend's rewrite."""
+from __future__ import annotations
+
+import ast
+from typing import Callable
+
+
+def positions(source: str) -> Callable[[int, int], int]:
+    """``pos(line, col)``: the string offset of an AST position (``col`` counts UTF-8 bytes)."""
+    lines = source.splitlines(keepends=True)
+    offsets = [0]
+    for ln in lines:
+        offsets.append(offsets[-1] + len(ln))
+
+    def pos(line: int, col: int) -> int:
+        return offsets[line - 1] + len(lines[line - 1].encode()[:col].decode())
+    return pos
+
+
+def replace_spans(source: str, edits: list[tuple[int, int, str]]) -> str:
+    """``source`` with each (start, end, text) span replaced; the spans do not overlap."""
+    out = source
+    for a, b, text in sorted(edits, reverse=True):
+        out = out[:a] + text + out[b:]
+    return out
+
+
+def insert_import(source: str, line: str) -> str:
+    """``line`` (an import, newline-terminated) after the module's docstring and __future__ imports."""
+    at = 0
+    for i, stmt in enumerate(ast.parse(source).body):
+        if (i == 0 and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)) or (
+                isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__"):
+            at = stmt.end_lineno
+        else:
+            break
+    lines = source.splitlines(keepends=True)
+    return "".join(lines[:at] + [line] + lines[at:])
