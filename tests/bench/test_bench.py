@@ -284,6 +284,7 @@ def test_pool_with_two_workers_matches_local(first, suite, tmp_path):
     assert "built 4 candidates on 2 CPU workers" in stderr
 
 
+@pytest.mark.slow       # 79 s on 2 cores (Ray's start); the pool executor's test covers parallel runs by default
 def test_ray_matches_local_and_shuts_its_ray_down(first, suite, tmp_path):
     import ray                  # in the test extra: CI runs this path
     _, _, doc, _ = first

@@ -16,6 +16,7 @@ import loop_throughput  # noqa: E402
 from helpers import kernelbench_file  # noqa: E402
 
 
+@pytest.mark.slow       # a KernelBench problem at its size, built and timed: 80 s on 2 cores
 def test_a_wrapped_candidate_is_correct_built_and_each_token_is_a_new_source(tmp_path):
     from kernelskill import Candidate, Task
     from kernelskill.evaluate import evaluate

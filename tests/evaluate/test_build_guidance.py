@@ -44,12 +44,18 @@ def _flags(note: str, key: str) -> list[str]:
     return re.findall(r'"([^"]+)"', m.group(1))
 
 
-@pytest.mark.skipif(torch.get_num_threads() < 2, reason="one thread: nothing to show")
-def test_the_cpp_build_guidance_runs_on_more_than_one_thread(tmp_path):
-    from torch.utils.cpp_extension import load_inline
+def test_the_cpp_build_guidance_names_openmp_for_compiling_and_linking():
     note = load_prompts(None)["coder"]["cpp"].render("system")        # the flags as the coder reads them
     cflags, ldflags = _flags(note, "extra_cflags"), _flags(note, "extra_ldflags")
     assert "-fopenmp" in cflags and "-fopenmp" in ldflags
+
+
+@pytest.mark.slow       # load_inline's own build with the guidance's flags: 59 s on 2 cores
+@pytest.mark.skipif(torch.get_num_threads() < 2, reason="one thread: nothing to show")
+def test_the_cpp_build_guidance_runs_on_more_than_one_thread(tmp_path):
+    from torch.utils.cpp_extension import load_inline
+    note = load_prompts(None)["coder"]["cpp"].render("system")
+    cflags, ldflags = _flags(note, "extra_cflags"), _flags(note, "extra_ldflags")
     ext = load_inline("ks_guidance_threads", SRC, functions=["pragma_threads", "parallel_for_threads"],
                       extra_cflags=cflags, extra_ldflags=ldflags, build_directory=str(tmp_path))
     assert ext.pragma_threads() > 1

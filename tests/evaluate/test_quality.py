@@ -543,7 +543,11 @@ def test_good_evaluations_record_eager_and_the_next_spans_it(monkeypatch, tmp_pa
     from kernelskill.evaluate.reference import reference_dir
     from kernelskill.evaluate.judge.verdict import EAGER_RUNS
     from kernelskill.task import Task
-    monkeypatch.setenv("KERNELSKILL_CACHE", str(tmp_path / "cache"))
+    # A reference no evaluation has cached (the task's own copy, its hash new), in the suite's build
+    # cache: a cache of its own built its precompiled header and the candidate again (120 s of 2 cores).
+    import uuid
+    task_path = tmp_path / "relu_task.py"
+    task_path.write_text(RELU_TASK.read_text() + f"\n# this test's own reference: {uuid.uuid4().hex}\n")
     real = quality_mod.assess
 
     def always_good(*a, **kw):
@@ -554,12 +558,12 @@ def test_good_evaluations_record_eager_and_the_next_spans_it(monkeypatch, tmp_pa
     t = TimingConfig(warmup=2, min_reps=30, max_reps=60, time_cap_s=0.5, retimes=0, eager_runs=True)
     opts = Options(device="cpu", timing=t)
     cand = Candidate.from_source(GOOD_SRC)
-    r1 = evaluate(RELU_TASK, cand, opts=opts)
+    r1 = evaluate(task_path, cand, opts=opts)
     assert r1.ok and r1.profile.quality.good, r1.message
     assert "eager_runs" not in r1.profile.quality.metrics
-    runs = reference_dir(Task.load(RELU_TASK), "cpu", opts) / EAGER_RUNS
+    runs = reference_dir(Task.load(task_path), "cpu", opts) / EAGER_RUNS
     assert len(runs.read_text().splitlines()) == 1
-    r2 = evaluate(RELU_TASK, cand, opts=opts)
+    r2 = evaluate(task_path, cand, opts=opts)
     assert r2.ok, r2.message
     p = r2.profile
     assert p.quality.metrics["eager_runs"] == 2 and len(runs.read_text().splitlines()) == 2
@@ -568,7 +572,7 @@ def test_good_evaluations_record_eager_and_the_next_spans_it(monkeypatch, tmp_pa
     c = p.candidate.median_ms
     assert lo <= min(e1, e2) / c * (1 + 1e-9) and max(e1, e2) / c <= hi * (1 + 1e-9)
     # Off (the CPU's default): nothing recorded, nothing spanned.
-    r3 = evaluate(RELU_TASK, cand, opts=Options(device="cpu", timing=TimingConfig(warmup=2, min_reps=30, max_reps=60,
+    r3 = evaluate(task_path, cand, opts=Options(device="cpu", timing=TimingConfig(warmup=2, min_reps=30, max_reps=60,
                                                                                    time_cap_s=0.5, retimes=0)))
     assert "eager_runs" not in r3.profile.quality.metrics and len(runs.read_text().splitlines()) == 2
 

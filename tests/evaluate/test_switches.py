@@ -63,6 +63,7 @@ def test_build_settings_are_checked_with_the_fix_named():
         eval_options(load_config({"eval.build": "ninja"}), "cpu")
 
 
+@pytest.mark.slow       # torch's own build of the whole extension: 37 s on 2 cores; the default path runs everywhere
 def test_torchs_build_when_asked_and_the_direct_one_by_default():
     """A C++ candidate never built: `build = "torch"` takes load_inline's own build for it (the
     result says so), the default the split build."""
