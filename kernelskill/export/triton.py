@@ -145,7 +145,7 @@ def _default(value, schema: str) -> str | None:
 
 
 def launcher_schema(fn: str, sig: inspect.Signature, samples: list[dict]) -> tuple[list[tuple], str]:
-    """([(name, schema type, default or None)], return schema) from the recorded calls and the
+    """([(name, schema type, default or None, keyword-only)], return schema) from the recorded calls and the
     launcher's defaults: ``(Tensor x, float eps=1e-05) -> Tensor``."""
     from . import _return_schema_of_out
     params = []
@@ -153,12 +153,19 @@ def launcher_schema(fn: str, sig: inspect.Signature, samples: list[dict]) -> tup
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             raise ExportError(f"launcher {fn!r} takes *{name}: an op needs named parameters")
         schema = _param_schema(fn, name, i, samples)
-        params.append((name, schema, _default(p.default, schema)))
+        params.append((name, schema, _default(p.default, schema), p.kind == p.KEYWORD_ONLY))
     return params, _return_schema_of_out(fn, samples)
 
 
+def _with_star(items: list[str], params: list[tuple]) -> list[str]:
+    """``*`` before the first keyword-only parameter, as Python and the schema both write it."""
+    k = next((i for i, p in enumerate(params) if p[3]), None)
+    return items if k is None else items[:k] + ["*"] + items[k:]
+
+
 def schema_text(params: list[tuple], returns: str) -> str:
-    return "(" + ", ".join(f"{t} {n}" + (f"={d}" if d is not None else "") for n, t, d in params) + f") -> {returns}"
+    items = [f"{t} {n}" + (f"={d}" if d is not None else "") for n, t, d, _ in params]
+    return "(" + ", ".join(_with_star(items, params)) + f") -> {returns}"
 
 
 _ANNOTATION = {"Tensor": "torch.Tensor", "Tensor?": "Optional[torch.Tensor]", "int": "int", "float": "float",
@@ -169,8 +176,9 @@ def typed_wrapper(name: str, params: list[tuple], returns: str) -> str:
     """The source of a function with the launcher's parameters, annotated (triton_op infers the op's
     schema from annotations), that calls the launcher."""
     ret = _ANNOTATION.get(returns) or ("tuple[" + ", ".join(["torch.Tensor"] * returns.count("Tensor")) + "]")
-    args = ", ".join(f"{n}: {_ANNOTATION[t]}" + (f" = {d}" if d is not None else "") for n, t, d in params)
-    call = ", ".join(n for n, _, _ in params)
+    args = ", ".join(_with_star([f"{n}: {_ANNOTATION[t]}" + (f" = {d}" if d is not None else "")
+                                 for n, t, d, _ in params], params))
+    call = ", ".join(f"{n}={n}" if kw_only else n for n, _, _, kw_only in params)
     return (f"def {name}({args}) -> {ret}:\n"
             f"    return LAUNCHERS[{name!r}]({call})\n")
 

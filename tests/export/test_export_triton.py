@@ -96,6 +96,20 @@ def test_schema_from_recorded_calls_and_defaults():
     assert "return LAUNCHERS['launcher'](x, w, bias, act, scale, eps, relu, out_dtype)" in src
 
 
+def test_a_keyword_only_parameter_stays_keyword_only():
+    def launcher(x, *, eps=1e-6):
+        pass
+    calls = [{"args": [_t([4]), {"value": 1e-5}], "out": _t([4])}]
+    params, returns = tr.launcher_schema("launcher", inspect.signature(launcher), calls)
+    assert tr.schema_text(params, returns) == "(Tensor x, *, float eps=1e-06) -> Tensor"
+    src = tr.typed_wrapper("launcher", params, returns)
+    assert src.startswith("def launcher(x: torch.Tensor, *, eps: float = 1e-06) -> torch.Tensor:")
+    assert "LAUNCHERS['launcher'](x, eps=eps)" in src
+    ns = {"torch": torch, "LAUNCHERS": {"launcher": lambda x, *, eps: x * eps}}
+    exec(src, ns)
+    assert torch.equal(ns["launcher"](torch.ones(2), eps=2.0), torch.full((2,), 2.0))
+
+
 def test_schema_refusals_name_the_launcher_and_the_parameter():
     def f(x, mode):
         pass
