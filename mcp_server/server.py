@@ -76,11 +76,15 @@ WRITES_PACKAGE = ToolAnnotations(read_only_hint=False, destructive_hint=True, id
 RECORDS = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
 
 
-def _reporter(ctx: Context) -> Progress:
-    """Progress from the worker thread to the client, strictly increasing as the protocol asks."""
+def _reporter(ctx: Context, cancel: threading.Event) -> Progress:
+    """Progress from the worker thread to the client, strictly increasing as the protocol asks. Once
+    the call is cancelled (or its client gone) nothing is sent: the thread must not wait on the event
+    loop to deliver a message no one reads while it still holds the device."""
     last = [0.0]
 
     def report(step: float, total: float, message: str) -> None:
+        if cancel.is_set():
+            return
         last[0] = step if step > last[0] else last[0] + 0.01
         try:
             anyio.from_thread.run(ctx.report_progress, last[0], total, message)
@@ -100,7 +104,7 @@ async def _call(ctx: Context, work: Callable[[Toolbox, Progress], T]) -> T:
     try:
         # A cancel or a disconnect cancels this task; the thread is told through `cancel` and kills
         # its workers within one poll (50 ms), which releases the device for the next call.
-        return await anyio.to_thread.run_sync(run, _reporter(ctx), abandon_on_cancel=True)
+        return await anyio.to_thread.run_sync(run, _reporter(ctx, cancel), abandon_on_cancel=True)
     except anyio.get_cancelled_exc_class():
         cancel.set()
         raise

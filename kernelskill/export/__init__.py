@@ -39,6 +39,7 @@ from pathlib import Path
 
 from ..candidate import Candidate
 from .errors import ExportError
+from .calls import describe, describe_out
 from .source import insert_import, positions, replace_spans
 from kernelskill.evaluate.build.direct import split_params
 from .templates import render_package, render_triton_package
@@ -198,28 +199,10 @@ class _Recorder:
             out = fn(*args)
             mutated = [i for i, (a, b) in enumerate(zip(args, before))
                        if b is not None and not (a.shape == b.shape and torch.equal(a, b))]
-            rec.calls.setdefault(attr, []).append({"args": [_describe(a) for a in args],
-                                                   "out": _describe_out(out), "mutated": mutated})
+            rec.calls.setdefault(attr, []).append({"args": [describe(a) for a in args],
+                                                   "out": describe_out(out), "mutated": mutated})
             return out
         return call
-
-
-def _describe(a) -> dict:
-    import torch
-    if isinstance(a, torch.Tensor):
-        return {"shape": list(a.shape), "dtype": str(a.dtype).replace("torch.", ""), "device": a.device.type}
-    return {"value": a if isinstance(a, (int, float, bool)) else repr(a)}
-
-
-def _describe_out(out):
-    import torch
-    if isinstance(out, torch.Tensor):
-        d = _describe(out)
-        d["contiguous"] = out.is_contiguous()
-        return d
-    if isinstance(out, (list, tuple)):
-        return {"items": [_describe_out(o) for o in out], "kind": type(out).__name__}
-    return {"value": repr(out)}
 
 
 def _extensions(calls) -> list[Extension]:
@@ -490,22 +473,6 @@ def _export_triton(source: str, task, out: Path, pkg: str, path: Path | None, pr
         f.write_text(text)
     return ExportResult(out_dir=out, package=pkg, backend="triton", ops=[f"{pkg}::{o['op']}" for o in ops],
                         recorded=True, notes=notes, seconds=time.perf_counter() - started)
-
-
-def _return_schema_of_out(fn: str, samples: list[dict]) -> str:
-    """Tensor, Tensor[] or (Tensor, ...) from what every recorded call returned."""
-    kinds = set()
-    for s in samples:
-        o = s["out"]
-        if "shape" in o:
-            kinds.add("Tensor")
-        elif o.get("kind") in ("list", "tuple") and all("shape" in i for i in o["items"]):
-            kinds.add("Tensor[]" if o["kind"] == "list" else "(" + ", ".join("Tensor" for _ in o["items"]) + ")")
-        else:
-            raise ExportError(f"{fn}: returned {o.get('value', o.get('kind', '?'))}, not tensors")
-    if len(kinds) != 1:
-        raise ExportError(f"{fn}: returns {sorted(kinds)} in different calls; an op's schema needs one")
-    return kinds.pop()
 
 
 def syntax_check(cpp: Path, cflags: list[str]) -> None:

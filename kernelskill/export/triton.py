@@ -21,6 +21,7 @@ import ast
 import inspect
 import os
 
+from .calls import describe, describe_out, return_schema
 from .errors import ExportError
 from .source import insert_import, positions, replace_spans
 
@@ -79,7 +80,6 @@ class LauncherRecorder:
     (arguments bound to the launcher's parameters, defaults applied, so keyword calls record too)."""
 
     def __init__(self, mod, names: list[str]):
-        from . import _describe, _describe_out
         self.calls: dict[str, list] = {}
         self.signatures = {}
         for name in names:
@@ -96,8 +96,8 @@ class LauncherRecorder:
                 out = _fn(*args, **kwargs)
                 mutated = [i for i, (v, b) in enumerate(zip(values, before))
                            if b is not None and not (v.shape == b.shape and torch.equal(v, b))]
-                self.calls.setdefault(_name, []).append({"args": [_describe(v) for v in values],
-                                                         "out": _describe_out(out), "mutated": mutated})
+                self.calls.setdefault(_name, []).append({"args": [describe(v) for v in values],
+                                                         "out": describe_out(out), "mutated": mutated})
                 return out
             setattr(mod, name, call)
 
@@ -147,14 +147,13 @@ def _default(value, schema: str) -> str | None:
 def launcher_schema(fn: str, sig: inspect.Signature, samples: list[dict]) -> tuple[list[tuple], str]:
     """([(name, schema type, default or None, keyword-only)], return schema) from the recorded calls and the
     launcher's defaults: ``(Tensor x, float eps=1e-05) -> Tensor``."""
-    from . import _return_schema_of_out
     params = []
     for i, (name, p) in enumerate(sig.parameters.items()):
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             raise ExportError(f"launcher {fn!r} takes *{name}: an op needs named parameters")
         schema = _param_schema(fn, name, i, samples)
         params.append((name, schema, _default(p.default, schema), p.kind == p.KEYWORD_ONLY))
-    return params, _return_schema_of_out(fn, samples)
+    return params, return_schema(fn, samples)
 
 
 def _with_star(items: list[str], params: list[tuple]) -> list[str]:

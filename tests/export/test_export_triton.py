@@ -20,7 +20,8 @@ import pytest
 import torch
 
 from kernelskill.cli import main
-from kernelskill.export import ExportError, _return_schema_of_out
+from kernelskill.export import ExportError
+from kernelskill.export.calls import return_schema
 from kernelskill.export import triton as tr
 from kernelskill.export.templates import render_triton_package
 from kernelskill.task import Task
@@ -124,9 +125,9 @@ def test_schema_refusals_name_the_launcher_and_the_parameter():
     with pytest.raises(ExportError, match=r"takes \*xs"):
         tr.launcher_schema("g", inspect.signature(g), [{"args": [_t([2])], "out": _t([2])}])
     with pytest.raises(ExportError, match="returned 3, not tensors"):
-        _return_schema_of_out("h", [{"out": {"value": "3"}}])
-    assert _return_schema_of_out("h", [{"out": {"kind": "tuple", "items": [_t([1]), _t([2])]}}]) == "(Tensor, Tensor)"
-    assert _return_schema_of_out("h", [{"out": {"kind": "list", "items": [_t([1])]}}]) == "Tensor[]"
+        return_schema("h", [{"out": {"value": "3"}}])
+    assert return_schema("h", [{"out": {"kind": "tuple", "items": [_t([1]), _t([2])]}}]) == "(Tensor, Tensor)"
+    assert return_schema("h", [{"out": {"kind": "list", "items": [_t([1])]}}]) == "Tensor[]"
 
 
 # ---- the generated package's ops, for real (a launcher triton_op traces, in plain torch) --------------------

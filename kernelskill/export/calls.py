@@ -1,0 +1,39 @@
+"""What a recorded call of a kernel function looks like (its arguments, its outputs) and the op
+return schema the calls show: shared by the load_inline and the Triton export."""
+from __future__ import annotations
+
+from .errors import ExportError
+
+
+def describe(a) -> dict:
+    import torch
+    if isinstance(a, torch.Tensor):
+        return {"shape": list(a.shape), "dtype": str(a.dtype).replace("torch.", ""), "device": a.device.type}
+    return {"value": a if isinstance(a, (int, float, bool)) else repr(a)}
+
+
+def describe_out(out):
+    import torch
+    if isinstance(out, torch.Tensor):
+        d = describe(out)
+        d["contiguous"] = out.is_contiguous()
+        return d
+    if isinstance(out, (list, tuple)):
+        return {"items": [describe_out(o) for o in out], "kind": type(out).__name__}
+    return {"value": repr(out)}
+
+
+def return_schema(fn: str, samples: list[dict]) -> str:
+    """Tensor, Tensor[] or (Tensor, ...) from what every recorded call returned."""
+    kinds = set()
+    for s in samples:
+        o = s["out"]
+        if "shape" in o:
+            kinds.add("Tensor")
+        elif o.get("kind") in ("list", "tuple") and all("shape" in i for i in o["items"]):
+            kinds.add("Tensor[]" if o["kind"] == "list" else "(" + ", ".join("Tensor" for _ in o["items"]) + ")")
+        else:
+            raise ExportError(f"{fn}: returned {o.get('value', o.get('kind', '?'))}, not tensors")
+    if len(kinds) != 1:
+        raise ExportError(f"{fn}: returns {sorted(kinds)} in different calls; an op's schema needs one")
+    return kinds.pop()
