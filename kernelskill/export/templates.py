@@ -121,21 +121,18 @@ def _cpp_registration(ext, ns: str, key: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-SETUP = '''"""Builds the exported kernels ahead of time: pip install --no-build-isolation .  (needs torch)."""
+SETUP = '''"""{doc}"""
 from setuptools import setup
-from torch.utils.cpp_extension import BuildExtension, {kind}
-
+{imports}
 setup(
     name={dist!r},
     version="0.1.0",
     description="Exported by kernelskill: {task}",
     packages=[{pkg!r}],
-    package_data={{{pkg!r}: ["csrc/*", "export.json"]}},
-    ext_modules=[
-{exts}    ],
-    cmdclass={{"build_ext": BuildExtension}},
-)
+    package_data={{{pkg!r}: {data!r}}},
+{build})
 '''
+
 
 PYPROJECT = '''[build-system]
 requires = ["setuptools>=61", "torch"]
@@ -403,8 +400,12 @@ def render_package(*, pkg: str, exts, backend: str, model_source: str, task, pro
         ext_lines += (f"        {kind}({pkg + '.' + e.module!r}, {sources!r},\n"
                       f"            extra_compile_args={args!r},\n"
                       f"            extra_link_args={e.ldflags!r}, include_dirs={e.include_paths!r}),\n")
-    files["setup.py"] = SETUP.format(kind="CUDAExtension" if backend == "cuda" else "CppExtension",
-                                     dist=pkg.replace("_", "-"), pkg=pkg, task=task.name, exts=ext_lines)
+    kind = "CUDAExtension" if backend == "cuda" else "CppExtension"
+    files["setup.py"] = SETUP.format(
+        doc="Builds the exported kernels ahead of time: pip install --no-build-isolation .  (needs torch).",
+        imports=f"from torch.utils.cpp_extension import BuildExtension, {kind}\n", dist=pkg.replace("_", "-"),
+        pkg=pkg, task=task.name, data=["csrc/*", "export.json"],
+        build=f"    ext_modules=[\n{ext_lines}    ],\n    cmdclass={{\"build_ext\": BuildExtension}},\n")
     files["pyproject.toml"] = PYPROJECT
     rules = {op.op: infer_rule(op) for e in exts for op in e.ops}
     files[f"{pkg}/_ops.py"] = OPS.format(ns=ns, modules=", ".join(e.module for e in exts),
@@ -432,19 +433,6 @@ def render_package(*, pkg: str, exts, backend: str, model_source: str, task, pro
 
 INSTALL_BUILD = "pip install --no-build-isolation .        # compiles the kernels ahead of time (torch must be installed)"
 INSTALL_TRITON = "pip install --no-build-isolation .        # Python only: Triton compiles each kernel on its first launch"
-
-TRITON_SETUP = '''"""A Triton package: Python only (Triton compiles each kernel on first launch and caches it)."""
-from setuptools import setup
-
-setup(
-    name={dist!r},
-    version="0.1.0",
-    description="Exported by kernelskill: {task}",
-    packages=[{pkg!r}],
-    package_data={{{pkg!r}: ["export.json"]}},
-    install_requires=["torch", "triton"],
-)
-'''
 
 TRITON_OPS = '''"""The package's ops: torch.ops.{ns}.<op>, one per launcher of the candidate (a module-level
 function that launches its Triton kernels), each a torch.library.triton_op: torch.compile traces
@@ -489,7 +477,10 @@ def render_triton_package(*, pkg: str, ops: list[dict], device: str, model_sourc
     triton_ops, the fallback, the reference and the test, as for the built backends."""
     ns = pkg
     files, what = _shared_files(pkg, task, provenance)
-    files["setup.py"] = TRITON_SETUP.format(dist=pkg.replace("_", "-"), pkg=pkg, task=task.name)
+    files["setup.py"] = SETUP.format(
+        doc="A Triton package: Python only (Triton compiles each kernel on first launch and caches it).",
+        imports="", dist=pkg.replace("_", "-"), pkg=pkg, task=task.name, data=["export.json"],
+        build='    install_requires=["torch", "triton"],\n')
     files["pyproject.toml"] = PYPROJECT
     files[f"{pkg}/_ops.py"] = TRITON_OPS.format(ns=ns, schemas={o["op"]: o["schema"] for o in ops},
                                                 wrappers="\n\n".join(o["wrapper"] for o in ops))

@@ -25,21 +25,11 @@ from .calls import describe, describe_out, return_schema
 from .errors import ExportError
 from .source import insert_import, positions, replace_spans
 
-_KERNEL_DECORATORS = ("jit", "autotune", "heuristics")
-
-
-def kernel_names(tree: ast.Module) -> set[str]:
-    """Module-level functions decorated ``@triton.jit`` / ``@triton.autotune(...)`` / ``@triton.heuristics``."""
-    out = set()
-    for stmt in tree.body:
-        if isinstance(stmt, ast.FunctionDef):
-            for d in stmt.decorator_list:
-                f = d.func if isinstance(d, ast.Call) else d
-                name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
-                if name in _KERNEL_DECORATORS:
-                    out.add(stmt.name)
-                    break
-    return out
+def kernel_names(tree: ast.Module, source: str) -> set[str]:
+    """Module-level functions decorated ``@triton.jit`` (through autotune/heuristics too): the
+    evaluator's own finder of a candidate's kernels, kept to the names a launch can refer to."""
+    from kernelskill.evaluate.worker.guards import own_kernel_names
+    return own_kernel_names(source) & {s.name for s in tree.body if isinstance(s, ast.FunctionDef)}
 
 
 def _launches(node: ast.AST, kernels: set[str]) -> list[ast.Name]:
@@ -62,7 +52,7 @@ def wrap_launches(source: str) -> tuple[str, set[str], list[str], list[str]]:
         tree = ast.parse(source)
     except SyntaxError as e:
         raise ExportError(f"the candidate does not parse: line {e.lineno}: {e.msg}") from None
-    kernels = kernel_names(tree)
+    kernels = kernel_names(tree, source)
     if not kernels:
         raise ExportError("the candidate defines no @triton.jit kernel at module level; nothing to export")
     pos = positions(source)

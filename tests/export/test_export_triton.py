@@ -36,7 +36,7 @@ LAUNCHERS = {"gemm_bias_relu": ["linear_bias_relu"], "add_layernorm": ["add_laye
 
 def _raw_launch_sites(source: str) -> int:
     tree = ast.parse(source)
-    return len(tr._launches(tree, tr.kernel_names(tree)))
+    return len(tr._launches(tree, tr.kernel_names(tree, source)))
 
 
 # ---- the rewrite, on every shipped Triton solution --------------------------------------------------------
