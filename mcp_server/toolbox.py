@@ -174,8 +174,8 @@ class Toolbox:
     # ---- evaluation ---------------------------------------------------------------------------
     def _run(self, rt: ResolvedTask, cand: Candidate, opts: api.Options, progress: Progress) -> EvalResult:
         device = api.resolve_device(opts.device, cand.backend)
-        with hold_device(device, on_wait=lambda msg: progress(0, STEPS, msg),
-                         cancel=opts.cancel):
+        with hold_device(device, on_wait=lambda msg: progress(0, STEPS, msg), cancel=opts.cancel,
+                         what=f"kernelskill mcp, evaluating for {rt.task.path.name}"):
             progress(1, STEPS, f"evaluating {cand.backend} candidate on {device} (reference outputs first, "
                                f"cached after one run)")
             result = api.evaluate(rt.task, cand, opts=dataclasses.replace(opts, device=device,
@@ -425,7 +425,8 @@ class Toolbox:
                "provenance": prov or {"candidate": "source sent to the MCP server"}, "force": force}
         opts = self._options()
         device = api.resolve_device(opts.device, cand.backend)
-        with hold_device(device, on_wait=lambda msg: progress(0, exporting.STEPS, msg), cancel=opts.cancel):
+        with hold_device(device, on_wait=lambda msg: progress(0, exporting.STEPS, msg), cancel=opts.cancel,
+                         what=f"kernelskill mcp, exporting for {rt.task.path.name}"):
             progress(1, exporting.STEPS, f"exporting the {cand.backend} candidate (building it, then running it on "
                                          f"the task's inputs to record its output shapes)")
             res = exporting.run_export(req, self.workdir, opts.cancel)

@@ -90,6 +90,15 @@ def http_server(_home, tmp_path_factory):
         yield HttpServer(url, token, log)
 
 
+@pytest.fixture
+def own_http_server(_home, tmp_path):
+    """An HTTP server of this test alone, started with this test's environment (its own device
+    locks: the cancel tests time how soon their server frees the device)."""
+    token = secrets.token_urlsafe(24)
+    for url in _serve_http(tmp_path / "server.log", token):
+        yield HttpServer(url, token, tmp_path / "server.log")
+
+
 @pytest.fixture(scope="session")
 def open_http_server(_home, tmp_path_factory):
     """The HTTP server as most people run it: loopback, no token."""

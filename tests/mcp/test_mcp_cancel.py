@@ -17,7 +17,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from kernelskill.mcp_server.locks import hold_device
+from kernelskill.mcp_server.locks import holder, is_free
 
 from helpers import DATA
 from procs import descendants, proc_stat, running_candidate
@@ -53,18 +53,24 @@ async def _until(what: str, check, bound: float = WAIT_S):
     raise AssertionError(f"no {what} within {bound} s")
 
 
-def _device_free() -> bool:
-    """The CPU's device lock (this process's and the file lock) can be taken now."""
-    got = []
+@pytest.fixture(autouse=True)
+def own_locks(tmp_path, monkeypatch):
+    """This test's own device locks, for its in-memory server and the servers it starts: what it
+    times is its server letting the device go, never another test's evaluation taking it (CI once
+    waited 4 s for a device its server had freed after 0.05 s)."""
+    monkeypatch.setenv("KERNELSKILL_LOCKS", str(tmp_path / "locks"))
 
-    def take():
-        with hold_device("cpu"):
-            got.append(True)
-    import threading
-    t = threading.Thread(target=take, daemon=True)
-    t.start()
-    t.join(0.2)
-    return bool(got)
+
+_last_holder = [""]
+
+
+def _device_free() -> bool:
+    """The CPU's device lock (this process's and the file lock) could be taken now: a probe that
+    never waits (a probe that waits would queue behind its own earlier probes)."""
+    if is_free("cpu"):
+        return True
+    _last_holder[0] = holder("cpu") or _last_holder[0]
+    return False
 
 
 class Released(float):
@@ -106,17 +112,21 @@ class Pings:
 async def released(client, worker: int, start: str, t0: float, then) -> Released:
     """From ``t0`` (the cancel) until the worker is gone and ``then()`` (an async wait on the next
     state) returns, with this server's round trips timed throughout."""
+    _last_holder[0] = ""
     pings = Pings(client)
     async with anyio.create_task_group() as tg:
         tg.start_soon(pings.run)
         await _until("end of the worker", lambda: not ((st := proc_stat(worker)) and st[2] == start))
         gone = time.monotonic() - t0
+        open('/tmp/cancel_trace.log','a').write(f"{time.monotonic():.3f} {os.getpid()} test gone\n")
         await then()
         took = Released(time.monotonic() - t0)
+        open('/tmp/cancel_trace.log','a').write(f"{time.monotonic():.3f} {os.getpid()} test free\n")
         worst = pings.worst()
         tg.cancel_scope.cancel()
     took.bound = RELEASED_S + ROUND_TRIPS * worst
-    took.steps = f"worker gone after {gone:.2f} s; slowest of {pings.count} round trips {worst:.3f} s"
+    took.steps = (f"worker gone after {gone:.2f} s; slowest of {pings.count} round trips {worst:.3f} s; "
+                  f"the device last held by {_last_holder[0] or 'no recorded holder'}")
     print(f"released: {took}")        # shown with -rP: the margin a passing run had
     return took
 
@@ -128,6 +138,7 @@ async def cancel_a_hung_verify(client, root_pid: int) -> Released:
         tg.start_soon(client.call_tool, "verify", {"task": RELU, "source": HUNG, "trials": 1})
         worker = await _until("worker running the hung candidate", lambda: running_candidate(root_pid, MARKER))
         start, t0 = proc_stat(worker)[2], time.monotonic()
+        open('/tmp/cancel_trace.log','a').write(f"{t0:.3f} {os.getpid()} test cancel\n")
         tg.cancel_scope.cancel()
 
     async def device_free():
@@ -188,10 +199,11 @@ def _server_pid(port_url: str) -> int:
     raise AssertionError(f"no server process for {port_url}")
 
 
-async def test_cancel_over_http(http_server):
-    async with httpx2.AsyncClient(headers=http_server.auth, timeout=httpx2.Timeout(30, read=300)) as http:
-        async with Client(streamable_http_client(http_server.url, http_client=http)) as client:
-            took = await cancel_a_hung_verify(client, _server_pid(http_server.url))
+async def test_cancel_over_http(own_http_server):
+    server = own_http_server
+    async with httpx2.AsyncClient(headers=server.auth, timeout=httpx2.Timeout(30, read=300)) as http:
+        async with Client(streamable_http_client(server.url, http_client=http)) as client:
+            took = await cancel_a_hung_verify(client, _server_pid(server.url))
             assert took.ok(), str(took)
             await next_call_starts_at_once(client)
 

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -11,7 +13,7 @@ from kernelskill.errors import TaskError, UserError
 from kernelskill.mcp_server import catalog
 from kernelskill.mcp_server.describe import describe_isolated
 from kernelskill.mcp_server.http import Guard, HttpPolicy, is_loopback
-from kernelskill.mcp_server.locks import hold_device
+from kernelskill.mcp_server.locks import hold_device, holder, is_free
 from kernelskill.mcp_server.roots import Roots
 from kernelskill.skills import SkillBook
 from starlette.datastructures import Headers
@@ -122,6 +124,45 @@ def test_one_evaluation_per_device(tmp_path):
     t.join(WAIT_S)
     assert order == ["first", "second"]
     assert waits and "waiting for cpu" in waits[0]
+
+
+HOLDER = """
+import sys
+from kernelskill.mcp_server.locks import hold_device, holder, is_free
+with hold_device("cpu", sys.argv[1], what="a bench run of softmax_rows"):
+    print("held", flush=True)
+    sys.stdin.readline()
+"""
+
+
+def test_a_waiter_is_told_who_holds_the_device(tmp_path):
+    """Another process holds the device: a probe sees it busy without waiting, a waiter is told
+    which process holds it and for what, and the device is free (and its holder blank) once it
+    lets go. Another lock directory is another domain: it is not blocked."""
+    holder_proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path)], stdin=subprocess.PIPE,
+                                   stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder_proc.stdout.readline().strip() == "held"
+        assert not is_free("cpu", tmp_path)
+        assert holder("cpu", tmp_path) == f"pid {holder_proc.pid}: a bench run of softmax_rows"
+        assert is_free("cpu", tmp_path / "elsewhere")
+        with hold_device("cpu", tmp_path / "elsewhere"):
+            pass
+        waits = []
+
+        def on_wait(message: str) -> None:
+            waits.append(message)
+            holder_proc.stdin.write("go\n")          # told it waits: now the holder lets go
+            holder_proc.stdin.flush()
+        with hold_device("cpu", tmp_path, on_wait=on_wait, what="this test"):
+            assert holder("cpu", tmp_path) == f"pid {os.getpid()}: this test"
+            assert not is_free("cpu", tmp_path)      # held by this process: its own probe sees it too
+        assert waits == [f"waiting for cpu: another process is evaluating on it (pid {holder_proc.pid}: "
+                         f"a bench run of softmax_rows)"]
+        assert is_free("cpu", tmp_path) and holder("cpu", tmp_path) == ""
+    finally:
+        holder_proc.kill()
+        holder_proc.wait()
 
 
 def test_list_tasks(roots):
