@@ -39,7 +39,7 @@ from pathlib import Path
 
 from ..candidate import Candidate
 from .errors import ExportError
-from .calls import describe, describe_out
+from .calls import record_call
 from .source import insert_import, positions, replace_spans
 from kernelskill.evaluate.build.direct import split_params
 from .templates import render_package, render_triton_package
@@ -194,13 +194,8 @@ class _Recorder:
         rec = self
 
         def call(*args):
-            import torch
-            before = [a.clone() if isinstance(a, torch.Tensor) else None for a in args]
-            out = fn(*args)
-            mutated = [i for i, (a, b) in enumerate(zip(args, before))
-                       if b is not None and not (a.shape == b.shape and torch.equal(a, b))]
-            rec.calls.setdefault(attr, []).append({"args": [describe(a) for a in args],
-                                                   "out": describe_out(out), "mutated": mutated})
+            out, record = record_call(list(args), lambda: fn(*args))
+            rec.calls.setdefault(attr, []).append(record)
             return out
         return call
 

@@ -23,6 +23,18 @@ def describe_out(out):
     return {"value": repr(out)}
 
 
+def record_call(values: list, run):
+    """Run ``run()`` (a kernel function called with ``values``): its output and the call's record:
+    each argument described, the output described, and which tensor arguments it wrote into (their
+    values compared with copies taken before; an op must declare what it mutates)."""
+    import torch
+    before = [v.clone() if isinstance(v, torch.Tensor) else None for v in values]
+    out = run()
+    mutated = [i for i, (v, b) in enumerate(zip(values, before))
+               if b is not None and not (v.shape == b.shape and torch.equal(v, b))]
+    return out, {"args": [describe(v) for v in values], "out": describe_out(out), "mutated": mutated}
+
+
 def return_schema(fn: str, samples: list[dict]) -> str:
     """Tensor, Tensor[] or (Tensor, ...) from what every recorded call returned."""
     kinds = set()

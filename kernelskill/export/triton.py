@@ -21,7 +21,7 @@ import ast
 import inspect
 import os
 
-from .calls import describe, describe_out, return_schema
+from .calls import record_call, return_schema
 from .errors import ExportError
 from .source import insert_import, positions, replace_spans
 
@@ -78,16 +78,10 @@ class LauncherRecorder:
             self.signatures[name] = sig
 
             def call(*args, _fn=fn, _sig=sig, _name=name, **kwargs):
-                import torch
                 bound = _sig.bind(*args, **kwargs)
                 bound.apply_defaults()
-                values = list(bound.arguments.values())
-                before = [v.clone() if isinstance(v, torch.Tensor) else None for v in values]
-                out = _fn(*args, **kwargs)
-                mutated = [i for i, (v, b) in enumerate(zip(values, before))
-                           if b is not None and not (v.shape == b.shape and torch.equal(v, b))]
-                self.calls.setdefault(_name, []).append({"args": [describe(v) for v in values],
-                                                         "out": describe_out(out), "mutated": mutated})
+                out, record = record_call(list(bound.arguments.values()), lambda: _fn(*args, **kwargs))
+                self.calls.setdefault(_name, []).append(record)
                 return out
             setattr(mod, name, call)
 

@@ -97,6 +97,29 @@ def test_schema_from_recorded_calls_and_defaults():
     assert "return LAUNCHERS['launcher'](x, w, bias, act, scale, eps, relu, out_dtype)" in src
 
 
+def test_the_recorder_binds_keywords_applies_defaults_and_sees_what_a_launcher_writes():
+    """Recorded as the launcher's parameters (a keyword call records like a positional one, defaults
+    filled in), with the output described and the tensor arguments it wrote into named."""
+    import types
+    mod = types.SimpleNamespace()
+
+    def scaled(x, out, scale=2.0):
+        out.copy_(x * scale)
+        return out
+
+    def pure(x, *, shift=1):
+        return x + shift
+    mod.scaled, mod.pure = scaled, pure
+    rec = tr.LauncherRecorder(mod, ["scaled", "pure"])
+    x, out = torch.ones(3, 4), torch.zeros(3, 4)
+    assert torch.equal(mod.scaled(x, out=out), torch.full((3, 4), 2.0))
+    mod.pure(x[:2], shift=3)
+    (s,), (p,) = rec.calls["scaled"], rec.calls["pure"]
+    assert s["args"] == [_t([3, 4]), _t([3, 4]), {"value": 2.0}] and s["mutated"] == [1]
+    assert s["out"] == {**_t([3, 4]), "contiguous": True}
+    assert p["args"] == [_t([2, 4]), {"value": 3}] and p["mutated"] == [] and p["out"]["shape"] == [2, 4]
+
+
 def test_a_keyword_only_parameter_stays_keyword_only():
     def launcher(x, *, eps=1e-6):
         pass
