@@ -55,9 +55,14 @@ def _lock_file(locks: Path, key: str) -> Path:
 
 
 def holder(device: str, locks: Path | str | None = None) -> str:
-    """Who holds ``device`` now, as its holder wrote it ("pid 123: verify of relu_task.py"), or ""."""
+    """Who holds ``device`` now, as its holder wrote it ("pid 123: kernelskill mcp, evaluating for
+    relu_task.py"), or ""."""
+    return _read_holder(_lock_file(Path(locks) if locks else lock_dir(), device_key(device)))
+
+
+def _read_holder(path: Path) -> str:
     try:
-        return _lock_file(Path(locks) if locks else lock_dir(), device_key(device)).read_text().strip()
+        return path.read_text().strip()
     except OSError:
         return ""
 
@@ -133,11 +138,10 @@ def hold_device(device: str, locks: Path | str | None = None, on_wait: Callable[
             yield key
             return
         locks.mkdir(parents=True, exist_ok=True)
-        with open(_lock_file(locks, key), "a+") as fh:
+        with open(_lock_file(locks, key), "a") as fh:
             if not _try_flock(fh):
                 if on_wait:
-                    fh.seek(0)
-                    who = fh.read().strip()
+                    who = _read_holder(_lock_file(locks, key))
                     on_wait(f"waiting for {device}: another process is evaluating on it" + (f" ({who})" if who else ""))
                 _wait(lambda: _try_flock(fh), cancel)
             _write_holder(fh, f"pid {os.getpid()}" + (f": {what}" if what else ""))

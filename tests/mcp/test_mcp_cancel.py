@@ -56,21 +56,24 @@ async def _until(what: str, check, bound: float = WAIT_S):
 @pytest.fixture(autouse=True)
 def own_locks(tmp_path, monkeypatch):
     """This test's own device locks, for its in-memory server and the servers it starts: what it
-    times is its server letting the device go, never another test's evaluation taking it (CI once
-    waited 4 s for a device its server had freed after 0.05 s)."""
+    times is its server letting the device go, never another test's evaluation taking it
+    (docs/mcp.md, "One evaluation per device")."""
     monkeypatch.setenv("KERNELSKILL_LOCKS", str(tmp_path / "locks"))
 
 
-_last_holder = [""]
+class DeviceFree:
+    """Whether the CPU's device lock (this process's and the file lock) could be taken now: a probe
+    that never waits (a probe that waits would queue behind its own earlier probes). ``held_by`` is
+    the last holder it saw, for a failure's message."""
 
+    def __init__(self):
+        self.held_by = ""
 
-def _device_free() -> bool:
-    """The CPU's device lock (this process's and the file lock) could be taken now: a probe that
-    never waits (a probe that waits would queue behind its own earlier probes)."""
-    if is_free("cpu"):
-        return True
-    _last_holder[0] = holder("cpu") or _last_holder[0]
-    return False
+    def __call__(self) -> bool:
+        if is_free("cpu"):
+            return True
+        self.held_by = holder("cpu") or self.held_by
+        return False
 
 
 class Released(float):
@@ -109,24 +112,22 @@ class Pings:
         return max(self.slowest, pending)
 
 
-async def released(client, worker: int, start: str, t0: float, then) -> Released:
+async def released(client, worker: int, start: str, t0: float, then, probe: DeviceFree | None = None) -> Released:
     """From ``t0`` (the cancel) until the worker is gone and ``then()`` (an async wait on the next
-    state) returns, with this server's round trips timed throughout."""
-    _last_holder[0] = ""
+    state) returns, with this server's round trips timed throughout (and ``probe``'s last holder of
+    the device)."""
     pings = Pings(client)
     async with anyio.create_task_group() as tg:
         tg.start_soon(pings.run)
         await _until("end of the worker", lambda: not ((st := proc_stat(worker)) and st[2] == start))
         gone = time.monotonic() - t0
-        open('/tmp/cancel_trace.log','a').write(f"{time.monotonic():.3f} {os.getpid()} test gone\n")
         await then()
         took = Released(time.monotonic() - t0)
-        open('/tmp/cancel_trace.log','a').write(f"{time.monotonic():.3f} {os.getpid()} test free\n")
         worst = pings.worst()
         tg.cancel_scope.cancel()
     took.bound = RELEASED_S + ROUND_TRIPS * worst
     took.steps = (f"worker gone after {gone:.2f} s; slowest of {pings.count} round trips {worst:.3f} s; "
-                  f"the device last held by {_last_holder[0] or 'no recorded holder'}")
+                  f"the device last held by {(probe and probe.held_by) or 'no recorded holder'}")
     print(f"released: {took}")        # shown with -rP: the margin a passing run had
     return took
 
@@ -138,12 +139,13 @@ async def cancel_a_hung_verify(client, root_pid: int) -> Released:
         tg.start_soon(client.call_tool, "verify", {"task": RELU, "source": HUNG, "trials": 1})
         worker = await _until("worker running the hung candidate", lambda: running_candidate(root_pid, MARKER))
         start, t0 = proc_stat(worker)[2], time.monotonic()
-        open('/tmp/cancel_trace.log','a').write(f"{t0:.3f} {os.getpid()} test cancel\n")
         tg.cancel_scope.cancel()
 
+    probe = DeviceFree()
+
     async def device_free():
-        await _until("free device", _device_free)
-    return await released(client, worker, start, t0, device_free)
+        await _until("free device", probe)
+    return await released(client, worker, start, t0, device_free, probe)
 
 
 def collect(into: list):
@@ -228,7 +230,7 @@ async def test_a_disconnected_client_stops_its_work(tmp_path):
     # take longer than 10 s to unwind (CI once: the device not yet free after 10 s).
     await _until("end of the worker", lambda: not ((st := proc_stat(worker)) and st[2] == start))
     # the server lets the device go once the cancelled call has unwound
-    await _until("the device free", _device_free)
+    await _until("the device free", DeviceFree())
 
 
 # ---- jobs ------------------------------------------------------------------------------------------
