@@ -1,81 +1,102 @@
 #!/usr/bin/env bash
-# What the open issues still need from the GPU machine, in three device calls of at most 10 minutes
-# each, on a 4-GPU host (kind nvidia-h100-x4; every step names its GPU, so the steps of one call run
-# side by side). Kept in the tree (not in an ignored folder) so a new checkout has the plan too.
+# What the open issues still need from the GPU machine, as lanes of steps on a 4-GPU host (kind
+# nvidia-h100-x4) inside one device call of at most 10 minutes. Kept in the tree (not in an ignored
+# folder) so a new checkout has the plan too.
 #
-# Here, once: .kb/ (KernelBench's level folders) and .whl/ (tomli-w, einops, ...), as
+# Here, once: .kb/ (KernelBench's level folders) and .whl/ (tomli-w, einops), as
 # benchmarks/kernelbench_chunk.sh says. Then with the device tool, carrying .whl and .kb:
-#   bash benchmarks/gpu_pending.sh B      # the GPU suite on the current code, bench examples, RNNs
-#   bash benchmarks/gpu_pending.sh A      # KernelBench's last chunk, two devices, skill gain, loop cut
-#   bash benchmarks/gpu_pending.sh C      # the Triton export on the GPU, adversarial + bench GPU tests
-# What comes back lies in $OUT/<step>/ (a log per step; JSON where a benchmark writes one).
+#   bash benchmarks/gpu_pending.sh measure    # the figures the issues wait on
+#   bash benchmarks/gpu_pending.sh verify     # the GPU test suites on the final code (run it last)
+#   bash benchmarks/gpu_pending.sh 0,1=kernelbench+devices 2=rnn+gain 3=shapes   # lanes by hand
+# A lane is GPUS=STEP+STEP...: its steps run one after another on those GPUs; lanes run side by side.
+# Every step stops (SIGINT, then its own cleanup) at the call's deadline: DEADLINE seconds after the
+# start (default 570), and a step with under 30 s left is skipped and says so.
+# The device brings back 8 files at most, so every step's folder goes into $OUT/steps.tgz
+# (tar -xzf it here); the last lines of each step's log are printed at the end.
 #
-#   A  GPUs 0,1: KernelBench level3/45-50 under the user's flags, eager and torch.compile
-#                (issue 43: the baseline's last six tasks; resumes
-#                benchmarks/results/kernelbench_h100_compile/results.jsonl)
-#      GPU 2:    tests/gpu/test_gpu_devices.py on GPUs 2,3 (issue 45), then the retiled 3xTF32 pair
-#                (issue 44: benchmarks/skill_gains.py --tasks tf32x3_short_k_gemm)
-#      GPU 3:    loop_throughput.py --kernelbench FIVE --baseline both (issue 48: the spares that
-#                import Inductor, measured on a GPU)
-#   B  GPU 0:    kernelskill bench examples --shapes auto (issue 47: how many generalize, CUDA+Triton)
-#      GPU 1:    the four recurrent tasks level3/35,36,40,42 as references, --flags default then
-#                strict (issue 43: is their slower eager TF32 or a busy host?)
-#      GPUs 2,3: the GPU suite, tests/gpu in two halves (issue 45: the final code)
-#   C  GPU 0:    tests/export/test_export_triton.py -m gpu, then export_cost.py --backend triton
-#                (issue 47)
-#      GPU 1:    the gpu-marked tests outside tests/gpu: adversarial and bench
+# Steps (and the issue each serves):
+#   kernelbench  KernelBench level 3 under the user's flags, eager and torch.compile, resuming
+#                benchmarks/results/kernelbench_h100_compile/results.jsonl (43; give it two GPUs)
+#   rnn          level3/35,36,40,42 as references, --flags default then strict (43)
+#   devices      tests/gpu/test_gpu_devices.py (45; needs two GPUs)
+#   gain         benchmarks/skill_gains.py --tasks tf32x3_short_k_gemm (44)
+#   loop         loop_throughput.py at five KernelBench problems, --baseline both (48)
+#   shapes       kernelskill bench examples --shapes auto (47)
+#   export       tests/export/test_export_triton.py -m gpu, then export_cost.py --backend triton (47)
+#   suiteK/N     the K-th of N parts of every gpu-marked test (tests/gpu, tests/adversarial,
+#                tests/bench, tests/export), split by test id (45, and every evaluator change)
 set -uo pipefail
-part=${1:?which part: A, B or C}
-case $part in A|B|C) ;; *) echo "part $part: choose A, B or C" >&2; exit 2 ;; esac
+[ $# -gt 0 ] || { sed -n '2,30p' "$0" >&2; exit 2; }
 : "${OUT:?run this on the GPU machine, where \$OUT is the folder that comes back}"
+case $1 in
+measure) set -- 0,1=kernelbench+devices 2=rnn+gain+export 3=shapes ;;
+verify) set -- 0=suite1/4 1=suite2/4 2=suite3/4 3=suite4/4+loop ;;
+esac
 [ -f /tmp/site/.installed ] || { python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl \
     && touch /tmp/site/.installed; } || exit 1
-work=/tmp/gp-work
-rm -rf "$work" && cp -r . "$work" && cd "$work" || exit 1
+start=$(date +%s); deadline=$(( start + ${DEADLINE:-570} ))
+work=/tmp/gp-work; res=/tmp/gp-out
+rm -rf "$work" "$res" && cp -r . "$work" && cd "$work" && mkdir -p "$res" || exit 1
 export PYTHONPATH=/tmp/site:$work KERNELSKILL_CACHE=/tmp/kscache PYTHONUNBUFFERED=1
-nvidia-smi -L > "$OUT/gpus.txt"
+nvidia-smi -L > "$res/gpus.txt"; git log -1 --format='%H %s' > "$res/commit.txt" 2>/dev/null
 FIVE=.kb/KernelBench/level1/19_ReLU.py,.kb/KernelBench/level1/23_Softmax.py,.kb/KernelBench/level1/40_LayerNorm.py
 FIVE=$FIVE,.kb/KernelBench/level1/1_Square_matrix_multiplication_.py
 FIVE=$FIVE,.kb/KernelBench/level2/82_Conv2d_Tanh_Scaling_BiasAdd_Max.py
 
-# step NAME GPUS COMMAND...: COMMAND on those GPUs, its log in $OUT/NAME/log.txt
-step() {
-    local name=$1 gpus=$2; shift 2
-    mkdir -p "$OUT/$name"
-    ( export CUDA_VISIBLE_DEVICES=$gpus; start=$(date +%s)
-      eval "$@" > "$OUT/$name/log.txt" 2>&1
-      echo "rc=$? wall=$(( $(date +%s) - start ))s" >> "$OUT/$name/log.txt" ) &
+# run_step NAME SECONDS DIR: the step's commands; what it writes goes to DIR, beside its log.txt
+run_step() {
+    local name=$1 t=$2 o=$3
+    case $name in
+    kernelbench)
+        OUT=$o LEVELS=3 BASELINE=both GPUS=$CUDA_VISIBLE_DEVICES bash benchmarks/kernelbench_chunk.sh $((t - 15)) pool ;;
+    rnn)
+        mkdir -p /tmp/rnn && for k in 35_LSTM 36_LSTMHn 40_GRUHidden 42_GRUBidirectionalHidden; do
+            cp .kb/KernelBench/level3/$k.py /tmp/rnn/; done
+        for f in default strict; do
+            timeout -s INT $((t / 2 - 5)) python3 -m kernelskill bench /tmp/rnn --reference --device cuda \
+                --flags $f --executor local --out /tmp/rnn-$f
+            cp /tmp/rnn-$f/report.md "$o/report_$f.md"; cp /tmp/rnn-$f/results.jsonl "$o/results_$f.jsonl"
+        done ;;
+    devices) timeout -s INT "$t" python3 -m pytest -m gpu -q tests/gpu/test_gpu_devices.py ;;
+    gain) timeout -s INT "$t" python3 benchmarks/skill_gains.py --device cuda --tasks tf32x3_short_k_gemm \
+            --json "$o/skill_gains_tf32x3_h100.json" ;;
+    loop) timeout -s INT "$t" python3 benchmarks/loop_throughput.py --device cuda --kernelbench $FIVE \
+            --candidates 3 --baseline both --json "$o/loop_kernelbench_both_h100.json" ;;
+    shapes)
+        timeout -s INT "$t" python3 -m kernelskill bench examples --device cuda --shapes auto --out /tmp/ex-shapes
+        cp /tmp/ex-shapes/report.md /tmp/ex-shapes/results.jsonl "$o/" ;;
+    export)
+        timeout -s INT $((t / 3)) python3 -m pytest -m gpu -q tests/export/test_export_triton.py
+        timeout -s INT $((deadline - $(date +%s) - 10)) python3 benchmarks/export_cost.py --backend triton \
+            --json "$o/export_cost_triton_h100.json" ;;
+    suite*/*)
+        local k=${name#suite}; local n=${k#*/}; k=${k%/*}
+        mapfile -t ids < <(python3 -m pytest -m gpu -q --collect-only tests/gpu tests/adversarial tests/bench \
+            tests/export 2>/dev/null | grep '::' | awk -v n="$n" -v k="$k" 'NR % n == k % n')
+        echo "part $k of $n: ${#ids[@]} tests"
+        timeout -s INT "$t" python3 -m pytest -m gpu -q -p no:cacheprovider "${ids[@]}" ;;
+    *) echo "no step called $name (see the list at the top of $0)"; return 2 ;;
+    esac
 }
 
-case $part in
-A)
-    # its results come back in $OUT/kernelbench_h100_compile/ (the chunk script's own folder)
-    step kernelbench 0,1 "GPUS=0,1 BASELINE=both LEVELS=3 bash benchmarks/kernelbench_chunk.sh 480 pool"
-    step devices_and_gain 2,3 "python3 -m pytest -m gpu -q tests/gpu/test_gpu_devices.py \
-        && CUDA_VISIBLE_DEVICES=2 python3 benchmarks/skill_gains.py --tasks tf32x3_short_k_gemm \
-           --json $OUT/devices_and_gain/skill_gains_tf32x3_h100.json"
-    step loop_both 3 "timeout 540 python3 benchmarks/loop_throughput.py --device cuda --kernelbench $FIVE \
-        --candidates 3 --baseline both --json $OUT/loop_both/loop_kernelbench_both_h100.json"
-    ;;
-B)
-    step examples_shapes 0 "timeout 560 python3 -m kernelskill bench examples --device cuda --shapes auto \
-        --out /tmp/ex-shapes && cp /tmp/ex-shapes/report.md /tmp/ex-shapes/results.jsonl $OUT/examples_shapes/"
-    mkdir -p /tmp/rnn && for t in 35_LSTM 36_LSTMHn 40_GRUHidden 42_GRUBidirectionalHidden; do
-        cp .kb/KernelBench/level3/$t.py /tmp/rnn/; done
-    step rnn_flags 1 "for f in default strict; do timeout 270 python3 -m kernelskill bench /tmp/rnn --reference \
-        --device cuda --flags \$f --executor local --out /tmp/rnn-\$f; cp /tmp/rnn-\$f/report.md \
-        $OUT/rnn_flags/report_\$f.md; cp /tmp/rnn-\$f/results.jsonl $OUT/rnn_flags/results_\$f.jsonl; done"
-    files=$(ls tests/gpu/test_gpu_*.py)
-    half=$(( $(echo "$files" | wc -l) / 2 ))
-    step gpu_suite_1 2 "timeout 580 python3 -m pytest -m gpu -q $(echo "$files" | head -n $half | tr '\n' ' ')"
-    step gpu_suite_2 3 "timeout 580 python3 -m pytest -m gpu -q $(echo "$files" | tail -n +$((half + 1)) | tr '\n' ' ')"
-    ;;
-C)
-    step export_triton 0 "python3 -m pytest -m gpu -q tests/export/test_export_triton.py \
-        && timeout 400 python3 benchmarks/export_cost.py --backend triton \
-           --json $OUT/export_triton/export_cost_triton_h100.json"
-    step gpu_elsewhere 1 "timeout 580 python3 -m pytest -m gpu -q tests/adversarial tests/bench"
-    ;;
-esac
+# lane GPUS STEP+STEP...: the steps one after another on those GPUs, each within the deadline
+lane() {
+    local gpus=$1 steps=$2 name left
+    ( export CUDA_VISIBLE_DEVICES=$gpus
+      for name in ${steps//+/ }; do
+          local dir=$res/${name//\//of}; mkdir -p "$dir"     # suite2/4 -> suite2of4
+          left=$(( deadline - $(date +%s) ))
+          if [ "$left" -lt 30 ]; then echo "skipped: ${left}s left before the deadline" > "$dir/log.txt"; continue; fi
+          local t0=$(date +%s)
+          run_step "$name" "$left" "$dir" > "$dir/log.txt" 2>&1
+          echo "rc=$? wall=$(( $(date +%s) - t0 ))s gpus=$gpus" >> "$dir/log.txt"
+      done ) &
+}
+
+for spec; do
+    [[ $spec == *=* ]] || { echo "lane $spec: write GPUS=STEP+STEP, e.g. 0,1=kernelbench+devices" >&2; exit 2; }
+    lane "${spec%%=*}" "${spec#*=}"
+done
 wait
-tail -n 3 "$OUT"/*/log.txt
+tar -czf "$OUT/steps.tgz" -C "$res" .
+for f in "$res"/*/log.txt; do echo "== ${f#$res/}"; tail -n 4 "$f"; done
