@@ -29,7 +29,7 @@ set -uo pipefail
 [ $# -gt 0 ] || { sed -n '2,30p' "$0" >&2; exit 2; }
 : "${OUT:?run this on the GPU machine, where \$OUT is the folder that comes back}"
 case $1 in
-measure) set -- 0,1=kernelbench+devices 2=rnn+gain+export 3=shapes ;;
+measure) set -- 0,1=kernelbench+devices 2=rnn+gain+export 3=shapes+loop ;;
 verify) set -- 0=suite1/4 1=suite2/4 2=suite3/4 3=suite4/4+loop ;;
 esac
 [ -f /tmp/site/.installed ] || { python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl \
