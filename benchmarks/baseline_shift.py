@@ -30,7 +30,8 @@ from kernelskill.bench.store import ResultStore, Row  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 NEW = RESULTS / "kernelbench_h100_compile" / "results.jsonl"
-OLD = RESULTS / "kernelbench_h100x4" / "results.jsonl"
+# The strict-flag eager rows (the 4xH100 pool's run), retired from the tree when NEW was complete.
+OLD = "47fd578:benchmarks/results/kernelbench_h100x4/results.jsonl"
 # The strict-flag torch.compile rows, before the suite ran again under the user's flags.
 OLD_COMPILE = "a56ad23:benchmarks/results/kernelbench_h100_compile/results.jsonl"
 
@@ -43,12 +44,14 @@ def load(spec: str) -> dict[str, Row]:
         r = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:{rel}"], capture_output=True, text=True)
         if r.returncode:
             raise SystemExit(f"baseline_shift: cannot read {spec} from git: {r.stderr.strip()}")
-        with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
-            f.write(r.stdout)
-        path = Path(f.name)
-    if not path.is_file():
+        with tempfile.TemporaryDirectory() as d:
+            path = Path(d) / "results.jsonl"
+            path.write_text(r.stdout)
+            rows = ResultStore(path).load().values()
+    elif path.is_file():
+        rows = ResultStore(path).load().values()
+    else:
         raise SystemExit(f"baseline_shift: {spec}: no such results file")
-    rows = ResultStore(path).load().values()
     return {r.task: r for r in rows if r.kind == "reference" and r.result is not None and r.result.profile}
 
 
@@ -139,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="\n\n".join(__doc__.split("\n\n")[1:]))
     ap.add_argument("new", nargs="?", default=str(NEW), help=f"results under the user's flags (default: {NEW.relative_to(ROOT)})")
-    ap.add_argument("old", nargs="?", default=str(OLD), help=f"results under the old flags (default: {OLD.relative_to(ROOT)})")
+    ap.add_argument("old", nargs="?", default=str(OLD), help=f"results under the old flags (default: {OLD})")
     ap.add_argument("--old-compile", default=OLD_COMPILE, metavar="FILE|REV:PATH",
                     help=f"the old torch.compile rows (default: {OLD_COMPILE}); '' for those of OLD")
     ap.add_argument("--threshold", type=float, default=5.0, metavar="PCT", help="moved means |new/old - 1| above this (default 5)")
