@@ -14,7 +14,8 @@
 # The device brings back 8 files at most, so every step's folder goes into $OUT/steps.tgz
 # (tar -xzf it here); the last lines of each step's log are printed at the end.
 #
-# Steps (and the issue each serves):
+# A step cut off by the deadline keeps its finished jobs (bench steps resume from .gpu-resume/, an
+# ignored folder to carry). Steps (and the issue each serves):
 #   kernelbench  KernelBench level 3 under the user's flags, eager and torch.compile, resuming
 #                benchmarks/results/kernelbench_h100_compile/results.jsonl (43; give it two GPUs)
 #   rnn          level3/35,36,40,42 as references, --flags default then strict (43)
@@ -62,9 +63,10 @@ run_step() {
             --json "$o/skill_gains_tf32x3_h100.json" ;;
     loop) timeout -s INT "$t" python3 benchmarks/loop_throughput.py --device cuda --kernelbench $FIVE \
             --candidates 3 --baseline both --json "$o/loop_kernelbench_both_h100.json" ;;
-    shapes)
+    shapes)     # resumes the rows of an earlier call when .gpu-resume/shapes/results.jsonl is carried
+        mkdir -p /tmp/ex-shapes && { [ ! -f .gpu-resume/shapes/results.jsonl ] || cp .gpu-resume/shapes/results.jsonl /tmp/ex-shapes/; }
         timeout -s INT "$t" python3 -m kernelskill bench examples --device cuda --shapes auto --out /tmp/ex-shapes
-        cp /tmp/ex-shapes/report.md /tmp/ex-shapes/results.jsonl "$o/" ;;
+        cp /tmp/ex-shapes/results.jsonl "$o/"; [ ! -f /tmp/ex-shapes/report.md ] || cp /tmp/ex-shapes/report.md "$o/" ;;
     export)
         timeout -s INT $((t / 3)) python3 -m pytest -m gpu -q tests/export/test_export_triton.py
         timeout -s INT $((deadline - $(date +%s) - 10)) python3 benchmarks/export_cost.py --backend triton \
