@@ -210,9 +210,13 @@ INIT = '''"""{task}: the exported kernel of {what} (kernelskill export, {exporte
 
 ModelNew: the candidate's module, its kernels the package's torch.library ops (torch.ops.{ns}),
 {how}. In eager mode a kernel that refuses its inputs (a RuntimeError or ValueError:
-a TORCH_CHECK or an assert's check) falls back to the task's reference Model with the same weights, warning once;
-under torch.compile there is no fallback. Model, get_inputs, get_init_inputs: the reference at
-the verified shapes. test_exported.py checks the package against it.
+a TORCH_CHECK or an assert's check) falls back to the task's reference Model, warning once;
+under torch.compile there is no such fallback. The kernels are forward-only (no autograd formula):
+where autograd would record a call (grad mode on and a parameter or input that requires grad), the
+reference Model runs instead, on ModelNew's own parameters and buffers, so gradients reach them
+(eager and torch.compile alike); under torch.no_grad() or torch.inference_mode() the kernels run.
+Model, get_inputs, get_init_inputs: the reference at the verified shapes. test_exported.py checks
+the package against it.
 """
 import warnings
 
@@ -223,39 +227,77 @@ from . import reference
 from .model import ModelNew as KernelModelNew
 from .reference import Model, get_init_inputs, get_inputs  # noqa: F401
 
-FALLBACK = True          # set False to let a refused input raise
+FALLBACK = True          # set False to let a refused input raise, and a call that wants gradients
+
+
+def _wants_grad(module, args, kwargs) -> bool:
+    """Autograd would record this call, and the kernels have no backward."""
+    if not torch.is_grad_enabled():
+        return False
+    tensors = [*module.parameters(), *(a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor))]
+    return any(t.requires_grad for t in tensors)
+
+
+def _shell(args, kwargs):
+    """The reference Model on the meta device (no memory: every call gives it ModelNew's tensors);
+    None where its __init__ cannot run there, or it keeps tensors that are neither parameters nor
+    buffers (those would stay on the meta device): it is then built for real when first needed."""
+    try:
+        with torch.device("meta"):
+            ref = reference.Model(*args, **kwargs)
+    except Exception:  # noqa: BLE001 - any failure: built for real later
+        return None
+    if any(isinstance(v, torch.Tensor) for m in ref.modules() for v in vars(m).values()):
+        return None
+    return ref
 
 
 class ModelNew(KernelModelNew):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         object.__setattr__(self, "_ks_init", (args, kwargs))
-        object.__setattr__(self, "_ks_reference", None)
+        object.__setattr__(self, "_ks_reference", _shell(args, kwargs))
 
     def forward(self, *args, **kwargs):
+        if _wants_grad(self, args, kwargs):
+            if not FALLBACK:
+                raise RuntimeError(f"{{type(self).__module__}}: the exported kernels are forward-only (no autograd "
+                                   "formula): call the model under torch.no_grad() or torch.inference_mode(), or "
+                                   "set FALLBACK = True to run the reference Model where gradients are wanted")
+            if not torch.compiler.is_compiling():
+                warnings.warn(f"{{type(self).__module__}}: autograd is on and the kernels have no backward; running "
+                              "the reference Model on this module's parameters (torch.no_grad() runs the kernels)",
+                              RuntimeWarning, stacklevel=2)
+            return self._reference_call(None, args, kwargs)
         if not FALLBACK or torch.compiler.is_compiling():
             return super().forward(*args, **kwargs)
         try:
             return super().forward(*args, **kwargs)
         except (RuntimeError, ValueError) as e:
-            ref = self._reference(e)
             warnings.warn(f"{{type(self).__module__}}: the kernel refused these inputs ({{str(e).splitlines()[0]}}); "
                           "running the reference Model instead", RuntimeWarning, stacklevel=2)
-            return ref(*args, **kwargs)
+            return self._reference_call(e, args, kwargs)
 
-    def _reference(self, error):
-        if self._ks_reference is None:
-            args, kwargs = self._ks_init
-            ref = reference.Model(*args, **kwargs)
-            mine, theirs = self.state_dict(), ref.state_dict()
-            if set(mine) != set(theirs) or any(mine[k].shape != theirs[k].shape for k in mine):
-                raise RuntimeError("no fallback: the reference Model's parameters differ from ModelNew's") from error
-            ref.load_state_dict(mine)
-            p = next(iter(mine.values()), None)
-            if p is not None:
-                ref = ref.to(p.device)
+    def _reference_call(self, error, args, kwargs):
+        """The reference Model's forward on this module's current parameters and buffers (never a
+        copy: a later load_state_dict or optimizer step is what it computes with, and gradients
+        reach this module's tensors)."""
+        state = dict(self.named_parameters())
+        state.update(self.named_buffers())
+        ref = self._ks_reference
+        if ref is None:
+            args0, kwargs0 = self._ks_init
+            ref = reference.Model(*args0, **kwargs0)
+            p = next(iter(state.values()), None)
+            ref = ref.to(p.device) if p is not None else ref
             object.__setattr__(self, "_ks_reference", ref)
-        return self._ks_reference
+        theirs = {{k: v.shape for k, v in (*ref.named_parameters(), *ref.named_buffers())}}
+        if theirs != {{k: v.shape for k, v in state.items()}}:
+            raise RuntimeError("no fallback: the reference Model's parameters and buffers differ from ModelNew's "
+                               "in names or shapes") from error
+        if ref.training != self.training:
+            ref.train(self.training)
+        return torch.func.functional_call(ref, state, args, kwargs)
 '''
 
 TEST = '''"""The exported package against the task's reference at the verified shapes; under

@@ -210,6 +210,96 @@ def test_the_generated_ops_register_trace_and_pass_opcheck(tmp_path, monkeypatch
     assert "pkg.FALLBACK = False" in files[f"{pkg}/test_exported.py"]
 
 
+LINEAR = '''"""Linear + ReLU through a launcher that counts its calls (is the kernel running?)."""
+import torch
+import torch.nn as nn
+
+CALLS = []
+
+
+def linear_relu_launch(x, w, b):
+    CALLS.append(x.shape[0])
+    y = torch.empty(x.shape[0], w.shape[0], dtype=x.dtype, device=x.device)
+    y.copy_(torch.relu(x @ w.t() + b))
+    return y
+
+
+class ModelNew(nn.Module):
+    def __init__(self, in_features, out_features):
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features)
+
+    def forward(self, x):
+        return linear_relu_launch(x.contiguous(), self.linear.weight, self.linear.bias)
+'''
+
+
+def test_with_autograd_on_the_reference_runs_on_the_packages_own_parameters(tmp_path, monkeypatch):
+    """The kernels have no backward. Where autograd records a call, the reference Model runs on
+    ModelNew's own parameters: gradients reach them, eager and under torch.compile(fullgraph=True),
+    and a weight changed later is the one computed with. Under no_grad the kernel runs."""
+    task = Task.load(ROOT / "examples" / "gemm_bias_relu", preset="small")
+    calls = [{"args": [_t([96, 320]), _t([200, 320]), _t([200])], "out": _t([96, 200]), "mutated": []}]
+    params, returns = tr.launcher_schema("linear_relu_launch", inspect.signature(lambda x, w, b: None), calls)
+    ops = [{"function": "linear_relu_launch", "op": "linear_relu_launch",
+            "schema": "linear_relu_launch" + tr.schema_text(params, returns),
+            "wrapper": tr.typed_wrapper("linear_relu_launch", params, returns), "samples": calls}]
+    pkg = "ks_triton_autograd_check"
+    files = render_triton_package(pkg=pkg, ops=ops, device="cpu", model_source=LINEAR, task=task,
+                                  provenance={"candidate": "test", "exported": "now"})
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    mod = __import__(pkg)
+    kernel_calls = mod.model.CALLS
+    torch.manual_seed(0)
+    m = mod.ModelNew(320, 200)
+    assert m._ks_reference is not None and m._ks_reference.linear.weight.is_meta    # no second copy of the weights
+    ref = mod.Model(320, 200)
+    ref.load_state_dict(m.state_dict())
+    x = torch.randn(96, 320)
+
+    with torch.no_grad():                                   # inference: the kernel
+        assert torch.allclose(m(x), ref(x), atol=1e-5) and len(kernel_calls) == 1
+    with pytest.warns(RuntimeWarning, match="kernels have no backward"):
+        y = m(x)                                            # autograd on: the reference, on m's parameters
+    assert len(kernel_calls) == 1 and torch.allclose(y, ref(x), atol=1e-5)
+    y.sum().backward()
+    ref(x).sum().backward()
+    assert torch.allclose(m.linear.weight.grad, ref.linear.weight.grad, atol=1e-5)
+    assert torch.allclose(m.linear.bias.grad, ref.linear.bias.grad, atol=1e-5)
+
+    with torch.no_grad():                                   # a step: the next call computes with the new weights
+        m.linear.weight.add_(0.5)
+        ref.linear.weight.add_(0.5)
+    m.zero_grad()
+    ref.zero_grad()
+    torch._dynamo.reset()
+    c = torch.compile(m, fullgraph=True, backend="aot_eager")
+    yc = c(x)
+    assert torch.allclose(yc, ref(x), atol=1e-5) and len(kernel_calls) == 1
+    yc.sum().backward()
+    ref(x).sum().backward()
+    assert torch.allclose(m.linear.weight.grad, ref.linear.weight.grad, atol=1e-5)
+    with torch.no_grad():                                   # compiled inference traces the kernel
+        assert torch.allclose(c(x), ref(x), atol=1e-5)
+        assert torch._dynamo.explain(m)(x).graph_break_count == 0
+
+    # A refused input also computes with the current weights (never a copy made at the first fallback).
+    monkeypatch.setattr(mod.model, "linear_relu_launch", lambda *a: (_ for _ in ()).throw(ValueError("refused")))
+    with torch.no_grad(), pytest.warns(RuntimeWarning, match="refused these inputs"):
+        assert torch.allclose(m(x), ref(x), atol=1e-5)
+    with torch.no_grad():
+        m.linear.bias.add_(1.0)
+        ref.linear.bias.add_(1.0)
+        with pytest.warns(RuntimeWarning, match="refused these inputs"):
+            assert torch.allclose(m(x), ref(x), atol=1e-5)
+    monkeypatch.setattr(mod, "FALLBACK", False)
+    with pytest.raises(RuntimeError, match="forward-only"):
+        m(x)
+
+
 def test_export_says_where_a_triton_candidate_can_run(tmp_path, capsys, monkeypatch):
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU: the export goes ahead (the GPU test below)")
@@ -251,8 +341,14 @@ def test_export_a_triton_solution_and_run_its_package_tests(tmp_path, example, s
         init = pkg.get_init_inputs()
         m = pkg.ModelNew(*init).cuda()
         x = [a.cuda() if isinstance(a, torch.Tensor) else a for a in pkg.get_inputs()]
-        c = torch.compile(m, fullgraph=True)           # inductor, the user's default
-        assert torch.allclose(c(*x), m(*x), atol=1e-4, rtol=1e-4)
+        with torch.no_grad():                          # inference: inductor (the user's default) traces the kernels
+            assert torch.allclose(torch.compile(m, fullgraph=True)(*x), m(*x), atol=1e-4, rtol=1e-4)
+        torch._dynamo.reset()
+        y = torch.compile(m, fullgraph=True)(*x)       # autograd on: the reference, on m's own parameters
+        assert torch.allclose(y, m(*x), atol=1e-4, rtol=1e-4)
+        if y.requires_grad:
+            y.sum().backward()
+            assert all(p.grad is not None for p in m.parameters())
         print("ok")
         ''')
     r = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, env=env, cwd=tmp_path)
