@@ -25,7 +25,9 @@
 #   shapes       kernelskill bench examples --shapes auto (47)
 #   export       tests/export/test_export_triton.py -m gpu, then export_cost.py --backend triton (47)
 #   suiteK/N     the K-th of N parts of every gpu-marked test (tests/gpu, tests/adversarial,
-#                tests/bench, tests/export), split by test id (45, and every evaluator change)
+#                tests/bench, tests/export; SUITE="tests/gpu ..." picks folders), split by test id (45,
+#                and every evaluator change)
+#   leftover     the test ids listed in the carried .gpu-resume/leftover.txt
 set -uo pipefail
 [ $# -gt 0 ] || { sed -n '2,30p' "$0" >&2; exit 2; }
 : "${OUT:?run this on the GPU machine, where \$OUT is the folder that comes back}"
@@ -39,7 +41,8 @@ start=$(date +%s); deadline=$(( start + ${DEADLINE:-570} ))
 work=/tmp/gp-work; res=/tmp/gp-out
 rm -rf "$work" "$res" && cp -r . "$work" && cd "$work" && mkdir -p "$res" || exit 1
 export PYTHONPATH=/tmp/site:$work KERNELSKILL_CACHE=/tmp/kscache PYTHONUNBUFFERED=1
-nvidia-smi -L > "$res/gpus.txt"; git log -1 --format='%H %s' > "$res/commit.txt" 2>/dev/null
+# The device's copy of the tree carries no history of its own: the caller names the commit it sent.
+nvidia-smi -L > "$res/gpus.txt"; echo "${KS_COMMIT:-unknown: pass KS_COMMIT=<the commit sent>}" > "$res/commit.txt"
 FIVE=.kb/KernelBench/level1/19_ReLU.py,.kb/KernelBench/level1/23_Softmax.py,.kb/KernelBench/level1/40_LayerNorm.py
 FIVE=$FIVE,.kb/KernelBench/level1/1_Square_matrix_multiplication_.py
 FIVE=$FIVE,.kb/KernelBench/level2/82_Conv2d_Tanh_Scaling_BiasAdd_Max.py
@@ -71,10 +74,13 @@ run_step() {
         timeout -s INT $((t / 3)) python3 -m pytest -m gpu -q tests/export/test_export_triton.py
         timeout -s INT $((deadline - $(date +%s) - 10)) python3 benchmarks/export_cost.py --backend triton \
             --json "$o/export_cost_triton_h100.json" ;;
+    leftover)   # the test ids in the carried .gpu-resume/leftover.txt (what an earlier call did not reach)
+        mapfile -t ids < .gpu-resume/leftover.txt
+        timeout -s INT "$t" python3 -m pytest -m gpu -q -p no:cacheprovider "${ids[@]}" ;;
     suite*/*)
         local k=${name#suite}; local n=${k#*/}; k=${k%/*}
-        mapfile -t ids < <(python3 -m pytest -m gpu -q --collect-only tests/gpu tests/adversarial tests/bench \
-            tests/export 2>/dev/null | grep '::' | awk -v n="$n" -v k="$k" 'NR % n == k % n')
+        mapfile -t ids < <(python3 -m pytest -m gpu -q --collect-only ${SUITE:-tests/gpu tests/adversarial tests/bench \
+            tests/export} 2>/dev/null | grep '::' | awk -v n="$n" -v k="$k" 'NR % n == k % n')
         echo "part $k of $n: ${#ids[@]} tests"
         timeout -s INT "$t" python3 -m pytest -m gpu -q -p no:cacheprovider "${ids[@]}" ;;
     *) echo "no step called $name (see the list at the top of $0)"; return 2 ;;
