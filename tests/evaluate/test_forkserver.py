@@ -121,7 +121,7 @@ def test_a_forked_worker_gives_the_verdict_and_outputs_a_spawned_one_gives(forks
 def test_a_forked_worker_is_as_isolated_as_a_spawned_one(forks, fast, tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_API_KEY", "secret-1")
     monkeypatch.setenv("OPENAI_API_KEY", "secret-2")
-    monkeypatch.setenv("KERNELSKILL_TEST_PLAIN", "visible")
+    monkeypatch.setenv("PLAIN_VARIABLE_FOR_THE_TEST", "visible")
     forked, f_base = _probe(fast, tmp_path, "forked")
     assert forks and "--zygote" in forked["parent"], forked["parent"]
     monkeypatch.setattr(isolation, "FORK", False)
@@ -133,7 +133,7 @@ def test_a_forked_worker_is_as_isolated_as_a_spawned_one(forks, fast, tmp_path, 
     assert forked["cwd"] == forked["path0"] == forked["tmp"] == scratch
     assert forked["env"]["HOME"] == forked["env"]["TMPDIR"] == scratch
     assert "FAKE_API_KEY" not in forked["env"] and "OPENAI_API_KEY" not in forked["env"]
-    assert forked["env"]["KERNELSKILL_TEST_PLAIN"] == "visible"
+    assert forked["env"]["PLAIN_VARIABLE_FOR_THE_TEST"] == "visible"
     assert forked["argv"] == [str(f_base / "out" / "request.json")]
     # Exactly a spawned worker's environment and files, its own folder aside; nothing of the zygote's.
     def same(facts: dict, base: Path) -> dict:
