@@ -228,3 +228,14 @@ def test_two_threads_evaluate_at_once_through_one_zygote(forks, fast, tmp_path):
     assert (tmp_path / "a").exists() and (tmp_path / "b").exists()
     # One worker per evaluation here (no timing), both forked by one zygote.
     assert len({tuple(p.args) for _, p in forks}) == 2 and len({z for z, _ in forks}) == 1, forks
+
+
+def test_zygotes_beyond_the_cap_are_stopped_least_recently_used_first(forks, fast, tmp_path, monkeypatch):
+    import dataclasses
+    monkeypatch.setattr(isolation, "ZYGOTES_MAX", 1)
+    for threads in (1, 2):                     # two kinds of worker: OMP_NUM_THREADS differs
+        out, _ = _compile(GOOD, dataclasses.replace(fast, threads=threads), tmp_path)
+        assert out.result is not None and out.result.status == "ok", out.log_tail
+    (first, _), (second, _) = forks
+    assert first != second and [z.proc.pid for z in isolation._ZYGOTES.values()] == [second]
+    _until("end of the zygote beyond the cap", lambda: _gone(first))

@@ -56,6 +56,8 @@ def _unsafe() -> str | None:
     pool made before a fork is missing in the child (OpenMP's waits for threads that do not exist).
     Pools that stop themselves at a fork (OpenBLAS, loaded with NumPy, registers pthread_atfork) are
     stopped by one throw-away fork first; what runs after it would be in every child."""
+    if not os.path.isdir("/proc/self/task"):
+        return "it cannot count its threads here (no /proc)"
     pid = os.fork()
     if pid == 0:
         os._exit(0)

@@ -316,7 +316,11 @@ def _take_spare(request: WorkerRequest) -> _Spare | None:
 # a process that has started CUDA cannot be forked into a usable one. Tests switch it off to cover
 # the spawned path.
 FORK = True
-_ZYGOTES: dict[tuple, forkserver.Zygote] = {}
+# Zygotes kept per process, the least recently used stopped beyond it: each holds a worker's imports
+# in memory, and a process that evaluates under many environments (caches, thread counts) would keep
+# one per environment it ever used.
+ZYGOTES_MAX = 4
+_ZYGOTES: dict[tuple, forkserver.Zygote] = {}      # in order of use, the latest last
 _NO_FORK: dict[tuple, str] = {}      # kinds whose zygote could not serve, and why (said once)
 
 
@@ -338,8 +342,9 @@ def _zygote(request: WorkerRequest) -> forkserver.Zygote | None:
     with _LOCK:
         if key in _NO_FORK:
             return None
-        old = _ZYGOTES.get(key)
+        old = _ZYGOTES.pop(key, None)
         if old is not None and old.owner == os.getpid() and old.env_id == env_id and not old.ended:
+            _ZYGOTES[key] = old
             return old
         base = Path(tempfile.mkdtemp(prefix="kernelskill-zygote-"))
         (base / "scratch").mkdir()
@@ -347,8 +352,10 @@ def _zygote(request: WorkerRequest) -> forkserver.Zygote | None:
             proc = spawn([sys.executable, "-m", "kernelskill.evaluate.worker", "--zygote"], base / "scratch",
                          request.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log)
         zygote = _ZYGOTES[key] = forkserver.Zygote(proc, base, env_id)
-    if old is not None and old.owner == os.getpid():
-        _stop_zygote(old)
+        unused = [_ZYGOTES.pop(k) for k in list(_ZYGOTES)[:max(0, len(_ZYGOTES) - ZYGOTES_MAX)]]
+    for z in [old, *unused]:
+        if z is not None and z.owner == os.getpid():
+            _stop_zygote(z)
     return zygote
 
 
