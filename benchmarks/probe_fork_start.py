@@ -13,8 +13,8 @@ pool, then a sum) and reports its result, two ways:
 
 The table gives the wall time from the request to the child's answer, the CPU seconds the child
 used (its own, from ``os.wait4``'s rusage), whether its result equals the parent's and how many
-intra-op threads it ran with. A probe, not a product path: the evaluator still spawns (a forked
-worker changes its isolation, which the adversarial suite must judge on a CPU and a GPU).
+intra-op threads it ran with. The probe that led to the evaluator's forked CPU workers
+(kernelskill/evaluate/launch/forkserver.py); it measures the bare mechanism, not the product path.
 """
 from __future__ import annotations
 

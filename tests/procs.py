@@ -3,6 +3,7 @@ which of those is a worker stuck in a given candidate."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 
@@ -45,11 +46,14 @@ def running_candidate(root: int, marker: str = "while True") -> int | None:
     """The pid of a worker under ``root`` running a candidate whose source holds ``marker`` (mode run,
     phase run): a candidate that hangs there sits in that state until something kills it."""
     for pid in descendants(root):
-        argv = cmdline(pid)
-        if "kernelskill.evaluate.worker" not in argv:
+        if "kernelskill.evaluate.worker" not in cmdline(pid):
             continue
-        rest = argv[argv.index("kernelskill.evaluate.worker") + 1:]
-        out_dir = Path(rest[1]) if rest[:1] == ["--spare"] else Path(rest[0]).parent if rest else None
+        # Its folders, from where it runs (a forked worker carries its zygote's command line): the
+        # scratch folder it works in lies beside its out folder, spawned, forked or started ahead.
+        try:
+            out_dir = Path(os.readlink(f"/proc/{pid}/cwd")).parent / "out"
+        except OSError:
+            continue
         try:
             request = json.loads((out_dir / "request.json").read_text())
             phases = (out_dir / "phases").read_text().split()

@@ -165,7 +165,14 @@ def test_a_compile_error_is_reported_without_waiting_for_the_profiling_worker(fa
 
 # ---- workers started ahead ----------------------------------------------------------------------
 @pytest.fixture
-def prestart():
+def spawned(monkeypatch):
+    """CPU workers spawned, not forked: the spare mechanism these tests cover is what GPU workers
+    use (a CPU request exercises it here, where no GPU is)."""
+    monkeypatch.setattr(isolation, "FORK", False)
+
+
+@pytest.fixture
+def prestart(spawned):
     isolation.prestart_workers(True)
     yield
     isolation.prestart_workers(False)
@@ -211,7 +218,7 @@ def test_wait_for_spares_returns_once_every_spare_has_imported_what_it_needs(pre
     assert not isolation.wait_for_spares(timeout=0.2)
 
 
-def test_a_worker_started_ahead_serves_a_one_shot_compile_and_none_follows_it():
+def test_a_worker_started_ahead_serves_a_one_shot_compile_and_none_follows_it(spawned):
     # `kernelskill compile` starts its worker before importing torch itself (start_one_ahead); the
     # compile takes that worker, and with prestart_workers off nothing is started after it.
     from kernelskill.evaluate import compile
@@ -279,6 +286,7 @@ def test_a_spare_exits_when_its_parent_dies(tmp_path):
         "from kernelskill.evaluate.launch import isolation\n"
         "from kernelskill.evaluate.api import compile\n"
         "from helpers import toolkit_candidate\n"
+        "isolation.FORK = False      # a spare of a CPU request, as the GPU's are\n"
         "isolation.prestart_workers(True)\n"
         "compile(Candidate.from_source(toolkit_candidate('return ext.relu2(x)')), device='cpu')\n"
         "print([sp.proc.pid for kind in isolation._SPARES.values() for sp in kind][0], flush=True)\n"
@@ -317,6 +325,7 @@ from kernelskill.evaluate.options import Options, request
 from kernelskill.evaluate.reference import reference
 from kernelskill.evaluate.worker.timing import TimingConfig
 from helpers import RELU_TASK, toolkit_candidate
+isolation.FORK = {fork}
 opts = Options(device="cpu", timing=TimingConfig(warmup=1, min_reps=5, max_reps=20, time_cap_s=0.5, retimes=0))
 task = Task.load(RELU_TASK)
 ref_dir = reference(task, "cpu", opts)
@@ -331,24 +340,37 @@ threading.Thread(target=isolation.run_worker, args=(req, opts, hear(decide=lambd
 while "await" not in ((base / "out" / "phases").read_text() if (base / "out" / "phases").exists() else ""):
     time.sleep(0.05)
 import json
-print(json.loads((base / "out" / "checks.json").read_text())["pid"], flush=True)
+pid = json.loads((base / "out" / "checks.json").read_text())["pid"]
+ppid = int(Path(f"/proc/{{pid}}/stat").read_text().rsplit(")", 1)[1].split()[1])
+print(ppid, [z.proc.pid for z in isolation._ZYGOTES.values()], flush=True)
+print(pid, flush=True)
 {ending}
 '''
 
 
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "spawned"])
 @pytest.mark.parametrize("ending", ["os._exit(0)", "raise KeyboardInterrupt"], ids=["killed", "ctrl-c"])
-def test_a_worker_never_outlives_its_parent(tmp_path, ending):
+def test_a_worker_never_outlives_its_parent(tmp_path, ending, fork):
     # A worker waiting for its parent's decision (or for a timing round's answer) whose parent
     # is gone: killed without clean-up (the worker's own watch ends it), or Ctrl-C'd while the
     # worker runs from another thread (the parent's exit kills it). Either way it must not hold
-    # its memory (gigabytes on a GPU) for the ten minutes the wait allows.
+    # its memory (gigabytes on a GPU) for the ten minutes the wait allows. A forked worker's
+    # zygote goes too.
     script = tmp_path / "parent.py"
     script.write_text(_ORPHAN_PARENT.format(tests=str(Path(__file__).parent.parent), base=str(tmp_path / "w"),
-                                            ending=ending))
+                                            ending=ending, fork=fork))
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])})
-    pid = int(out.stdout.split()[-1])
-    assert _gone(pid), f"worker {pid} outlived its parent ({ending})\n{out.stderr[-2000:]}"
+    lines = out.stdout.splitlines()
+    assert len(lines) >= 2, out.stdout + out.stderr[-2000:]
+    ppid, zygotes = lines[-2].split(" ", 1)
+    zygotes, pid = json.loads(zygotes), int(lines[-1])
+    if fork:
+        assert zygotes == [int(ppid)], lines          # the zygote forked it
+    else:
+        assert zygotes == []
+    for p in [pid, *zygotes]:
+        assert _gone(p), f"process {p} outlived its parent ({ending}, fork={fork})\n{out.stderr[-2000:]}"
 
 
 def test_a_profiling_workers_successor_starts_only_after_it_ended(prestart, fast, tmp_path, monkeypatch):

@@ -20,7 +20,7 @@ from typing import Callable, Protocol
 
 from kernelskill.vocab import RECHECK_PHASE, WorkerStatus
 from .. import host
-from . import lifeline
+from . import forkserver, lifeline
 from kernelskill.errors import tail
 from ..cache import cache_root
 from .reply import WorkerReply
@@ -45,12 +45,21 @@ def scrubbed_env(scratch: Path, extra: dict[str, str] | None = None) -> dict[str
     return env
 
 
+def child_env(scratch: Path, extra_env: dict[str, str] | None = None) -> tuple[dict[str, str], dict]:
+    """The environment an untrusted child in ``scratch`` runs with (``scrubbed_env`` and the lifeline's
+    variable), and the ``subprocess.Popen`` options that hand it the lifeline. A spawned child and a
+    forked one (forkserver.py) get exactly this."""
+    env = scrubbed_env(scratch, extra_env)
+    return env, lifeline.child_options(env)
+
+
 def spawn(argv: list[str], scratch: Path, extra_env: dict[str, str] | None = None, **popen) -> subprocess.Popen:
     """Start an untrusted child the one way: in ``scratch`` with the scrubbed environment, in its own
-    session and process group, holding the lifeline (it dies with this process, however it dies)."""
-    env = scrubbed_env(scratch, extra_env)
-    return subprocess.Popen(argv, cwd=scratch, env=env, stdin=subprocess.DEVNULL, start_new_session=True,
-                            **lifeline.child_options(env), **popen)
+    session and process group, holding the lifeline (it dies with this process, however it dies).
+    Its stdin is /dev/null unless ``popen`` says otherwise (a zygote reads its requests there)."""
+    env, options = child_env(scratch, extra_env)
+    popen.setdefault("stdin", subprocess.DEVNULL)
+    return subprocess.Popen(argv, cwd=scratch, env=env, start_new_session=True, **options, **popen)
 
 
 @dataclass
@@ -63,7 +72,8 @@ class WorkerOutcome:
     seconds: float
     log_tail: str
     out_dir: Path
-    prestarted: bool = False     # served by a worker started ahead (prestart_workers)
+    prestarted: bool = False     # served by a spare worker started ahead (never a forked one)
+    lost: str | None = None      # why its exit status is unknown (a forked worker whose zygote died)
 
     @property
     def died(self) -> str | None:
@@ -72,6 +82,8 @@ class WorkerOutcome:
             return f"timed out in the {self.phase} phase; the worker and its process group were killed"
         if self.result is not None:
             return None
+        if self.lost:
+            return f"worker lost in the {self.phase} phase: {self.lost}"
         rc = self.returncode
         if rc is not None and rc < 0:
             try:
@@ -129,7 +141,7 @@ def prestart_workers(enabled: bool = True) -> None:
     global _PRESTART
     _PRESTART = enabled
     if not enabled:
-        stop_spares()
+        _stop_spare_workers()
 
 
 @contextlib.contextmanager
@@ -144,6 +156,17 @@ def prestarting(enabled: bool = True):
 
 
 def stop_spares() -> None:
+    """Stop everything started ahead: the spare workers and the zygotes (at exit, or when a caller
+    wants no idle process beside it). A zygote with forked workers still running exits after them."""
+    _stop_spare_workers()
+    with _LOCK:
+        zygotes = list(_ZYGOTES.values())
+        _ZYGOTES.clear()
+    for z in zygotes:
+        _stop_zygote(z)
+
+
+def _stop_spare_workers() -> None:
     with _LOCK:
         spares = [sp for kind in _SPARES.values() for sp in kind]
         _SPARES.clear()
@@ -191,7 +214,10 @@ def _note_baseline(request: WorkerRequest) -> None:
 
 
 def _spawn_spare(request: WorkerRequest) -> None:
-    """Start spares of the request's kind until there are as many as its depth."""
+    """Start spares of the request's kind until there are as many as its depth; where its workers
+    are forked, its zygote instead (a spare would only import what the zygote has)."""
+    if _forks(request) and _zygote(request) is not None:
+        return
     key = _spare_key(request)
     with _LOCK:
         gone = [sp for sp in _SPARES.get(key, []) if sp.proc.poll() is not None]
@@ -234,10 +260,15 @@ def wait_for_spares(timeout: float = 300.0) -> bool:
     it has by the time an agent hands over its next candidate, seconds after the last verdict (a
     benchmark of the loop waits here between candidates). False when ``timeout`` passed first."""
     deadline = time.monotonic() + timeout
+    with _LOCK:
+        zygotes = list(_ZYGOTES.values())
+    for z in zygotes:
+        z.wait_ready(max(0.0, deadline - time.monotonic()))
     while True:
         with _LOCK:
             spares = [sp for kind in _SPARES.values() for sp in kind if sp.proc.poll() is None]
-        if all((sp.base / "out" / "spare-ready").exists() for sp in spares):
+        if (all((sp.base / "out" / "spare-ready").exists() for sp in spares)
+                and all(z.state != "starting" or z.ended for z in zygotes)):
             return True
         if time.monotonic() > deadline:
             return False
@@ -263,6 +294,8 @@ def start_one_ahead(threads: int | None = None) -> None:
     figures: docs/evaluator.md, "Measurements behind the code").
     Unlike ``prestart_workers`` nothing more is started after it; an unused one is stopped at exit."""
     request = WorkerRequest(mode="compile", device="cpu", env=worker_env_vars(worker_threads(threads)))
+    if _forks(request) and _zygote(request) is not None:
+        return
     _spawn_one_spare(request, _spare_key(request))
 
 
@@ -275,6 +308,86 @@ def _take_spare(request: WorkerRequest) -> _Spare | None:
         if sp is None or sp.proc.poll() is None:
             return sp
         shutil.rmtree(sp.base, ignore_errors=True)     # it died (idle too long, killed): the next one
+
+
+# ---- forked CPU workers (forkserver.py) -----------------------------------------------------------
+# A CPU worker is forked from a zygote that has imported what a worker imports (milliseconds instead
+# of `import torch`'s seconds), one zygote per kind of spare, per process. GPU workers are spawned:
+# a process that has started CUDA cannot be forked into a usable one. Tests switch it off to cover
+# the spawned path.
+FORK = True
+# Zygotes kept per process, the least recently used stopped beyond it: each holds a worker's imports
+# in memory, and a process that evaluates under many environments (caches, thread counts) would keep
+# one per environment it ever used.
+ZYGOTES_MAX = 4
+_ZYGOTES: dict[tuple, forkserver.Zygote] = {}      # in order of use, the latest last
+_NO_FORK: dict[tuple, str] = {}      # kinds whose zygote could not serve, and why (said once)
+
+
+def _forks(request: WorkerRequest, launcher: list[str] | None = None) -> bool:
+    return FORK and launcher is None and request.device == "cpu" and hasattr(os, "fork")
+
+
+def _zygote_env_id(request: WorkerRequest) -> tuple:
+    """The environment a zygote imports under, less what differs per worker (its scratch): a zygote
+    serves only while this process's environment is what it started with."""
+    env = scrubbed_env(Path("."), request.env)
+    return tuple(sorted((k, v) for k, v in env.items() if k not in ("HOME", "TMPDIR")))
+
+
+def _zygote(request: WorkerRequest) -> forkserver.Zygote | None:
+    """The zygote of the request's kind, started now if there is none (or only a dead one, or one of
+    another environment); None where its kind cannot fork (``_NO_FORK``)."""
+    key, env_id = _spare_key(request), _zygote_env_id(request)
+    with _LOCK:
+        if key in _NO_FORK:
+            return None
+        old = _ZYGOTES.pop(key, None)
+        if old is not None and old.owner == os.getpid() and old.env_id == env_id and not old.ended:
+            _ZYGOTES[key] = old
+            return old
+        base = Path(tempfile.mkdtemp(prefix="kernelskill-zygote-"))
+        (base / "scratch").mkdir()
+        with open(base / "zygote.log", "wb") as log:
+            proc = spawn([sys.executable, "-m", "kernelskill.evaluate.worker", "--zygote"], base / "scratch",
+                         request.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log)
+        zygote = _ZYGOTES[key] = forkserver.Zygote(proc, base, env_id)
+        unused = [_ZYGOTES.pop(k) for k in list(_ZYGOTES)[:max(0, len(_ZYGOTES) - ZYGOTES_MAX)]]
+    for z in [old, *unused]:
+        if z is not None and z.owner == os.getpid():
+            _stop_zygote(z)
+    return zygote
+
+
+def _stop_zygote(zygote: forkserver.Zygote) -> None:
+    zygote.close()
+    if not zygote.busy():
+        kill_group(zygote.proc)
+    shutil.rmtree(zygote.base, ignore_errors=True)
+
+
+def _fork_worker(request: WorkerRequest, args: list[str], scratch: Path, log: Path,
+                 timeout: float) -> forkserver.ForkedProc | None:
+    """The worker (arguments ``args``) forked from its kind's zygote, with the environment ``spawn``
+    would give it; None when it must be spawned (the zygote is unsafe, failed, or not ready within
+    ``timeout``)."""
+    zygote = _zygote(request)
+    if zygote is None:
+        return None
+    env, _ = child_env(scratch, request.env)
+    proc = zygote.fork(args, scratch, env, log, timeout)
+    if proc is None and zygote.state == "unsafe":
+        key = _spare_key(request)
+        with _LOCK:
+            first = key not in _NO_FORK
+            _NO_FORK[key] = zygote.why
+            if _ZYGOTES.get(key) is zygote:
+                del _ZYGOTES[key]
+        if first:
+            print(f"kernelskill: CPU workers are spawned, not forked, for this environment: {zygote.why}",
+                  file=sys.stderr)
+        _stop_zygote(zygote)
+    return proc
 
 
 class Cancelled(Exception):
@@ -399,9 +512,11 @@ def run_worker(request: WorkerRequest, opts: Limits, listener: WorkerListener | 
             write_atomic(out_dir / "request.json", json.dumps(request.to_dict()))   # the spare polls for it
         else:
             (out_dir / "request.json").write_text(json.dumps(request.to_dict()))
-            proc = spawn([*(launcher or []), sys.executable, "-m", "kernelskill.evaluate.worker",
-                          str(out_dir / "request.json")],
-                         scratch, request.env, stdout=log, stderr=subprocess.STDOUT)
+            args = [str(out_dir / "request.json")]
+            proc = _fork_worker(request, args, scratch, log_path, build_timeout) if _forks(request, launcher) else None
+            if proc is None:
+                proc = spawn([*(launcher or []), sys.executable, "-m", "kernelskill.evaluate.worker", *args],
+                             scratch, request.env, stdout=log, stderr=subprocess.STDOUT)
         with _LOCK:
             _LIVE.add(proc)
         phase, phase_started, timed_out, rounds = "setup", started, False, 0
@@ -473,7 +588,7 @@ def run_worker(request: WorkerRequest, opts: Limits, listener: WorkerListener | 
     return WorkerOutcome(result=result, returncode=proc.returncode, phase=phase, timed_out=timed_out,
                          seconds=time.monotonic() - started,
                          log_tail=tail(log_path.read_text(errors="replace")), out_dir=out_dir,
-                         prestarted=spare is not None)
+                         prestarted=spare is not None, lost=getattr(proc, "lost", None))
 
 
 # The phases at which the timed calls' outputs are written (or shared) and the parent re-checks them.

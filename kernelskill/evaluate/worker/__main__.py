@@ -2,7 +2,7 @@
 
 ``python -m kernelskill.evaluate.worker REQUEST.json`` (or ``--spare DIR PARENT [WARM]``: started
 ahead, it waits for its request; WARM, comma-separated: ``cuda-runtime``, ``inductor``, or a device
-to set the profiler up on). Its modes, one module each: ``reference``, ``compile``
+to set the profiler up on; or ``--zygote``: it forks a worker per request, launch/forkserver.py). Its modes, one module each: ``reference``, ``compile``
 (candidate.py), ``run``, ``profile`` and ``race`` (run.py), ``refserve``, ``ceilings``, ``machine``
 and ``ncu`` (probes.py).
 
@@ -20,6 +20,7 @@ import time
 import traceback
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from kernelskill.evaluate.build import extensions as _build
@@ -97,8 +98,19 @@ def wait_as_spare(out: Path, warm: str | None) -> Path | None:
     return None
 
 
+def forked_main(argv: list[str]) -> int:
+    """``main`` in a worker forked from the zygote (forkserver.serve has given it its own session,
+    files, environment and folder). What this process's imports drew once for every child is drawn
+    anew, as a fresh worker draws it: NumPy's global generator (seeded from the OS at import; Python's
+    ``random`` reseeds itself at a fork)."""
+    np.random.seed()
+    return main(argv)
+
+
 def main(argv: list[str]) -> int:
     lifeline.hold()       # first: from here on this worker's group dies with its owner, stuck or not
+    # The parent it watches: the evaluator, or for a forked worker the zygote, which exits when the
+    # evaluator dies (so a forked worker is orphaned when its evaluator is, and when its zygote is).
     core._PARENT = int(argv[3]) if argv[1] == "--spare" else os.getppid()
     if argv[1] == "--spare":
         path = wait_as_spare(Path(argv[2]), argv[4] if len(argv) > 4 else None)
@@ -135,4 +147,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--zygote"]:
+        from kernelskill.evaluate.launch import forkserver
+        forkserver.serve(forked_main)
     main(sys.argv)
