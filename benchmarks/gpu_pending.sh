@@ -76,13 +76,13 @@ run_step() {
             --json "$o/export_cost_triton_h100.json" ;;
     leftover)   # the test ids in the carried .gpu-resume/leftover.txt (what an earlier call did not reach)
         mapfile -t ids < .gpu-resume/leftover.txt
-        timeout -s INT "$t" python3 -m pytest -m gpu -q -p no:cacheprovider "${ids[@]}" ;;
+        timeout -s INT "$t" python3 -m pytest -m gpu -q -p no:cacheprovider --durations=8 "${ids[@]}" ;;
     suite*/*)
         local k=${name#suite}; local n=${k#*/}; k=${k%/*}
         mapfile -t ids < <(python3 -m pytest -m gpu -q --collect-only ${SUITE:-tests/gpu tests/adversarial tests/bench \
             tests/export} 2>/dev/null | grep '::' | awk -v n="$n" -v k="$k" 'NR % n == k % n')
         echo "part $k of $n: ${#ids[@]} tests"
-        timeout -s INT "$t" python3 -m pytest -m gpu -q -p no:cacheprovider "${ids[@]}" ;;
+        timeout -s INT "$t" python3 -m pytest -m gpu -q -p no:cacheprovider --durations=8 "${ids[@]}" ;;
     *) echo "no step called $name (see the list at the top of $0)"; return 2 ;;
     esac
 }
