@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import shutil
-import tempfile
 import threading
 import time
 from collections import OrderedDict
@@ -23,7 +22,7 @@ import torch
 
 from kernelskill.candidate import Candidate
 from kernelskill.errors import UserError
-from kernelskill.evaluate import api
+from kernelskill.evaluate import api, host
 from kernelskill.results import CompileResult, EvalResult, TimingStats
 from kernelskill.skills import SkillBook
 from kernelskill.vocab import BACKENDS, PHASE_TEXT, Backend
@@ -124,7 +123,7 @@ class Toolbox:
     def open(cls, config: ServerConfig, book: SkillBook | None = None) -> Iterator["Toolbox"]:
         """A toolbox with its own temp directory, removed on exit."""
         book = book if book is not None else SkillBook.load(config.skill_dirs, config.stats_path)
-        workdir = Path(tempfile.mkdtemp(prefix="kernelskill-mcp-"))
+        workdir = host.temp_dir("kernelskill-mcp-")
         try:
             yield cls(config, book, workdir)
         finally:

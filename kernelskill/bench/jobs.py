@@ -10,7 +10,6 @@ import dataclasses
 import hashlib
 import json
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +27,8 @@ class _Shippable:
 
     @contextlib.contextmanager
     def shipped(self):
-        tmp = Path(tempfile.mkdtemp(prefix="kernelskill-ship-"))
+        from kernelskill.evaluate import host
+        tmp = host.temp_dir("kernelskill-ship-")
         try:
             top = Path(self.task_path).name
             for rel, text in self.files.items():

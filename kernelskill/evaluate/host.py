@@ -2,13 +2,17 @@
 (affinity, the cgroup's CPU quota), how busy the host is (/proc: ``HostSampler`` while a worker
 times), and the GPU's state from nvidia-smi (other processes' kernels, throttling) without
 initialising CUDA. The measurement quality (quality.py) judges a timing by these; the build, the
-isolation and the machine's description size their work by ``cores()``.
+isolation and the machine's description size their work by ``cores()``. And this process's own
+temporary folder (``temp_dir``), which a later process removes if this one is killed.
 """
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import subprocess
+import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -268,3 +272,63 @@ def _num(s: str) -> float | None:
         return float(s)
     except ValueError:
         return None
+
+
+# ---- this process's temporary folders -----------------------------------------------------------
+# Every folder made for a worker, a spare, a zygote or a shipped job lies under one folder per
+# process, <tmp>/kernelskill-run-<pid>-<start time>. A process that exits removes it (atexit); one
+# that is killed (SIGKILL, out of memory, a test that kills it on purpose) cannot, so the next
+# process that makes its own removes those of processes that are gone. The start time tells a reused
+# pid from the process that made the folder.
+RUN_PREFIX = "kernelskill-run-"
+_run: tuple[int, Path] | None = None
+_run_lock = threading.Lock()
+
+
+def _started(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (/proc), None when it is gone or unknown."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def run_dir() -> Path:
+    """This process's temporary folder (made on first use; a forked child makes its own)."""
+    global _run
+    with _run_lock:
+        if _run is not None and _run[0] == os.getpid():
+            return _run[1]
+        tmp = Path(tempfile.gettempdir())
+        started = _started(os.getpid())
+        if started is not None:           # without /proc nothing tells a dead owner from a live one
+            _remove_orphans(tmp)
+        root = tmp / f"{RUN_PREFIX}{os.getpid()}-{started or 'unknown'}"
+        root.mkdir(mode=0o700, exist_ok=True)
+        _run = (os.getpid(), root)
+        return root
+
+
+def _remove_orphans(tmp: Path) -> None:
+    """Remove the run folders (this user's) of processes that no longer run."""
+    for d in tmp.glob(RUN_PREFIX + "*"):
+        pid, _, started = d.name[len(RUN_PREFIX):].partition("-")
+        try:
+            mine = d.is_dir() and d.stat().st_uid == os.getuid()
+        except OSError:
+            continue
+        if mine and pid.isdigit() and _started(int(pid)) != started:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def temp_dir(prefix: str) -> Path:
+    """A fresh folder under this process's run folder."""
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=run_dir()))
+
+
+@atexit.register
+def _remove_run_dir() -> None:
+    # Registered before isolation's atexit (which imports this module), so it runs after the spares,
+    # zygotes and live workers are stopped. A forked child never removes its parent's folder.
+    if _run is not None and _run[0] == os.getpid():
+        shutil.rmtree(_run[1], ignore_errors=True)

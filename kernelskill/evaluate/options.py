@@ -23,6 +23,7 @@ from ..results import Env
 from ..task import Task, _Expr
 from ..vocab import Backend
 from . import flags as flags_mod
+from . import host
 from .launch import isolation
 from .launch.request import TaskRef, WorkerRequest
 from .cache import cache_root
@@ -158,7 +159,7 @@ def backend_flags(task: Task, opts: Options) -> tuple[str, dict]:
 
 def workdir(opts: Options) -> Path:
     """A fresh folder for one worker's request, scratch and output (under ``opts.keep_dir`` if set)."""
-    return Path(tempfile.mkdtemp(prefix="kernelskill-", dir=opts.keep_dir))
+    return Path(tempfile.mkdtemp(prefix="kernelskill-", dir=opts.keep_dir)) if opts.keep_dir else host.temp_dir("kernelskill-")
 
 
 def mkdir(p: Path) -> Path:

@@ -11,7 +11,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -230,7 +229,7 @@ def _spawn_spare(request: WorkerRequest) -> None:
 
 
 def _spawn_one_spare(request: WorkerRequest, key: tuple) -> None:
-    base = Path(tempfile.mkdtemp(prefix="kernelskill-spare-"))
+    base = host.temp_dir("kernelskill-spare-")
     scratch, out_dir = base / "scratch", base / "out"
     scratch.mkdir()
     out_dir.mkdir()
@@ -346,7 +345,7 @@ def _zygote(request: WorkerRequest) -> forkserver.Zygote | None:
         if old is not None and old.owner == os.getpid() and old.env_id == env_id and not old.ended:
             _ZYGOTES[key] = old
             return old
-        base = Path(tempfile.mkdtemp(prefix="kernelskill-zygote-"))
+        base = host.temp_dir("kernelskill-zygote-")
         (base / "scratch").mkdir()
         with open(base / "zygote.log", "wb") as log:
             proc = spawn([sys.executable, "-m", "kernelskill.evaluate.worker", "--zygote"], base / "scratch",
@@ -480,7 +479,7 @@ def run_worker(request: WorkerRequest, opts: Limits, listener: WorkerListener | 
     listener = listener if listener is not None else Listener()
     build_timeout, run_timeout, cancel = opts.build_timeout, opts.run_timeout, opts.cancel
     _note_baseline(request)
-    base = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="kernelskill-"))
+    base = Path(keep) if keep else host.temp_dir("kernelskill-")
     # A spare is taken whenever one of the request's kind waits (started ahead by prestart_workers or
     # start_one_ahead); more are started only with prestart_workers on.
     spare = _take_spare(request) if launcher is None else None
