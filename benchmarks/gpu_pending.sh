@@ -10,7 +10,9 @@
 #   bash benchmarks/gpu_pending.sh 0,1=kernelbench+devices 2=rnn+gain 3=shapes   # lanes by hand
 # A lane is GPUS=STEP+STEP...: its steps run one after another on those GPUs; lanes run side by side.
 # Every step stops (SIGINT, then its own cleanup) at the call's deadline: DEADLINE seconds after the
-# start (default 570), and a step with under 30 s left is skipped and says so.
+# start (default 570), and a step with under 30 s left is skipped and says so. Keep DEADLINE below
+# the limit the device grants (its reply's limit_s: less than timeout_s when the session's device
+# time runs short, and a fresh machine's start comes out of that time too).
 # The device brings back 8 files at most, so every step's folder goes into $OUT/steps.tgz
 # (tar -xzf it here); the last lines of each step's log are printed at the end.
 #
@@ -98,13 +100,23 @@ lane() {
           local t0=$(date +%s)
           run_step "$name" "$left" "$dir" > "$dir/log.txt" 2>&1
           echo "rc=$? wall=$(( $(date +%s) - t0 ))s gpus=$gpus" >> "$dir/log.txt"
+          # as each step ends, its last lines reach the output too (what a cut-off call still returns)
+          echo "== $name ($(date +%T))"; tail -n 3 "$dir/log.txt"
       done ) &
 }
 
+# What has finished so far, packed into $OUT/steps.tgz every 20 s and at the end: a call cut off by
+# the device (its limit can be below DEADLINE when the session's device time runs short) still
+# brings back every step that ended before the cut, and the log of the ones running then.
+pack() { tar -czf "$OUT/.steps.tgz" -C "$res" . 2>/dev/null && mv -f "$OUT/.steps.tgz" "$OUT/steps.tgz"; }
+( while sleep 20; do pack; done ) &
+packer=$!
 for spec; do
     [[ $spec == *=* ]] || { echo "lane $spec: write GPUS=STEP+STEP, e.g. 0,1=kernelbench+devices" >&2; exit 2; }
     lane "${spec%%=*}" "${spec#*=}"
 done
-wait
-tar -czf "$OUT/steps.tgz" -C "$res" .
+wait_lanes() { local p; for p in $(jobs -p); do [ "$p" = "$packer" ] || wait "$p"; done; }
+wait_lanes
+kill "$packer" 2>/dev/null
+pack
 for f in "$res"/*/log.txt; do echo "== ${f#$res/}"; tail -n 4 "$f"; done
