@@ -13,9 +13,7 @@ import ast
 import re
 import shutil
 import subprocess
-import tempfile
 import tomllib
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -63,28 +61,6 @@ def _build_cpp(sid: str, work: Path) -> list[str]:
     return [] if rc == 0 else [f"self-check exited {rc}:\n{log[-2000:]}"]
 
 
-@pytest.fixture(scope="session")
-def builds(request):
-    """Compile (and for C++ run) the selected examples once, two at a time: {id: problems}."""
-    wanted = {(item.originalname, item.callspec.params["sid"]) for item in request.session.items
-              if hasattr(item, "callspec") and "sid" in item.callspec.params}
-    jobs = []
-    if shutil.which("nvcc"):
-        jobs += [(sid, _build_cuda) for sid in CUDA
-                 if ("test_cuda_example_compiles", sid) in wanted]
-    if shutil.which("g++"):
-        jobs += [(sid, _build_cpp) for sid in CPP
-                 if ("test_cpp_example_compiles_and_checks_itself", sid) in wanted]
-    with tempfile.TemporaryDirectory(prefix="skill-examples-") as tmp:
-        def one(job):
-            sid, fn = job
-            work = Path(tmp) / sid
-            work.mkdir()
-            return sid, fn(sid, work)
-        with ThreadPoolExecutor(2) as pool:
-            return dict(pool.map(one, jobs))
-
-
 def test_every_language_is_covered():
     assert len(CUDA) >= 25 and len(CPP) >= 4 and len(PY) >= 5
 
@@ -98,15 +74,19 @@ def test_cuda_example_uses_only_cuda_headers(sid):
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 @pytest.mark.parametrize("sid", CUDA)
-def test_cuda_example_compiles(builds, sid):
-    assert builds[sid] == [], "\n".join(builds[sid])
+def test_cuda_example_compiles(tmp_path, sid):
+    # Built in the test itself: each xdist worker builds only the examples it runs (a session
+    # fixture that built every collected example was run by both workers, twice the compiles).
+    problems = _build_cuda(sid, tmp_path)
+    assert problems == [], "\n".join(problems)
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not installed")
 @pytest.mark.parametrize("sid", CPP)
-def test_cpp_example_compiles_and_checks_itself(builds, sid):
+def test_cpp_example_compiles_and_checks_itself(tmp_path, sid):
     assert "int main(" in EXAMPLES[sid]["example"]
-    assert builds[sid] == [], "\n".join(builds[sid])
+    problems = _build_cpp(sid, tmp_path)
+    assert problems == [], "\n".join(problems)
 
 
 @pytest.mark.parametrize("sid", PY)
