@@ -171,19 +171,26 @@ class ModelNew(nn.Module):
 '''
 
 
-def test_the_generated_ops_register_trace_and_pass_opcheck(tmp_path, monkeypatch):
-    task = Task.load(GELU, preset="small")
-    sig = {"gelu_launch": inspect.signature(lambda x, approximate_tanh=True, scale=1.0: None)}
-    calls = [{"args": [_t([4, 64]), {"value": True}, {"value": 1.0}], "out": _t([4, 64]), "mutated": []}]
-    params, returns = tr.launcher_schema("gelu_launch", sig["gelu_launch"], calls)
-    ops = [{"function": "gelu_launch", "op": "gelu_launch", "schema": "gelu_launch" + tr.schema_text(params, returns),
-            "wrapper": tr.typed_wrapper("gelu_launch", params, returns), "samples": calls}]
-    pkg = "ks_triton_layout_check"
-    files = render_triton_package(pkg=pkg, ops=ops, device="cpu", model_source=MODEL, task=task,
+def _launcher_package(tmp_path, pkg: str, task, model_source: str, function: str, signature, calls) -> dict:
+    """The Triton package of ``model_source`` with its one launcher ``function`` as an op, as export
+    writes it (from the recorded ``calls``), written under ``tmp_path``: its files."""
+    params, returns = tr.launcher_schema(function, signature, calls)
+    ops = [{"function": function, "op": function, "schema": function + tr.schema_text(params, returns),
+            "wrapper": tr.typed_wrapper(function, params, returns), "samples": calls}]
+    files = render_triton_package(pkg=pkg, ops=ops, device="cpu", model_source=model_source, task=task,
                                   provenance={"candidate": "test", "exported": "now"})
     for rel, text in files.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
+    return files
+
+
+def test_the_generated_ops_register_trace_and_pass_opcheck(tmp_path, monkeypatch):
+    task = Task.load(GELU, preset="small")
+    calls = [{"args": [_t([4, 64]), {"value": True}, {"value": 1.0}], "out": _t([4, 64]), "mutated": []}]
+    pkg = "ks_triton_layout_check"
+    files = _launcher_package(tmp_path, pkg, task, MODEL, "gelu_launch",
+                              inspect.signature(lambda x, approximate_tanh=True, scale=1.0: None), calls)
     assert "install_requires=[\"torch\", \"triton\"]" in files["setup.py"] and "ext_modules" not in files["setup.py"]
     meta = json.loads(files[f"{pkg}/export.json"])
     assert meta["backend"] == "triton" and meta["ops"][0]["schema"] == (
@@ -240,16 +247,8 @@ def test_with_autograd_on_the_reference_runs_on_the_packages_own_parameters(tmp_
     and a weight changed later is the one computed with. Under no_grad the kernel runs."""
     task = Task.load(ROOT / "examples" / "gemm_bias_relu", preset="small")
     calls = [{"args": [_t([96, 320]), _t([200, 320]), _t([200])], "out": _t([96, 200]), "mutated": []}]
-    params, returns = tr.launcher_schema("linear_relu_launch", inspect.signature(lambda x, w, b: None), calls)
-    ops = [{"function": "linear_relu_launch", "op": "linear_relu_launch",
-            "schema": "linear_relu_launch" + tr.schema_text(params, returns),
-            "wrapper": tr.typed_wrapper("linear_relu_launch", params, returns), "samples": calls}]
     pkg = "ks_triton_autograd_check"
-    files = render_triton_package(pkg=pkg, ops=ops, device="cpu", model_source=LINEAR, task=task,
-                                  provenance={"candidate": "test", "exported": "now"})
-    for rel, text in files.items():
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text(text)
+    _launcher_package(tmp_path, pkg, task, LINEAR, "linear_relu_launch", inspect.signature(lambda x, w, b: None), calls)
     monkeypatch.syspath_prepend(str(tmp_path))
     mod = __import__(pkg)
     kernel_calls = mod.model.CALLS
