@@ -31,8 +31,10 @@ figures depend only on the shipped skills and the code; ``--user-stats`` keeps y
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -204,7 +206,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.k < 1:
         ap.error("--k must be at least 1")
     if not args.user_stats:
-        os.environ["KERNELSKILL_HOME"] = tempfile.mkdtemp(prefix="ks-retrieval-home-")
+        home = tempfile.mkdtemp(prefix="ks-retrieval-home-")
+        atexit.register(shutil.rmtree, home, True)       # an empty store for this run only
+        os.environ["KERNELSKILL_HOME"] = home
     from kernelskill.skills import SkillBook
 
     files, labels = task_files(), load_labels()
