@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,10 +57,22 @@ def source_hash(source: str) -> str:
     return hashlib.sha256(norm.encode()).hexdigest()[:16]
 
 
+_PARSE_LOCK = threading.Lock()
+
+
+def parse_python(source: str, filename: str = "<unknown>", mode: str = "exec") -> ast.AST:
+    """``ast.parse``, one thread at a time: CPython 3.11 builds the tree with a recursion counter
+    shared by the interpreter's threads, and two parses at once can fail with "SystemError: AST
+    constructor recursion depth mismatch" (python/cpython#106905). The bench pool, the MCP server
+    and the optimizer evaluate from several threads."""
+    with _PARSE_LOCK:
+        return ast.parse(source, filename=filename, mode=mode)
+
+
 def detect_backend(source: str) -> str:
     """cuda when load_inline gets CUDA sources, triton for @triton.jit kernels, cpp for C++ only."""
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except SyntaxError:
         return _detect_by_text(source)
     has_triton = has_inline = has_cuda = False

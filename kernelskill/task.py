@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import TaskError
+from .candidate import parse_python
 
 TASK_FILE_NAMES = ("reference.py", "task.py", "model.py")
 TOML_KEYS = {"name", "level", "description", "dtype", "tolerance", "presets", "reference", "allow_tf32", "flags"}
@@ -289,7 +290,7 @@ def _read_toml(path: Path) -> dict:
 
 def _tree(source: str, path: Path) -> ast.Module:
     try:
-        return ast.parse(source, filename=str(path))
+        return parse_python(source, filename=str(path))
     except SyntaxError as e:
         raise TaskError(f"{path}:{e.lineno}:{e.offset or 0}: syntax error: {e.msg}"
                         + (f"\n    {e.text.rstrip()}" if e.text else "")) from None
@@ -331,7 +332,7 @@ def _apply_overrides(tree: ast.Module, overrides: dict[str, Any], path: Path) ->
             value = overrides[name]
             text = str(value) if isinstance(value, _Expr) else repr(value)
             try:
-                value_node = ast.parse(text, mode="eval").body
+                value_node = parse_python(text, mode="eval").body
             except SyntaxError:
                 raise TaskError(f"{path}: override {name}={text!r} is not a Python value") from None
             for sub in ast.walk(value_node):        # errors of the new value point at the constant's line

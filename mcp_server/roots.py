@@ -16,6 +16,7 @@ from pathlib import Path
 from kernelskill.paths import EXAMPLES_DIR
 from kernelskill.errors import UserError
 from kernelskill.task import Task
+from kernelskill.candidate import parse_python
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
@@ -140,7 +141,7 @@ def write_inline(source: str, inline_dir: Path, max_bytes: int) -> Path:
         raise UserError(f"the task source is {size} bytes; the limit is {max_bytes}. Pass a path "
                         f"inside the roots instead")
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except SyntaxError as e:
         raise UserError(f"the task source has a syntax error at line {e.lineno}: {e.msg}") from None
     defined = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}

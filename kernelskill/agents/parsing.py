@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 
 from ..mechanisms import normalize_mechanism  # noqa: F401 — re-exported for callers of this module
+from kernelskill.candidate import parse_python
 
 BEGIN, END = "<<<IMPROVE BEGIN>>>", "<<<IMPROVE END>>>"
 _BEGIN_RE = re.compile(r"<<<\s*IMPROVE\s+BEGIN\s*>>>")
@@ -156,7 +157,7 @@ def _strip_json_prefix(text: str) -> str:
 def defines_model_new(code: str) -> bool:
     """Whether the source defines ``class ModelNew`` (by AST, or by text when it does not parse)."""
     try:
-        return any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in ast.walk(ast.parse(code)))
+        return any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in ast.walk(parse_python(code)))
     except SyntaxError:
         return re.search(r"^class\s+ModelNew\b", code, re.M) is not None
 

@@ -37,7 +37,7 @@ import types
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..candidate import Candidate
+from ..candidate import Candidate, parse_python
 from .errors import ExportError
 from .calls import record_call
 from .source import insert_import, positions, replace_spans
@@ -300,7 +300,7 @@ def parse_params(fn: str, params: str) -> list[Param]:
 def rewrite_model(source: str, exts: list[Extension], pkg: str) -> str:
     """The candidate's source, each ``load_inline(...)`` call replaced by the package's extension object
     (``torch.ops.<ns>.<op>`` per function)."""
-    tree = ast.parse(source)
+    tree = parse_python(source)
     spans = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 from typing import Callable
+from kernelskill.candidate import parse_python
 
 
 def positions(source: str) -> Callable[[int, int], int]:
@@ -28,7 +29,7 @@ def replace_spans(source: str, edits: list[tuple[int, int, str]]) -> str:
 def insert_import(source: str, line: str) -> str:
     """``line`` (an import, newline-terminated) after the module's docstring and __future__ imports."""
     at = 0
-    for i, stmt in enumerate(ast.parse(source).body):
+    for i, stmt in enumerate(parse_python(source).body):
         if (i == 0 and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)) or (
                 isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__"):
             at = stmt.end_lineno

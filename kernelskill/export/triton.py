@@ -24,6 +24,7 @@ import os
 from .calls import record_call, return_schema
 from .errors import ExportError
 from .source import insert_import, positions, replace_spans
+from kernelskill.candidate import parse_python
 
 def kernel_names(tree: ast.Module, source: str) -> set[str]:
     """Module-level functions decorated ``@triton.jit`` (through autotune/heuristics too): the
@@ -49,7 +50,7 @@ def wrap_launches(source: str) -> tuple[str, set[str], list[str], list[str]]:
     """``source`` with each ``K[grid](...)`` of a module kernel K written ``_ks_wrap_triton(K)[grid](...)``
     and the import added: (source, kernels, launchers, the classes' methods that launch kernels)."""
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except SyntaxError as e:
         raise ExportError(f"the candidate does not parse: line {e.lineno}: {e.msg}") from None
     kernels = kernel_names(tree, source)

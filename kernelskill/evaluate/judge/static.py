@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import re
+from kernelskill.candidate import parse_python
 
 CHEATS = {"stream", "thread", "process", "socket", "file-io", "env-write", "monkey-patch", "fallback",
           "introspection", "reference-call", "data-ptr", "stateful-forward", "timer", "l2-persist"}
@@ -95,7 +96,7 @@ def _dotted(node: ast.AST) -> str:
 def check_source(source: str, task_dtype: str = "float32") -> list[str]:
     """All static findings for a candidate source, deduplicated, in source order."""
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except SyntaxError:
         return []
     found: list[str] = []
