@@ -3,10 +3,11 @@
     python3 benchmarks/skill_gains.py --device cuda [--tasks a,b] [--preset NAME] [--no-race] [--json OUT]
 
 Each task under benchmarks/skill_gains/ (KernelBench format: task.toml, reference.py) is the
-project's own, in a shape that needs one skill, with two CUDA solutions: solutions/with_skill.py
-(a ModelNew that applies the skill) and solutions/without.py (the same kernel without it: 1xFFMA
-instead of 3xTF32, the tail before the max, the conv bias kept, the filter in global memory, one
-output per thread, one block per group). Both go through the project's evaluator
+project's own, in a shape that needs one skill, with two solutions (CUDA, or Triton for
+tf32x3_fp32_gemm): solutions/with_skill.py (a ModelNew that applies the skill) and solutions/without.py
+(the same kernel without it: 1xFFMA instead of 3xTF32 (Triton: input_precision "ieee" instead of
+"tf32x3"), the tail before the max, the conv bias kept, the filter in global memory, one output per
+thread, one block per group). Both go through the project's evaluator
 (``kernelskill.evaluate.evaluate``: compile, the correctness trials, timing interleaved with eager),
 then, when both are correct, head to head (``kernelskill.evaluate.race``: the two candidates timed
 in one process, interleaved, their ratio of medians with a 95 % interval).
@@ -34,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 # task directory -> the skill its with_skill.py solution applies (skills/<id>.toml)
 SKILLS = {
     "tf32x3_short_k_gemm": "tf32x3-split-precision",
+    "tf32x3_fp32_gemm": "tf32x3-split-precision",
     "monotone_tail_maxpool": "monotone-tail-through-max",
     "bias_cancels_batchnorm": "bias-before-batchnorm-cancels",
     "constant_memory_convt_chain": "small-conv-constant-memory-chain",

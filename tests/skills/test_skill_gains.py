@@ -1,7 +1,8 @@
 """benchmarks/skill_gains.py and its tasks, on the CPU: the script's --help and its refusal without
 CUDA, each task's reference (it loads and runs at its small preset), and each solution (it parses,
-defines ModelNew with the reference's constructor, calls load_inline once, and passes the
-evaluator's static guard). The CUDA solutions themselves run on a GPU:
+defines ModelNew with the reference's constructor, calls load_inline once or defines one Triton
+kernel, and passes the evaluator's static guard; a Triton pair differs only in tl.dot's precision).
+The solutions themselves run on a GPU:
 `python3 benchmarks/skill_gains.py --device cuda`."""
 from __future__ import annotations
 
@@ -81,17 +82,50 @@ def test_solution_parses_defines_model_new_and_passes_the_static_guard(task, sol
     want = [p for p in inspect.signature(ref.__init__).parameters if p != "self"]
     assert [a.arg for a in methods["__init__"].args.args[1:]] == want
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "load_inline"]
-    assert len(calls) == 1 and {k.arg for k in calls[0].keywords} >= {"name", "cuda_sources", "functions"}
-    name = next(k.value.value for k in calls[0].keywords if k.arg == "name")
-    assert name.startswith("skill_gain_")
+    if _is_triton(tree):
+        jitted = [f for f in tree.body if isinstance(f, ast.FunctionDef)
+                  and any(ast.unparse(d) == "triton.jit" for d in f.decorator_list)]
+        assert calls == [] and len(jitted) == 1, "a Triton solution is one @triton.jit kernel, no load_inline"
+    else:
+        assert len(calls) == 1 and {k.arg for k in calls[0].keywords} >= {"name", "cuda_sources", "functions"}
+        name = next(k.value.value for k in calls[0].keywords if k.arg == "name")
+        assert name.startswith("skill_gain_")
     assert [f for f in check_source(source) if is_cheat(f)] == []
 
 
+def _is_triton(tree: ast.Module) -> bool:
+    return any(isinstance(n, ast.Import) and any(a.name == "triton" for a in n.names) for n in tree.body)
+
+
+def _code(source: str) -> str:
+    """The module without its docstring, as the AST prints it: what runs."""
+    tree = ast.parse(source)
+    if tree.body and isinstance(tree.body[0], ast.Expr) and isinstance(tree.body[0].value, ast.Constant):
+        tree.body = tree.body[1:]
+    return ast.unparse(tree)
+
+
+def _precisions(source: str) -> list[str]:
+    return [k.value.value for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Call)
+            for k in n.keywords if k.arg == "input_precision"]
+
+
+@pytest.mark.parametrize("task", [p.name for p in DIRS if _is_triton(ast.parse((p / "solutions" / "with_skill.py").read_text()))])
+def test_triton_twins_differ_only_in_the_dot_precision(task):
+    """A Triton pair measures the skill alone: the same kernel, tiles and launch, with tl.dot's
+    input_precision "tf32x3" against "ieee" (plain fp32), and nothing else changed."""
+    with_skill = (TASKS / task / "solutions" / "with_skill.py").read_text()
+    without = (TASKS / task / "solutions" / "without.py").read_text()
+    assert _precisions(with_skill) == ["tf32x3"] and _precisions(without) == ["ieee"]
+    assert _code(with_skill).replace("'tf32x3'", "'ieee'") == _code(without)
+
+
 def test_extension_names_are_unique():
+    cuda = [d for d in DIRS if not _is_triton(ast.parse((d / "solutions" / "with_skill.py").read_text()))]
     names = [next(k.value.value for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.Call)
                   and getattr(n.func, "id", "") == "load_inline" for k in n.keywords if k.arg == "name")
-             for p in TASKS.glob("*/solutions/*.py")]
-    assert len(names) == len(set(names)) == 2 * len(DIRS)
+             for d in cuda for p in (d / "solutions").glob("*.py")]
+    assert len(names) == len(set(names)) == 2 * len(cuda)
 
 
 def test_gain_from_speedups_and_the_table():

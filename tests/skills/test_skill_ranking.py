@@ -208,15 +208,17 @@ def test_a_split_precision_skill_is_offered_from_its_own_data(tmp_path):
 
 def test_the_shipped_split_precision_skill_ranks_where_tf32_fails(tmp_path):
     """tf32x3-split-precision (issue 44, item 2) is gated from its file's data alone: first on the
-    benchmark's matmul_short_k_strict (fp32 at 1e-4, K = 48), offered at K = 128, and kept out at a
-    loose tolerance (TF32 itself passes), at a long K, on the CPU backend and on a recurrence."""
+    benchmark's matmul_short_k_strict (fp32 at 1e-4, K = 48), offered at K = 128 and at a long K
+    (where its tensor-core throughput pays most; Triton too, through tl.dot's "tf32x3"), and kept out
+    at a loose tolerance (TF32 itself passes), on the CPU backend and on a recurrence."""
     task = TASKS / "level1" / "matmul_short_k_strict.py"
     assert ranking(task)[0] == "tf32x3-split-precision"
     short, k128 = "[torch.randn(4096, 48), torch.randn(48, 4096)]", "[torch.randn(2048, 128), torch.randn(128, 2048)]"
-    long_k = "[torch.randn(512, 2048), torch.randn(2048, 512)]"
+    long_k = write_task(tmp_path, "return xs[0] @ xs[1]", "", "[torch.randn(4096, 1024), torch.randn(1024, 4096)]")
     assert "tf32x3-split-precision" in ranking(write_task(tmp_path, "return xs[0] @ xs[1]", "", k128))[:3]
+    assert "tf32x3-split-precision" in ranking(long_k)[:3]
+    assert "tf32x3-split-precision" in ranking(long_k, backend="triton")[:3]
     assert "tf32x3-split-precision" not in ranking(write_task(tmp_path, "return xs[0] @ xs[1]", "", short, tolerance=1e-2))
-    assert "tf32x3-split-precision" not in ranking(write_task(tmp_path, "return xs[0] @ xs[1]", "", long_k))
     assert "tf32x3-split-precision" not in ranking(task, backend="cpp")
 
 
