@@ -26,6 +26,7 @@
 #   loop         loop_throughput.py at five KernelBench problems, --baseline both (48)
 #   shapes       kernelskill bench examples --shapes auto (47)
 #   export       tests/export/test_export_triton.py -m gpu, then export_cost.py --backend triton (47)
+#   exportcost   export_cost.py --backend triton alone (beside suite steps, which run the test)
 #   suiteK/N     the K-th of N parts of every gpu-marked test (tests/gpu, tests/adversarial,
 #                tests/bench, tests/export; SUITE="tests/gpu ..." picks folders), split by test id (45,
 #                and every evaluator change)
@@ -72,8 +73,8 @@ run_step() {
         mkdir -p /tmp/ex-shapes && { [ ! -f .gpu-resume/shapes/results.jsonl ] || cp .gpu-resume/shapes/results.jsonl /tmp/ex-shapes/; }
         timeout -s INT "$t" python3 -m kernelskill bench examples --device cuda --shapes auto --out /tmp/ex-shapes
         cp /tmp/ex-shapes/results.jsonl "$o/"; [ ! -f /tmp/ex-shapes/report.md ] || cp /tmp/ex-shapes/report.md "$o/" ;;
-    export)
-        timeout -s INT $((t / 3)) python3 -m pytest -m gpu -q tests/export/test_export_triton.py
+    export|exportcost)     # exportcost: the figures only (a suite step already runs the test)
+        [ "$name" = exportcost ] || timeout -s INT $((t / 3)) python3 -m pytest -m gpu -q tests/export/test_export_triton.py
         timeout -s INT $((deadline - $(date +%s) - 10)) python3 benchmarks/export_cost.py --backend triton \
             --json "$o/export_cost_triton_h100.json" ;;
     leftover)   # the test ids in the carried .gpu-resume/leftover.txt (what an earlier call did not reach)
