@@ -62,8 +62,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 class ModelNew(nn.Module):
-    def __init__(self):
+    def __init__(self, in_features, out_features):
         super().__init__()
+        self.weight = nn.Parameter(torch.randn(in_features, out_features) * in_features ** -0.5)
 
-    def forward(self, A, B):
-        return matmul(A, B)
+    def forward(self, A):
+        return matmul(A, self.weight)
