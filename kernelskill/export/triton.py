@@ -94,7 +94,7 @@ def _param_schema(fn: str, name: str, index: int, samples: list[dict]) -> str:
         a = s["args"][index]
         if "shape" in a:
             kinds.add("Tensor")
-        elif a["value"] == "None":
+        elif a["value"] is None:
             kinds.add("None")
         elif isinstance(a["value"], bool):
             kinds.add("bool")

@@ -8,6 +8,7 @@ fullgraph=True and opchecked. The whole way with real Triton kernels is the GPU 
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
 import json
 import os
@@ -81,7 +82,7 @@ def _t(shape):
 def test_schema_from_recorded_calls_and_defaults():
     def launcher(x, w, bias, act, scale=1.0, eps=1e-5, relu=True, out_dtype=None):
         pass
-    none = {"value": "None"}                    # what the recorder writes for None
+    none = {"value": None}                      # what the recorder writes for None
     calls = [{"args": [_t([4, 8]), _t([8, 16]), _t([16]), {"value": 1}, {"value": 2}, {"value": 1e-5},
                        {"value": True}, none], "out": _t([4, 16])},
              {"args": [_t([2, 8]), _t([8, 16]), none, {"value": 0}, {"value": 0.5}, {"value": 1e-6},
@@ -215,6 +216,50 @@ def test_the_generated_ops_register_trace_and_pass_opcheck(tmp_path, monkeypatch
         monkeypatch.setattr(mod.model, "gelu_launch", lambda *a, **k: (_ for _ in ()).throw(ValueError("no")))
         assert torch.allclose(m(x), expected)
     assert "pkg.FALLBACK = False" in files[f"{pkg}/test_exported.py"]
+
+
+AFFINE = '''"""x * scale (+ bias) through a launcher with an optional tensor, as gemm_gelu_scale's solution."""
+import torch
+import torch.nn as nn
+
+
+def affine_launch(x, bias, scale=1.0):
+    y = torch.empty_like(x)
+    y.copy_(x * scale if bias is None else x * scale + bias)
+    return y
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return affine_launch(x.contiguous(), None, 0.5)
+'''
+
+
+def test_a_recorded_none_reaches_the_packages_opcheck_as_none(tmp_path, monkeypatch):
+    """A launcher called with None for an optional tensor (the shipped gemm_gelu_scale's bias): the
+    recorder writes the call, the schema says Tensor?, and the package's own opcheck test, built from
+    that record as export.json stores it, passes None to the op (it once passed the text 'None', and
+    the exported gemm_gelu_scale failed its opcheck on the H100)."""
+    import types
+    ns: dict = {}
+    exec(AFFINE, ns)
+    mod = types.SimpleNamespace(affine_launch=ns["affine_launch"])
+    rec = tr.LauncherRecorder(mod, ["affine_launch"])
+    mod.affine_launch(torch.randn(4, 8), None, 0.5)
+    calls = json.loads(json.dumps(rec.calls["affine_launch"]))          # through JSON, as export.json
+    assert calls[0]["args"][1] == {"value": None}
+    pkg = "ks_triton_optional_check"
+    files = _launcher_package(tmp_path, pkg, Task.load(GELU, preset="small"), AFFINE, "affine_launch",
+                              inspect.signature(ns["affine_launch"]), calls)
+    assert json.loads(files[f"{pkg}/export.json"])["ops"][0]["schema"] == (
+        "affine_launch(Tensor x, Tensor? bias, float scale=1.0) -> Tensor")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("TRITON_INTERPRET", "1")           # the package's tests refuse a CPU export without it
+    __import__(pkg)
+    tests = importlib.import_module(f"{pkg}.test_exported")
+    args = tests.sample_args(tests.META["ops"][0]["samples"][0])
+    assert args[0].shape == (4, 8) and args[1] is None and args[2] == 0.5
+    torch.library.opcheck(getattr(torch.ops, pkg).affine_launch.default, args)
 
 
 LINEAR = '''"""Linear + ReLU through a launcher that counts its calls (is the kernel running?)."""
