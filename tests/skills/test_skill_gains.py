@@ -120,6 +120,16 @@ def test_triton_twins_differ_only_in_the_dot_precision(task):
     assert _code(with_skill).replace("'tf32x3'", "'ieee'") == _code(without)
 
 
+def test_the_gemm_bias_relu_example_holds_a_3xtf32_twin_pair():
+    """docs/skills.md reads the 3xTF32 skill's gain off the shipped gemm_bias_relu example's two
+    Triton solutions, timed in one bench run on the H100: a twin pair only if nothing but tl.dot's
+    precision differs between them."""
+    d = ROOT / "examples" / "gemm_bias_relu" / "solutions"
+    ieee, split = (d / "triton_fused_epilogue.py").read_text(), (d / "triton_tf32x3_fused_epilogue.py").read_text()
+    assert _precisions(ieee) == ["ieee"] and _precisions(split) == ["tf32x3"]
+    assert _code(split).replace("'tf32x3'", "'ieee'") == _code(ieee)
+
+
 def test_extension_names_are_unique():
     cuda = [d for d in DIRS if not _is_triton(ast.parse((d / "solutions" / "with_skill.py").read_text()))]
     names = [next(k.value.value for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.Call)
