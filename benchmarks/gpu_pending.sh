@@ -22,7 +22,7 @@
 #                benchmarks/results/kernelbench_h100_compile/results.jsonl (43; give it two GPUs)
 #   rnn          level3/35,36,40,42 as references, --flags default then strict (43)
 #   devices      tests/gpu/test_gpu_devices.py (45; needs two GPUs)
-#   gain         benchmarks/skill_gains.py --tasks tf32x3_fp32_gemm (44)
+#   gain         benchmarks/skill_gains.py --tasks gemm_bias_relu: the 3xTF32 twins raced (44)
 #   loop         loop_throughput.py at five KernelBench problems, --baseline both (48)
 #   shapes       kernelskill bench examples --shapes auto (47)
 #   export       tests/export/test_export_triton.py -m gpu, then export_cost.py --backend triton (47)
@@ -65,8 +65,8 @@ run_step() {
             cp /tmp/rnn-$f/report.md "$o/report_$f.md"; cp /tmp/rnn-$f/results.jsonl "$o/results_$f.jsonl"
         done ;;
     devices) timeout -s INT "$t" python3 -m pytest -m gpu -q tests/gpu/test_gpu_devices.py ;;
-    gain) timeout -s INT "$t" python3 benchmarks/skill_gains.py --device cuda --tasks tf32x3_fp32_gemm \
-            --json "$o/skill_gains_tf32x3_fp32_h100.json" ;;
+    gain) timeout -s INT "$t" python3 benchmarks/skill_gains.py --device cuda --tasks gemm_bias_relu \
+            --json "$o/skill_gains_tf32x3_gemm_bias_relu_h100.json" ;;
     loop) timeout -s INT "$t" python3 benchmarks/loop_throughput.py --device cuda --kernelbench $FIVE \
             --candidates 3 --baseline both --json "$o/loop_kernelbench_both_h100.json" ;;
     shapes)     # resumes the rows of an earlier call when .gpu-resume/shapes/results.jsonl is carried

@@ -3,11 +3,11 @@
     python3 benchmarks/skill_gains.py --device cuda [--tasks a,b] [--preset NAME] [--no-race] [--json OUT]
 
 Each task under benchmarks/skill_gains/ (KernelBench format: task.toml, reference.py) is the
-project's own, in a shape that needs one skill, with two solutions (CUDA, or Triton for
-tf32x3_fp32_gemm): solutions/with_skill.py (a ModelNew that applies the skill) and solutions/without.py
-(the same kernel without it: 1xFFMA instead of 3xTF32 (Triton: input_precision "ieee" instead of
-"tf32x3"), the tail before the max, the conv bias kept, the filter in global memory, one output per
-thread, one block per group). Both go through the project's evaluator
+project's own, in a shape that needs one skill, with two CUDA solutions: solutions/with_skill.py
+(a ModelNew that applies the skill) and solutions/without.py (the same kernel without it: 1xFFMA
+instead of 3xTF32, the tail before the max, the conv bias kept, the filter in global memory, one
+output per thread, one block per group). A shipped example whose solutions already hold such a twin
+pair is a row too (EXAMPLE_PAIRS: gemm_bias_relu's two Triton GEMMs, tl.dot in "tf32x3" and "ieee"). Both go through the project's evaluator
 (``kernelskill.evaluate.evaluate``: compile, the correctness trials, timing interleaved with eager),
 then, when both are correct, head to head (``kernelskill.evaluate.race``: the two candidates timed
 in one process, interleaved, their ratio of medians with a 95 % interval).
@@ -26,6 +26,7 @@ import argparse
 import json
 import platform
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,23 +36,48 @@ sys.path.insert(0, str(ROOT))
 # task directory -> the skill its with_skill.py solution applies (skills/<id>.toml)
 SKILLS = {
     "tf32x3_short_k_gemm": "tf32x3-split-precision",
-    "tf32x3_fp32_gemm": "tf32x3-split-precision",
     "monotone_tail_maxpool": "monotone-tail-through-max",
     "bias_cancels_batchnorm": "bias-before-batchnorm-cancels",
     "constant_memory_convt_chain": "small-conv-constant-memory-chain",
     "register_window_small_conv": "direct-conv-register-window",
     "cluster_groupnorm": "cluster-dsmem-group-statistics",
 }
+# A shipped example whose solutions hold a twin pair (examples/<task>/solutions/): the skill, the
+# solution with it, the one without. Measured here rather than copied into skill_gains/.
+EXAMPLE_PAIRS = {
+    "gemm_bias_relu": ("tf32x3-split-precision", "triton_tf32x3_fused_epilogue.py", "triton_fused_epilogue.py"),
+}
 SOLUTIONS = ("with_skill", "without")
 
 
-def task_dirs(names: str | None = None) -> list[Path]:
-    """The benchmark's task directories (all, or the comma-separated ``names``), in SKILLS order."""
-    wanted = list(SKILLS) if not names else [n.strip() for n in names.split(",") if n.strip()]
-    unknown = [n for n in wanted if n not in SKILLS]
+@dataclass(frozen=True)
+class Pair:
+    """One row of the benchmark: a task directory and its two solutions."""
+    name: str
+    skill: str
+    task: Path
+    with_skill: Path
+    without: Path
+
+    def path(self, sol: str) -> Path:
+        return self.with_skill if sol == "with_skill" else self.without
+
+
+def pairs(names: str | None = None) -> list[Pair]:
+    """The benchmark's rows (all, or the comma-separated ``names``): the skill_gains/ tasks in SKILLS
+    order, then the shipped examples' twin pairs."""
+    every = [Pair(n, k, TASKS_DIR / n, TASKS_DIR / n / "solutions" / "with_skill.py",
+                  TASKS_DIR / n / "solutions" / "without.py") for n, k in SKILLS.items()]
+    every += [Pair(n, k, ROOT / "examples" / n, ROOT / "examples" / n / "solutions" / w,
+                   ROOT / "examples" / n / "solutions" / wo) for n, (k, w, wo) in EXAMPLE_PAIRS.items()]
+    if not names:
+        return every
+    wanted = [n.strip() for n in names.split(",") if n.strip()]
+    known = {p.name: p for p in every}
+    unknown = [n for n in wanted if n not in known]
     if unknown:
-        raise SystemExit(f"skill_gains.py: unknown task(s) {', '.join(unknown)}; the tasks are {', '.join(SKILLS)}")
-    return [TASKS_DIR / n for n in wanted]
+        raise SystemExit(f"skill_gains.py: unknown task(s) {', '.join(unknown)}; the tasks are {', '.join(known)}")
+    return [known[n] for n in wanted]
 
 
 def cuda_problem() -> str | None:
@@ -86,18 +112,19 @@ def speedup_gain(with_p, without_p) -> tuple[float | None, list[float]]:
     return gain, []
 
 
-def measure(task: Path, device: str, preset: str | None, race: bool) -> dict:
+def measure(pair: Pair, device: str, preset: str | None, race: bool) -> dict:
     """Both solutions of one task through the evaluator; the row of the table."""
     from kernelskill.evaluate import evaluate
     from kernelskill.evaluate.api import Options
     from kernelskill.task import Task
 
-    t = Task.load(task, preset=preset)
+    t = Task.load(pair.task, preset=preset)
     opts = Options(device=device)
-    row = {"skill": SKILLS[task.name], "task": task.name, "preset": preset or "default"}
+    row = {"skill": pair.skill, "task": pair.name, "preset": preset or "default",
+           "solutions": {s: pair.path(s).name for s in SOLUTIONS}}
     results = {}
     for sol in SOLUTIONS:
-        res = evaluate(t, task / "solutions" / f"{sol}.py", opts=opts)
+        res = evaluate(t, pair.path(sol), opts=opts)
         results[sol] = res
         p = res.profile
         row[f"{sol}_verdict"] = _verdict(res)
@@ -114,7 +141,7 @@ def measure(task: Path, device: str, preset: str | None, race: bool) -> dict:
     if ok and race:
         try:
             from kernelskill.evaluate.race import race as race_fn
-            sources = [(task / "solutions" / f"{s}.py").read_text() for s in ("without", "with_skill")]
+            sources = [pair.path(s).read_text() for s in ("without", "with_skill")]
             r = race_fn(t, sources, opts=opts)
         except Exception as e:                      # the race is a refinement: keep the speedup ratio
             row["race_error"] = f"{type(e).__name__}: {e}"[:300]
@@ -151,7 +178,7 @@ def table(rows: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cuda", help="cuda or cuda:N (default cuda); the benchmark needs a GPU")
-    ap.add_argument("--tasks", help=f"comma-separated task names (default: all: {', '.join(SKILLS)})")
+    ap.add_argument("--tasks", help=f"comma-separated task names (default: all: {', '.join([*SKILLS, *EXAMPLE_PAIRS])})")
     ap.add_argument("--preset", help="a preset of the tasks' task.toml (e.g. small); default: the tasks' own sizes")
     ap.add_argument("--no-race", action="store_true", help="skip the head-to-head race; the gain is then the "
                                                            "ratio of the two speedups over eager")
@@ -166,11 +193,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"skill_gains.py: {problem}", file=sys.stderr)
         return 2
     import torch
-    dirs = task_dirs(args.tasks)
     rows = []
-    for d in dirs:
-        print(f"… {d.name} ({SKILLS[d.name]})", file=sys.stderr, flush=True)
-        rows.append(measure(d, args.device, args.preset, race=not args.no_race))
+    for pair in pairs(args.tasks):
+        print(f"… {pair.name} ({pair.skill})", file=sys.stderr, flush=True)
+        rows.append(measure(pair, args.device, args.preset, race=not args.no_race))
     machine = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
                "host": platform.node()}
     print(f"\nmachine: {machine['gpu']}; torch {machine['torch']}; CUDA {machine['cuda']}\n")

@@ -1,7 +1,7 @@
 """benchmarks/skill_gains.py and its tasks, on the CPU: the script's --help and its refusal without
 CUDA, each task's reference (it loads and runs at its small preset), and each solution (it parses,
-defines ModelNew with the reference's constructor, calls load_inline once or defines one Triton
-kernel, and passes the evaluator's static guard; a Triton pair differs only in tl.dot's precision).
+defines ModelNew with the reference's constructor, calls load_inline once, and passes the
+evaluator's static guard), and that the shipped example pair differs only in tl.dot's precision.
 The solutions themselves run on a GPU:
 `python3 benchmarks/skill_gains.py --device cuda`."""
 from __future__ import annotations
@@ -82,19 +82,10 @@ def test_solution_parses_defines_model_new_and_passes_the_static_guard(task, sol
     want = [p for p in inspect.signature(ref.__init__).parameters if p != "self"]
     assert [a.arg for a in methods["__init__"].args.args[1:]] == want
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "load_inline"]
-    if _is_triton(tree):
-        jitted = [f for f in tree.body if isinstance(f, ast.FunctionDef)
-                  and any(ast.unparse(d) == "triton.jit" for d in f.decorator_list)]
-        assert calls == [] and len(jitted) == 1, "a Triton solution is one @triton.jit kernel, no load_inline"
-    else:
-        assert len(calls) == 1 and {k.arg for k in calls[0].keywords} >= {"name", "cuda_sources", "functions"}
-        name = next(k.value.value for k in calls[0].keywords if k.arg == "name")
-        assert name.startswith("skill_gain_")
+    assert len(calls) == 1 and {k.arg for k in calls[0].keywords} >= {"name", "cuda_sources", "functions"}
+    name = next(k.value.value for k in calls[0].keywords if k.arg == "name")
+    assert name.startswith("skill_gain_")
     assert [f for f in check_source(source) if is_cheat(f)] == []
-
-
-def _is_triton(tree: ast.Module) -> bool:
-    return any(isinstance(n, ast.Import) and any(a.name == "triton" for a in n.names) for n in tree.body)
 
 
 def _code(source: str) -> str:
@@ -110,16 +101,6 @@ def _precisions(source: str) -> list[str]:
             for k in n.keywords if k.arg == "input_precision"]
 
 
-@pytest.mark.parametrize("task", [p.name for p in DIRS if _is_triton(ast.parse((p / "solutions" / "with_skill.py").read_text()))])
-def test_triton_twins_differ_only_in_the_dot_precision(task):
-    """A Triton pair measures the skill alone: the same kernel, tiles and launch, with tl.dot's
-    input_precision "tf32x3" against "ieee" (plain fp32), and nothing else changed."""
-    with_skill = (TASKS / task / "solutions" / "with_skill.py").read_text()
-    without = (TASKS / task / "solutions" / "without.py").read_text()
-    assert _precisions(with_skill) == ["tf32x3"] and _precisions(without) == ["ieee"]
-    assert _code(with_skill).replace("'tf32x3'", "'ieee'") == _code(without)
-
-
 def test_the_gemm_bias_relu_example_holds_a_3xtf32_twin_pair():
     """docs/skills.md reads the 3xTF32 skill's gain off the shipped gemm_bias_relu example's two
     Triton solutions, timed in one bench run on the H100: a twin pair only if nothing but tl.dot's
@@ -131,11 +112,22 @@ def test_the_gemm_bias_relu_example_holds_a_3xtf32_twin_pair():
 
 
 def test_extension_names_are_unique():
-    cuda = [d for d in DIRS if not _is_triton(ast.parse((d / "solutions" / "with_skill.py").read_text()))]
     names = [next(k.value.value for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.Call)
                   and getattr(n.func, "id", "") == "load_inline" for k in n.keywords if k.arg == "name")
-             for d in cuda for p in (d / "solutions").glob("*.py")]
-    assert len(names) == len(set(names)) == 2 * len(cuda)
+             for p in TASKS.glob("*/solutions/*.py")]
+    assert len(names) == len(set(names)) == 2 * len(DIRS)
+
+
+def test_rows_are_the_tasks_then_the_example_pairs_and_unknown_names_are_refused():
+    rows = skill_gains.pairs()
+    assert [r.name for r in rows] == [*skill_gains.SKILLS, *skill_gains.EXAMPLE_PAIRS]
+    for r in rows:
+        assert r.task.is_dir() and r.with_skill.is_file() and r.without.is_file(), r
+        assert (ROOT / "skills" / f"{r.skill}.toml").exists(), r.skill
+    (pair,) = skill_gains.pairs("gemm_bias_relu")
+    assert pair.task == ROOT / "examples" / "gemm_bias_relu" and pair.path("without").name == "triton_fused_epilogue.py"
+    with pytest.raises(SystemExit, match=r"unknown task\(s\) nonesuch; the tasks are .*gemm_bias_relu"):
+        skill_gains.pairs("gemm_bias_relu,nonesuch")
 
 
 def test_gain_from_speedups_and_the_table():
