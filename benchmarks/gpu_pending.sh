@@ -75,7 +75,7 @@ run_step() {
         cp /tmp/ex-shapes/results.jsonl "$o/"; [ ! -f /tmp/ex-shapes/report.md ] || cp /tmp/ex-shapes/report.md "$o/" ;;
     export|exportcost)     # exportcost: the figures only (a suite step already runs the test)
         [ "$name" = exportcost ] || timeout -s INT $((t / 3)) python3 -m pytest -m gpu -q tests/export/test_export_triton.py
-        timeout -s INT $((deadline - $(date +%s) - 10)) python3 benchmarks/export_cost.py --backend triton \
+        timeout -s INT $((deadline - $(date +%s) - 10)) python3 benchmarks/export_cost.py --backend triton --jobs 4 \
             --json "$o/export_cost_triton_h100.json" ;;
     leftover)   # the test ids in the carried .gpu-resume/leftover.txt (what an earlier call did not reach)
         mapfile -t ids < .gpu-resume/leftover.txt
