@@ -39,3 +39,15 @@ def test_parses_from_many_threads_never_overlap(monkeypatch):
     for t in threads:
         t.join()
     assert len(trees) == 4 and most[0] == 1
+
+
+def test_every_parse_in_a_process_with_threads_goes_through_parse_python():
+    """The lock helps only if every parse takes it: outside candidate.py, no module of the processes
+    that evaluate from several threads (the bench pool, the MCP server, the optimizer, the TUI) calls
+    ast.parse itself. A worker process (evaluate/worker/) parses on its one thread."""
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    raw = [f"{p.relative_to(root)}:{n}" for d in ("kernelskill", "mcp_server", "tui") for p in (root / d).rglob("*.py")
+           if p.name != "candidate.py" and "worker" not in p.relative_to(root / d).parts[:-1]
+           for n, line in enumerate(p.read_text().splitlines(), 1) if "ast.parse(" in line]
+    assert raw == [], f"call candidate.parse_python instead of ast.parse at {raw}"
