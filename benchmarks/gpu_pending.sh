@@ -27,6 +27,7 @@
 #   shapes       kernelskill bench examples --shapes auto (47)
 #   export       tests/export/test_export_triton.py -m gpu, then export_cost.py --backend triton (47)
 #   exportcost   export_cost.py --backend triton alone (beside suite steps, which run the test)
+#   exportcuda   export_cost.py --backend cuda: the eight CUDA packages of docs/export.md's table
 #   suiteK/N     the K-th of N parts of every gpu-marked test (tests/gpu, tests/adversarial,
 #                tests/bench, tests/export; SUITE="tests/gpu ..." picks folders), split by test id (45,
 #                and every evaluator change)
@@ -76,7 +77,11 @@ run_step() {
     export|exportcost)     # exportcost: the figures only (a suite step already runs the test)
         [ "$name" = exportcost ] || timeout -s INT $((t / 3)) python3 -m pytest -m gpu -q tests/export/test_export_triton.py
         timeout -s INT $((deadline - $(date +%s) - 10)) python3 benchmarks/export_cost.py --backend triton --jobs 4 \
-            --json "$o/export_cost_triton_h100.json" ;;
+            --json "$o/export_cost_triton.json" ;;
+    exportcuda)
+        timeout -s INT $((deadline - $(date +%s) - 10)) python3 benchmarks/export_cost.py --backend cuda --jobs 8 \
+            --only conv_bn_relu,cross_entropy,gemm_bias_relu,layernorm,maxpool2d,relu_gelu,rmsnorm,softmax_rows \
+            --json "$o/export_cost_cuda.json" ;;
     leftover)   # the test ids in the carried .gpu-resume/leftover.txt (what an earlier call did not reach)
         mapfile -t ids < .gpu-resume/leftover.txt
         timeout -s INT "$t" python3 -m pytest -m gpu -q -p no:cacheprovider --durations=8 "${ids[@]}" ;;
