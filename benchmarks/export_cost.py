@@ -15,7 +15,8 @@ Per solution, in this order:
   interpreter's torch (the ahead-of-time build, once); then `import PKG` after `import torch`;
 - the package's own tests (`pytest --pyargs PKG`): registered ops, the reference, fullgraph compile;
 - speed: the solution's ModelNew (load_inline) and the package's ModelNew on the package's inputs,
-  interleaved call by call in one process, each call synchronized; medians and the ratio.
+  interleaved call by call in one process (each first every other round), each call synchronized;
+  medians and the ratio.
 
 A Triton solution builds nothing at import: Triton compiles each kernel on its first launch. So for
 it the two "import" columns are the first call instead (import, ModelNew, one forward on the task's
@@ -72,8 +73,10 @@ SPEED = textwrap.dedent('''\
             for m in models.values(): m(*xs)
         sync()
         deadline = time.perf_counter() + float(sys.argv[4])
+        pairs = list(models.items())
         while time.perf_counter() < deadline or len(times["exported"]) < 20:
-            for k, m in models.items():
+            pairs.reverse()             # each goes first every other round: no order bias in the ratio
+            for k, m in pairs:
                 sync(); t = time.perf_counter(); m(*xs); sync(); times[k].append(time.perf_counter() - t)
             if len(times["exported"]) >= 2000: break
     out = {k: {"median_ms": statistics.median(v) * 1e3, "iqr_ms": (statistics.quantiles(v, n=4)[2] - statistics.quantiles(v, n=4)[0]) * 1e3, "n": len(v)} for k, v in times.items()}

@@ -500,6 +500,7 @@ import contextlib
 from typing import Optional  # noqa: F401
 
 import torch
+from torch._library import triton as _triton_state
 from torch._library.triton import is_wrap_triton_enabled, set_wrap_triton_enabled
 
 from . import model as _model
@@ -513,20 +514,47 @@ LAUNCHERS = {{name: getattr(_model, name) for name in SCHEMAS}}     # as the can
 # Each launcher with its parameters annotated (the op's schema, from the calls recorded at export).
 {wrappers}
 
+_dispatch_modes = torch._C._len_torch_dispatch_stack
+_transforms = torch._C._are_functorch_transforms_active
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
 def _tracing(args, kwargs) -> bool:
     """Whether anything but plain eager mode could see this call: a dispatch mode (fake tensors,
     make_fx, export), a functorch transform, or an input that is a tensor subclass."""
-    if torch._C._len_torch_dispatch_stack() or torch._C._are_functorch_transforms_active():
+    if _dispatch_modes() or _transforms():
         return True
-    return any(isinstance(a, torch.Tensor) and type(a) not in (torch.Tensor, torch.nn.Parameter)
-               for a in (*args, *kwargs.values()))
+    for a in args:
+        if isinstance(a, torch.Tensor) and type(a) not in _PLAIN:
+            return True
+    for a in kwargs.values():
+        if isinstance(a, torch.Tensor) and type(a) not in _PLAIN:
+            return True
+    return False
+
+
+class _WrapOff:
+    """wrap_triton off for one forward and restored after: torch's set_wrap_triton_enabled(False),
+    whose generator costs three times as much a call, on its thread-local switch."""
+    __slots__ = ("prev",)
+
+    def __enter__(self):
+        self.prev = is_wrap_triton_enabled()
+        _triton_state.wrap_triton_enabled.value = False
+
+    def __exit__(self, *exc):
+        _triton_state.wrap_triton_enabled.value = self.prev
+
+
+_NOTHING = contextlib.nullcontext()
+_off = _WrapOff if hasattr(_triton_state, "wrap_triton_enabled") else (lambda: set_wrap_triton_enabled(False))
 
 
 def eager(args, kwargs) -> contextlib.AbstractContextManager:
     """ModelNew's eager forward runs in this: wrap_triton off (each launch goes straight to Triton,
     as triton_op's own eager path does), so the launchers are called as they are, not through
     their ops; unchanged where something traces."""
-    return contextlib.nullcontext() if _tracing(args, kwargs) else set_wrap_triton_enabled(False)
+    return _NOTHING if _tracing(args, kwargs) else _off()
 
 
 def _call(name: str):

@@ -46,6 +46,22 @@ def launchers(tree: ast.Module, kernels: set[str]) -> list[str]:
             and _launches(s, kernels)]
 
 
+# What the rewritten launches call (inserted after the docstring): torch's wrap_triton, except where
+# the package's eager forward turned wrapping off, where the kernel itself is returned without
+# wrap_triton's three imports a call (a few microseconds a launch, next to a 0.1 ms kernel).
+WRAP = """\
+from torch._library.triton import is_wrap_triton_enabled as _ks_wrapping  # kernelskill export: launches
+from torch.compiler import is_compiling as _ks_compiling  # that torch.compile, torch.export and make_fx trace
+from torch.library import wrap_triton as _ks_torch_wrap_triton
+
+
+def _ks_wrap_triton(kernel):
+    return _ks_torch_wrap_triton(kernel) if _ks_compiling() or _ks_wrapping() else kernel
+
+
+"""
+
+
 def wrap_launches(source: str) -> tuple[str, set[str], list[str], list[str]]:
     """``source`` with each ``K[grid](...)`` of a module kernel K written ``_ks_wrap_triton(K)[grid](...)``
     and the import added: (source, kernels, launchers, the classes' methods that launch kernels)."""
@@ -61,8 +77,7 @@ def wrap_launches(source: str) -> tuple[str, set[str], list[str], list[str]]:
                                   f"_ks_wrap_triton({n.id})") for n in _launches(tree, kernels)])
     in_methods = [f"{c.name}.{m.name}" for c in tree.body if isinstance(c, ast.ClassDef)
                   for m in c.body if isinstance(m, ast.FunctionDef) and _launches(m, kernels)]
-    out = insert_import(out, "from torch.library import wrap_triton as _ks_wrap_triton  "
-                             "# kernelskill export: launches torch.compile traces\n")
+    out = insert_import(out, WRAP)
     return out, kernels, launchers(tree, kernels), in_methods
 
 

@@ -50,7 +50,7 @@ def test_every_launch_is_wrapped_and_the_launchers_are_found(path):
     assert kernels and all(k.startswith("_") for k in kernels)
     # every launch site now goes through wrap_triton, none is left raw, and the module still parses
     assert _raw_launch_sites(out) == 0
-    assert out.count("_ks_wrap_triton(") == sites
+    assert out.count("_ks_wrap_triton(") == sites + 1            # the launches, and its definition
     for k in kernels:
         assert f"_ks_wrap_triton({k})[" in out or k not in {n.id for n in ast.walk(ast.parse(source))
                                                                if isinstance(n, ast.Name)}
@@ -58,13 +58,31 @@ def test_every_launch_is_wrapped_and_the_launchers_are_found(path):
     imp = [s for s in tree.body if isinstance(s, ast.ImportFrom) and s.module == "torch.library"]
     assert len(imp) == 1 and imp[0].names[0].name == "wrap_triton"
     assert isinstance(tree.body[0], ast.Expr)                    # the docstring stays first
+    assert out.count(tr.WRAP) == 1
     assert launchers == LAUNCHERS[path.parents[1].name]
     assert in_methods == ([] if launchers else ["ModelNew.forward"])
     # the rest of the source is untouched: undo the rewrite and get the original back
-    undone = out.replace(out.splitlines(keepends=True)[tree.body[1].lineno - 1], "", 1)
+    undone = out.replace(tr.WRAP, "", 1)
     for k in kernels:
         undone = undone.replace(f"_ks_wrap_triton({k})[", f"{k}[")
     assert undone == source
+
+
+def test_a_launch_is_wrapped_unless_the_packages_eager_forward_turned_wrapping_off():
+    """The inserted _ks_wrap_triton: torch's wrap_triton (what tracing needs) by default and while
+    compiling; the kernel itself inside set_wrap_triton_enabled(False), the package's eager forward."""
+    from torch._library.triton import set_wrap_triton_enabled
+    ns: dict = {}
+    exec(tr.WRAP, ns)
+    wrapped = []
+    ns["_ks_torch_wrap_triton"] = lambda k: wrapped.append(k) or ("wrapped", k)
+    kernel = object()
+    assert ns["_ks_wrap_triton"](kernel) == ("wrapped", kernel)
+    with set_wrap_triton_enabled(False):
+        assert ns["_ks_wrap_triton"](kernel) is kernel
+        ns["_ks_compiling"] = lambda: True                       # under torch.compile: always wrapped
+        assert ns["_ks_wrap_triton"](kernel) == ("wrapped", kernel)
+    assert wrapped == [kernel, kernel]
 
 
 def test_a_candidate_without_kernels_or_that_does_not_parse_is_refused():
