@@ -48,7 +48,7 @@ def launchers(tree: ast.Module, kernels: set[str]) -> list[str]:
 
 # What the rewritten launches call (inserted after the docstring): torch's wrap_triton, except where
 # the package's eager forward turned wrapping off, where the kernel itself is returned without
-# wrap_triton's three imports a call (a few microseconds a launch, next to a 0.1 ms kernel).
+# wrap_triton's imports on every call (docs/export.md, "Eager speed": small kernels feel them).
 WRAP = """\
 from torch._library.triton import is_wrap_triton_enabled as _ks_wrapping  # kernelskill export: launches
 from torch.compiler import is_compiling as _ks_compiling  # that torch.compile, torch.export and make_fx trace
