@@ -26,14 +26,26 @@ def replace_spans(source: str, edits: list[tuple[int, int, str]]) -> str:
     return out
 
 
-def insert_import(source: str, line: str) -> str:
-    """``line`` (an import, newline-terminated) after the module's docstring and __future__ imports."""
+def _insert_after(source: str, text: str, opening) -> str:
+    """``text`` after the module's docstring and the statements that follow it while ``opening(stmt)``."""
     at = 0
     for i, stmt in enumerate(parse_python(source).body):
-        if (i == 0 and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)) or (
-                isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__"):
+        if (i == 0 and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)) or opening(stmt):
             at = stmt.end_lineno
         else:
             break
     lines = source.splitlines(keepends=True)
-    return "".join(lines[:at] + [line] + lines[at:])
+    if at and not lines[at - 1].endswith("\n"):
+        lines[at - 1] += "\n"
+    return "".join(lines[:at] + [text] + lines[at:])
+
+
+def insert_import(source: str, line: str) -> str:
+    """``line`` (an import, newline-terminated) after the module's docstring and __future__ imports."""
+    return _insert_after(source, line, lambda s: isinstance(s, ast.ImportFrom) and s.module == "__future__")
+
+
+def insert_after_imports(source: str, text: str) -> str:
+    """``text`` after the run of import statements that opens the module (past its docstring), so a
+    definition added there follows the imports, as a reader and a linter expect."""
+    return _insert_after(source, text, lambda s: isinstance(s, (ast.Import, ast.ImportFrom)))

@@ -23,7 +23,7 @@ import os
 
 from .calls import record_call, return_schema
 from .errors import ExportError
-from .source import insert_import, positions, replace_spans
+from .source import insert_after_imports, insert_import, positions, replace_spans
 from kernelskill.candidate import parse_python
 
 def kernel_names(tree: ast.Module, source: str) -> set[str]:
@@ -46,25 +46,26 @@ def launchers(tree: ast.Module, kernels: set[str]) -> list[str]:
             and _launches(s, kernels)]
 
 
-# What the rewritten launches call (inserted after the docstring): torch's wrap_triton, except where
-# the package's eager forward turned wrapping off, where the kernel itself is returned without
-# wrap_triton's imports on every call (docs/export.md, "Eager speed": small kernels feel them).
-WRAP = """\
+# What the rewritten launches call: torch's wrap_triton, except where the package's eager forward
+# turned wrapping off, where the kernel itself is returned without wrap_triton's imports on every
+# call (docs/export.md, "Eager speed": small kernels feel them). The imports go after the
+# docstring, the function after the module's opening imports.
+WRAP_IMPORTS = """\
 from torch._library.triton import is_wrap_triton_enabled as _ks_wrapping  # kernelskill export: launches
 from torch.compiler import is_compiling as _ks_compiling  # that torch.compile, torch.export and make_fx trace
 from torch.library import wrap_triton as _ks_torch_wrap_triton
+"""
+WRAP_DEF = """\
 
 
 def _ks_wrap_triton(kernel):
     return _ks_torch_wrap_triton(kernel) if _ks_compiling() or _ks_wrapping() else kernel
-
-
 """
 
 
 def wrap_launches(source: str) -> tuple[str, set[str], list[str], list[str]]:
     """``source`` with each ``K[grid](...)`` of a module kernel K written ``_ks_wrap_triton(K)[grid](...)``
-    and the import added: (source, kernels, launchers, the classes' methods that launch kernels)."""
+    and that function added: (source, kernels, launchers, the classes' methods that launch kernels)."""
     try:
         tree = parse_python(source)
     except SyntaxError as e:
@@ -77,7 +78,7 @@ def wrap_launches(source: str) -> tuple[str, set[str], list[str], list[str]]:
                                   f"_ks_wrap_triton({n.id})") for n in _launches(tree, kernels)])
     in_methods = [f"{c.name}.{m.name}" for c in tree.body if isinstance(c, ast.ClassDef)
                   for m in c.body if isinstance(m, ast.FunctionDef) and _launches(m, kernels)]
-    out = insert_import(out, WRAP)
+    out = insert_after_imports(insert_import(out, WRAP_IMPORTS), WRAP_DEF)
     return out, kernels, launchers(tree, kernels), in_methods
 
 

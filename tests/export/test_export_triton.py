@@ -58,11 +58,15 @@ def test_every_launch_is_wrapped_and_the_launchers_are_found(path):
     imp = [s for s in tree.body if isinstance(s, ast.ImportFrom) and s.module == "torch.library"]
     assert len(imp) == 1 and imp[0].names[0].name == "wrap_triton"
     assert isinstance(tree.body[0], ast.Expr)                    # the docstring stays first
-    assert out.count(tr.WRAP) == 1
+    assert out.count(tr.WRAP_IMPORTS) == 1 and out.count(tr.WRAP_DEF) == 1
+    # the function follows the module's opening imports: nothing but imports (and the docstring) before it
+    at = next(i for i, st in enumerate(tree.body) if isinstance(st, ast.FunctionDef) and st.name == "_ks_wrap_triton")
+    assert at >= 2 and all(isinstance(st, (ast.Import, ast.ImportFrom)) for st in tree.body[1:at])
+    assert not isinstance(tree.body[at + 1], (ast.Import, ast.ImportFrom))
     assert launchers == LAUNCHERS[path.parents[1].name]
     assert in_methods == ([] if launchers else ["ModelNew.forward"])
     # the rest of the source is untouched: undo the rewrite and get the original back
-    undone = out.replace(tr.WRAP, "", 1)
+    undone = out.replace(tr.WRAP_IMPORTS, "", 1).replace(tr.WRAP_DEF, "", 1)
     for k in kernels:
         undone = undone.replace(f"_ks_wrap_triton({k})[", f"{k}[")
     assert undone == source
@@ -73,7 +77,7 @@ def test_a_launch_is_wrapped_unless_the_packages_eager_forward_turned_wrapping_o
     compiling; the kernel itself inside set_wrap_triton_enabled(False), the package's eager forward."""
     from torch._library.triton import set_wrap_triton_enabled
     ns: dict = {}
-    exec(tr.WRAP, ns)
+    exec(tr.WRAP_IMPORTS + tr.WRAP_DEF, ns)
     wrapped = []
     ns["_ks_torch_wrap_triton"] = lambda k: wrapped.append(k) or ("wrapped", k)
     kernel = object()
