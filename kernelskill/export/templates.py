@@ -524,10 +524,7 @@ def _tracing(args, kwargs) -> bool:
     make_fx, export), a functorch transform, or an input that is a tensor subclass."""
     if _dispatch_modes() or _transforms():
         return True
-    for a in args:
-        if isinstance(a, torch.Tensor) and type(a) not in _PLAIN:
-            return True
-    for a in kwargs.values():
+    for a in (*args, *kwargs.values()) if kwargs else args:
         if isinstance(a, torch.Tensor) and type(a) not in _PLAIN:
             return True
     return False
